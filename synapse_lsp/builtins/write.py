@@ -1,0 +1,69 @@
+"""`write <file> <content>`: create or overwrite a file (atomically), parents created."""
+
+from __future__ import annotations
+
+from synapse_lsp.builtins.args import ArgError, parse_args
+from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
+from synapse_lsp.files import FileError
+
+
+class WriteCommand:
+    name = "write"
+    summary = "Create or overwrite a file with the given content; parent directories are created."
+    usage = "write <file> <content>"
+
+    def help(self) -> str:
+        return f"""\
+{self.usage}
+  {self.summary}
+  <file>      path, relative to the shell's current directory
+  <content>   the whole new content, as ONE quoted argument, or from a heredoc:
+                write notes.txt <<'EOF'
+                first line
+                EOF
+  The write is atomic (the old file or the new one, never half) and keeps the
+  file's permissions. In an editor the change lands in its buffer.
+Examples:
+  write hello.txt "Hello, world"
+  write src/new_module.py <<'EOF'
+  print("hi")
+  EOF"""
+
+    async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
+        try:
+            args = parse_args(argv, options=set())
+            if not args.positional:
+                raise ArgError("missing <file> argument")
+            if len(args.positional) == 1:
+                if ctx.stdin is None:
+                    raise ArgError(
+                        "missing <content> (give it as one quoted argument or a heredoc)"
+                    )
+                content = ctx.stdin
+            elif len(args.positional) == 2:
+                if ctx.stdin is not None:
+                    raise ArgError("give the content either as an argument or a heredoc, not both")
+                content = args.positional[1]
+            else:
+                raise ArgError(
+                    f"expected <file> <content> but got {len(args.positional)} arguments; "
+                    "quote the content as one argument or use a heredoc"
+                )
+        except ArgError as exc:
+            return CommandOutput.usage_error(self.name, str(exc))
+        path = ctx.resolve(args.positional[0])
+        existed = path.exists()
+        try:
+            await ctx.files.write(path, content)
+        except FileError as exc:
+            return CommandOutput(
+                stderr=f"write: {exc.message}\n",
+                exit_code=1,
+                category=FailureCategory.EXECUTION_ERROR,
+            )
+        lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+        verb = "Overwrote" if existed else "Created"
+        return CommandOutput(
+            f"{verb} {args.positional[0]} ({len(content.encode('utf-8'))} bytes, {lines} lines)\n",
+            data={"edit": {"kind": "write", "path": str(path)}},
+        )

@@ -1,0 +1,125 @@
+"""What every in-process command (built-in or extension) looks like to the router.
+
+A command gets argv (already split, shell-style) and a `CommandContext`; it
+returns a `CommandOutput`. It never touches the terminal or the editor directly:
+file changes go through `ctx.files` so the LSP face can turn them into
+`workspace/applyEdit` while the CLI writes to disk.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from synapse_lsp.config import Settings
+    from synapse_lsp.files import FileGateway
+
+
+class Layer(enum.StrEnum):
+    NATIVE = "native"
+    AGENT = "agent"
+    EXTENSION = "extension"
+
+
+class FailureCategory(enum.StrEnum):
+    """Why a routed command failed; lets faces and tests tell failures apart."""
+
+    INVALID_USAGE = "invalid_usage"
+    NOT_FOUND = "not_found"
+    EXECUTION_ERROR = "execution_error"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+    PERMISSION_DENIED = "permission_denied"
+    DEPENDENCY_MISSING = "dependency_missing"
+
+
+# A sink for live output: (stream, chunk) with stream "stdout" or "stderr".
+OutputSink = Callable[[str, str], None]
+
+
+@dataclass
+class CommandOutput:
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int = 0
+    category: FailureCategory | None = None
+    # Structured side data a face may use (e.g. a plan, an applied edit).
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def usage_error(cls, command: str, message: str) -> CommandOutput:
+        """A wrong-usage failure whose text teaches the model to read --help."""
+        return cls(
+            stderr=f'{command}: {message}\nUsage help: Bash(command="{command} --help")\n',
+            exit_code=2,
+            category=FailureCategory.INVALID_USAGE,
+        )
+
+
+@dataclass
+class CommandContext:
+    """Everything a command may use. `cwd` is the shell session's directory at call time."""
+
+    cwd: Path
+    settings: Settings
+    files: FileGateway
+    env: dict[str, str] = field(default_factory=dict)
+    stdin: str | None = None
+    on_output: OutputSink | None = None
+    # Set by the agent loop: runs a sub-agent (`task:*`). None when there is no executor.
+    subagent: SubAgentRunner | None = None
+    # True inside a sub-agent: task:* is refused.
+    in_subagent: bool = False
+    # Session-scoped state a command may keep (e.g. the plan), shared per chat session.
+    state: dict[str, Any] = field(default_factory=dict)
+    # Emits a structured event to whoever drives the router (e.g. plan updates).
+    emit: Callable[[Any], None] | None = None
+
+    def resolve(self, path: str) -> Path:
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.cwd / p)
+
+
+class SubAgentRunner(Protocol):
+    def __call__(
+        self, task_type: str, prompt: str, description: str
+    ) -> Awaitable[CommandOutput]: ...
+
+
+class Command(Protocol):
+    """A command the router runs in-process."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def summary(self) -> str:
+        """One line: what it does (shown by `-h` and `command:search`)."""
+        ...
+
+    @property
+    def usage(self) -> str:
+        """One line: `name <arg> [--flag N]`."""
+        ...
+
+    def help(self) -> str:
+        """The full `--help` page."""
+        ...
+
+    async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput: ...
+
+
+class CommandLookup(Protocol):
+    """Where the router finds extension commands (`mcp:*`, `skill:*`)."""
+
+    def get(self, name: str) -> Command | None: ...
+
+
+class PermissionGate(Protocol):
+    """Asked before a command runs. Returns None to allow, or a reason it was denied."""
+
+    async def check(self, command: str, layer: Layer, cwd: Path) -> str | None: ...

@@ -1,0 +1,121 @@
+"""The one event stream every face consumes (REPL, `chat -p`, LSP server).
+
+The agent loop yields these; nothing else about the loop is visible to a face.
+`parent_tool_call_id` is set on events from a sub-agent, naming the `task:*`
+tool call that started it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+StopReason = Literal["end_turn", "max_tokens", "cancelled", "refusal", "error", "max_turns"]
+ToolStatus = Literal["completed", "failed", "cancelled"]
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            self.cache_read_input_tokens + other.cache_read_input_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+    parent_tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ThinkingDelta:
+    text: str
+    parent_tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolCallStarted:
+    tool_call_id: str
+    command: str
+    restart: bool = False
+    parent_tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """A chunk of live output, in full (the model sees only head and tail)."""
+
+    tool_call_id: str
+    stream: Literal["stdout", "stderr"]
+    chunk: str
+    parent_tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolCallFinished:
+    tool_call_id: str
+    status: ToolStatus
+    exit_code: int | None
+    is_error: bool
+    text: str  # what the model was given
+    layer: str | None = None
+    category: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    parent_tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    step: str
+    status: Literal["pending", "in_progress", "completed"]
+
+
+@dataclass(frozen=True)
+class PlanUpdated:
+    entries: tuple[PlanEntry, ...]
+    explanation: str | None = None
+    parent_tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class UsageUpdated:
+    usage: Usage  # totals for the turn so far
+    parent_tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something the user should see that is not model output (a retry, a compaction)."""
+
+    message: str
+    level: Literal["info", "warning"] = "info"
+    parent_tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class TurnFinished:
+    stop_reason: StopReason
+    usage: Usage
+    error: str | None = None  # set when stop_reason == "error"
+
+
+Event = (
+    TextDelta
+    | ThinkingDelta
+    | ToolCallStarted
+    | ToolOutput
+    | ToolCallFinished
+    | PlanUpdated
+    | UsageUpdated
+    | Notice
+    | TurnFinished
+)

@@ -1,0 +1,431 @@
+"""BashRouter: decides each command line's layer and runs it there.
+
+Layers (SPEC §2): Agent Shell built-ins run in-process; Extension Shell commands
+(`mcp:*`, `skill:*`) go to the extension registry; everything else goes to the
+persistent shell exactly as typed. The router returns a structured
+`RouteResult` and, separately, the text the model sees.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from synapse_lsp import cmdline
+from synapse_lsp.builtins import default_builtins
+from synapse_lsp.commands import (
+    Command,
+    CommandContext,
+    CommandLookup,
+    CommandOutput,
+    FailureCategory,
+    Layer,
+    OutputSink,
+    PermissionGate,
+    SubAgentRunner,
+)
+from synapse_lsp.config import Settings
+from synapse_lsp.files import DiskFiles, FileGateway
+from synapse_lsp.output import bound_text
+from synapse_lsp.shell import ShellSession
+
+_BASH_WRAPPED = re.compile(
+    r"^Bash\s*\(\s*command\s*=\s*(?P<q>[\"'])(?P<inner>.*)(?P=q)\s*\)$", re.S
+)
+# Two-word aliases -> built-in name.
+ALIASES: dict[tuple[str, str], str] = {
+    ("tools", "search"): "command:search",
+    ("skill", "search"): "skill:search",
+    ("skill", "load"): "skill:load",
+}
+SINGLE_ALIASES: dict[str, str] = {"todo": "plan"}
+EXTENSION_PREFIXES = ("mcp:", "skill:")
+
+
+@dataclass
+class RouteResult:
+    """What happened, for faces and tests; `text` is exactly what the model is given."""
+
+    command: str
+    layer: Layer
+    stdout: str
+    stderr: str
+    exit_code: int
+    is_error: bool
+    category: FailureCategory | None
+    duration: float
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+    full_output_path: Path | None = None
+
+
+class BashRouter:
+    """Routes command lines for one shell session. Cheap to `derive` per chat session."""
+
+    def __init__(
+        self,
+        shell: ShellSession,
+        settings: Settings,
+        *,
+        files: FileGateway | None = None,
+        extensions: CommandLookup | None = None,
+        subagent: SubAgentRunner | None = None,
+        in_subagent: bool = False,
+        permission: PermissionGate | None = None,
+        state: dict[str, Any] | None = None,
+        builtins: dict[str, Command] | None = None,
+    ) -> None:
+        self.shell = shell
+        self.settings = settings
+        self.files: FileGateway = files or DiskFiles()
+        self.extensions = extensions
+        self.subagent = subagent
+        self.in_subagent = in_subagent
+        self.permission = permission
+        self.state: dict[str, Any] = {} if state is None else state
+        self.builtins: dict[str, Command] = (
+            builtins if builtins is not None else {c.name: c for c in default_builtins()}
+        )
+
+    def register(self, command: Command) -> None:
+        self.builtins[command.name] = command
+
+    def derive(self, **changes: Any) -> BashRouter:
+        """A router on the same shell and built-ins with some fields replaced."""
+        fields_ = {
+            "files": self.files,
+            "extensions": self.extensions,
+            "subagent": self.subagent,
+            "in_subagent": self.in_subagent,
+            "permission": self.permission,
+            "state": self.state,
+            "builtins": self.builtins,
+        }
+        unknown = set(changes) - set(fields_)
+        if unknown:
+            raise TypeError(f"derive() got unknown fields: {sorted(unknown)}")
+        fields_.update(changes)
+        return BashRouter(self.shell, self.settings, **fields_)
+
+    # ----------------------------------------------------------------- routing
+
+    def layer_of(self, command: str) -> Layer:
+        """The layer a line would run in (no side effects)."""
+        return self._resolve(command.strip())[0]
+
+    async def route(
+        self,
+        command: str,
+        *,
+        restart: bool = False,
+        on_output: OutputSink | None = None,
+        emit: Callable[[Any], None] | None = None,
+    ) -> RouteResult:
+        """Run one command line. Cancelling the awaiting task cancels the inner work,
+        including a restart in progress, and leaves the session usable."""
+        started = time.perf_counter()
+        if restart:
+            await self.shell.restart()
+            if not command.strip():
+                return self._finish(
+                    command, Layer.NATIVE, CommandOutput("Shell restarted.\n"), started
+                )
+        line = command.strip()
+        misuse = self._misuse(line)
+        if misuse is not None:
+            return self._finish(command, Layer.AGENT, misuse, started)
+        line = self._strip_bash_prefix(line)
+        layer, target = self._resolve(line)
+        if self.permission is not None:
+            denied = await self.permission.check(line, layer, self.shell.cwd)
+            if denied is not None:
+                out = CommandOutput(
+                    stderr=f"Not run: {denied}\n",
+                    exit_code=126,
+                    category=FailureCategory.PERMISSION_DENIED,
+                )
+                return self._finish(command, layer, out, started)
+        if layer is Layer.NATIVE:
+            return await self._run_native(command, line, on_output, started)
+        assert target is not None
+        output = await self._run_in_process(target, line, on_output, emit)
+        return self._finish(command, layer, output, started)
+
+    def _misuse(self, line: str) -> CommandOutput | None:
+        if line == "Bash" or line.startswith("Bash "):
+            return CommandOutput(
+                stderr='"Bash" is the tool\'s name, not a command. Put the shell command '
+                'itself in the command parameter, e.g. Bash(command="ls -la").\n',
+                exit_code=2,
+                category=FailureCategory.INVALID_USAGE,
+            )
+        wrapped = _BASH_WRAPPED.match(line)
+        if wrapped is not None:
+            inner = wrapped.group("inner").replace("\\" + wrapped.group("q"), wrapped.group("q"))
+            return CommandOutput(
+                stderr="Do not wrap Bash(...) inside command: the command parameter holds only "
+                f"the shell command. Not run. Retry as Bash(command={_quote_for_hint(inner)}).\n",
+                exit_code=2,
+                category=FailureCategory.INVALID_USAGE,
+            )
+        return None
+
+    def _strip_bash_prefix(self, line: str) -> str:
+        """`bash echo hi > f` -> `echo hi > f`; `bash -c …` and `bash script.sh` are kept."""
+        if not line.startswith("bash ") and not line.startswith("bash\t"):
+            return line
+        rest = line[5:].lstrip()
+        second = cmdline.first_word(rest)
+        if not second or second.startswith("-") or second.endswith((".sh", ".bash")):
+            return line
+        if "/" in second or (self.shell.cwd / second).is_file():
+            return line  # `bash ./script` / `bash script` runs a script file
+        return self._strip_bash_prefix(rest)
+
+    def _resolve(self, line: str) -> tuple[Layer, Command | None]:
+        word = cmdline.first_word(line)
+        name = SINGLE_ALIASES.get(word, word)
+        if name in self.builtins:
+            return Layer.AGENT, self.builtins[name]
+        if name.startswith("task:") and "task" in self.builtins:
+            return Layer.AGENT, self.builtins["task"]
+        rest_words = line.split(maxsplit=2)
+        if len(rest_words) >= 2 and (word, rest_words[1]) in ALIASES:
+            alias = ALIASES[(word, rest_words[1])]
+            if alias in self.builtins:
+                return Layer.AGENT, self.builtins[alias]
+        if name.startswith(EXTENSION_PREFIXES) and name.count(":") >= 2:
+            found = self.extensions.get(name) if self.extensions is not None else None
+            return Layer.EXTENSION, found or _NotFound(name)
+        return Layer.NATIVE, None
+
+    async def _run_native(
+        self, command: str, line: str, on_output: OutputSink | None, started: float
+    ) -> RouteResult:
+        result = await self.shell.run(
+            line, timeout=self.settings.command_timeout, on_output=on_output
+        )
+        category: FailureCategory | None = None
+        if result.timed_out:
+            category = FailureCategory.TIMEOUT
+        elif result.cancelled:
+            category = FailureCategory.CANCELLED
+        elif result.exit_code == 127:
+            category = FailureCategory.NOT_FOUND
+        elif result.exit_code != 0:
+            category = FailureCategory.EXECUTION_ERROR
+        out = CommandOutput(result.stdout, result.stderr, result.exit_code, category)
+        if result.timed_out:
+            out.stderr += (
+                f"\n[timed out after {self.settings.command_timeout:g} s: the command's processes "
+                "were killed; the shell session is intact]\n"
+            )
+        routed = self._finish(command, Layer.NATIVE, out, started, bounded=True)
+        routed.full_output_path = result.full_output_path
+        return routed
+
+    async def _run_in_process(
+        self,
+        target: Command,
+        line: str,
+        on_output: OutputSink | None,
+        emit: Callable[[Any], None] | None,
+    ) -> CommandOutput:
+        """Run a built-in or extension command; honours a heredoc and a trailing `| …`/`&& …`."""
+        stdin: str | None = None
+        heredoc = cmdline.extract_heredoc(line)
+        if heredoc is not None:
+            line, stdin = heredoc
+        split = cmdline.split_top_level(line)
+        head = split.head
+        if cmdline.has_redirection(head):
+            return CommandOutput.usage_error(
+                target.name,
+                "built-in and extension commands take no < or > redirections; pass content as "
+                "an argument or a heredoc, or pipe the output: `… | cat > file`",
+            )
+        try:
+            argv = cmdline.split_argv(head)
+        except ValueError as exc:
+            return CommandOutput.usage_error(target.name, f"cannot parse the command line: {exc}")
+        argv = _apply_alias(argv)
+        if split.operator not in (None, "|", "&&", "||", ";", "\n"):
+            return CommandOutput.usage_error(
+                target.name, f"`{split.operator.strip()}` after a built-in is not supported"
+            )
+        output = await self._invoke(target, argv, stdin, on_output, emit)
+        if split.operator is None or not split.rest.strip():
+            return output
+        if split.operator == "|":
+            return await self._pipe_into_shell(output, split.rest, on_output)
+        ok = output.exit_code == 0
+        if (split.operator == "&&" and not ok) or (split.operator == "||" and ok):
+            return output
+        tail = await self.route(split.rest, on_output=on_output, emit=emit)
+        return CommandOutput(
+            stdout=output.stdout + tail.stdout,
+            stderr=output.stderr + tail.stderr,
+            exit_code=tail.exit_code,
+            category=tail.category,
+            data={**output.data, **tail.data},
+        )
+
+    async def _invoke(
+        self,
+        target: Command,
+        argv: list[str],
+        stdin: str | None,
+        on_output: OutputSink | None,
+        emit: Callable[[Any], None] | None,
+    ) -> CommandOutput:
+        is_extension = target.name.startswith(EXTENSION_PREFIXES) and target.name.count(":") >= 2
+        if not is_extension and len(argv) >= 2 and argv[1] in ("-h", "--help"):
+            if argv[1] == "-h":
+                return CommandOutput(f"{target.usage}\n{target.summary}\n")
+            return CommandOutput(target.help().rstrip("\n") + "\n")
+        ctx = CommandContext(
+            cwd=self.shell.cwd,
+            settings=self.settings,
+            files=self.files,
+            env=self._env(),
+            stdin=stdin,
+            on_output=on_output,
+            subagent=self.subagent,
+            in_subagent=self.in_subagent,
+            state=self.state,
+            emit=emit,
+        )
+        args = argv if target.name == "task" or is_extension else argv[1:]
+        return await target.run(args, ctx)
+
+    async def _pipe_into_shell(
+        self, output: CommandOutput, rest: str, on_output: OutputSink | None
+    ) -> CommandOutput:
+        """`read f | grep x`: the built-in's stdout becomes the native pipeline's stdin."""
+        if output.exit_code != 0:
+            return output
+        fd, name = tempfile.mkstemp(prefix="synapse-pipe-", suffix=".txt")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(output.stdout)
+            native = f"{{ {rest.strip()}\n}} < {_shell_quote(name)}"
+            result = await self.shell.run(
+                native, timeout=self.settings.command_timeout, on_output=on_output
+            )
+        finally:
+            Path(name).unlink(missing_ok=True)
+        category = None if result.exit_code == 0 else FailureCategory.EXECUTION_ERROR
+        return CommandOutput(
+            result.stdout, output.stderr + result.stderr, result.exit_code, category
+        )
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PATH"] = f"{self.settings.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        env["SYNAPSE_HOME"] = str(self.settings.synapse_home)
+        return env
+
+    # ------------------------------------------------------------ result text
+
+    def _finish(
+        self,
+        command: str,
+        layer: Layer,
+        out: CommandOutput,
+        started: float,
+        *,
+        bounded: bool = False,
+    ) -> RouteResult:
+        stdout, stderr = out.stdout, out.stderr
+        if not bounded:
+            stdout = bound_text(stdout, self.settings.output)[0]
+            stderr = bound_text(stderr, self.settings.output)[0]
+        is_error = out.exit_code != 0
+        category = out.category
+        if is_error and category is None:
+            category = FailureCategory.EXECUTION_ERROR
+        text = format_for_model(command, stdout, stderr, out.exit_code, category)
+        return RouteResult(
+            command=command,
+            layer=layer,
+            stdout=stdout,
+            stderr=stderr,
+            exit_code=out.exit_code,
+            is_error=is_error,
+            category=category,
+            duration=time.perf_counter() - started,
+            text=text,
+            data=out.data,
+        )
+
+
+def format_for_model(
+    command: str, stdout: str, stderr: str, exit_code: int, category: FailureCategory | None
+) -> str:
+    """The tool-result text (SPEC §2): output on success; on failure an `[Error]` header,
+    the `[stdout]`/`[stderr]` sections and a `--help` hint naming the base command."""
+    if exit_code == 0:
+        text = stdout
+        if stderr.strip():
+            text = f"{text.rstrip(chr(10))}\n[stderr]\n{stderr}" if text else f"[stderr]\n{stderr}"
+        return text if text.strip() else "(no output)"
+    what = {
+        FailureCategory.INVALID_USAGE: "Invalid usage",
+        FailureCategory.NOT_FOUND: "Command not found",
+        FailureCategory.TIMEOUT: "Command timed out",
+        FailureCategory.CANCELLED: "Command cancelled by the user",
+        FailureCategory.PERMISSION_DENIED: "Permission denied",
+    }.get(category or FailureCategory.EXECUTION_ERROR, "Command failed")
+    parts = [f"[Error] {what} (exit code {exit_code})"]
+    if stdout.strip():
+        parts.append(f"[stdout]\n{stdout.rstrip(chr(10))}")
+    parts.append(f"[stderr]\n{stderr.rstrip(chr(10)) if stderr.strip() else '(empty)'}")
+    if category not in (FailureCategory.CANCELLED, FailureCategory.PERMISSION_DENIED):
+        base = cmdline.base_command(command) or command.strip()
+        parts.append(f"Hint: Run `{base} --help` to learn the correct usage before retrying.")
+    return "\n".join(parts) + "\n"
+
+
+def _apply_alias(argv: list[str]) -> list[str]:
+    if len(argv) >= 2 and (argv[0], argv[1]) in ALIASES:
+        return [ALIASES[(argv[0], argv[1])], *argv[2:]]
+    if argv and argv[0] in SINGLE_ALIASES:
+        return [SINGLE_ALIASES[argv[0]], *argv[1:]]
+    return argv
+
+
+def _shell_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def _quote_for_hint(inner: str) -> str:
+    return '"' + inner.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@dataclass(frozen=True)
+class _NotFound:
+    """An `mcp:`/`skill:` name nobody provides: a clear not-found with the way to discover."""
+
+    name: str
+    summary: str = "unknown extension command"
+
+    @property
+    def usage(self) -> str:
+        return self.name
+
+    def help(self) -> str:
+        return f"{self.name}: no such extension command"
+
+    async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
+        return CommandOutput(
+            stderr=f"{self.name}: command not found. Extension commands are listed by "
+            "`command:search <keyword>` (add `--type mcp` or `--type skill`).\n",
+            exit_code=127,
+            category=FailureCategory.NOT_FOUND,
+        )
