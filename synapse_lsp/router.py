@@ -97,8 +97,10 @@ class BashRouter:
         self.builtins[command.name] = command
 
     def derive(self, **changes: Any) -> BashRouter:
-        """A router on the same shell and built-ins with some fields replaced."""
-        fields_ = {
+        """A router on the same built-ins with some fields replaced (`shell` too:
+        each chat session gets its own shell so sessions can run concurrently)."""
+        fields_: dict[str, Any] = {
+            "shell": self.shell,
             "files": self.files,
             "extensions": self.extensions,
             "subagent": self.subagent,
@@ -111,7 +113,8 @@ class BashRouter:
         if unknown:
             raise TypeError(f"derive() got unknown fields: {sorted(unknown)}")
         fields_.update(changes)
-        return BashRouter(self.shell, self.settings, **fields_)
+        shell = fields_.pop("shell")
+        return BashRouter(shell, self.settings, **fields_)
 
     # ----------------------------------------------------------------- routing
 
