@@ -1,0 +1,375 @@
+"""The model client: one streamed Messages API call, retried on transient failures.
+
+Built on the official `anthropic` SDK (imported lazily: it costs ~1 s). The SDK's
+own retries are switched off so that this module owns the policy: 408/409/429/5xx,
+`overloaded_error`/`rate_limit_error`/`api_error` events and a stream that ends
+without `message_stop` are retried with exponential backoff, honouring
+`retry-after-ms`/`retry-after`. After the last attempt a `ModelError` names the
+cause. The API key is never put into a message, a log record or an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from synapse_lsp.errors import ModelError
+from synapse_lsp.events import Usage
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+
+    from synapse_lsp.config import Settings
+
+log = logging.getLogger(__name__)
+
+NO_KEY_HELP = (
+    "No Anthropic API key: set {env} in the environment (export {env}=sk-ant-...), "
+    "or point ANTHROPIC_BASE_URL at a compatible endpoint and give its key in {env}. "
+    "To try Synapse without a key, run `synapse chat --demo` (an offline demo model)."
+)
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+RETRYABLE_ERROR_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error", "timeout"})
+
+
+# --------------------------------------------------------------- stream items
+
+
+@dataclass(frozen=True)
+class StreamText:
+    text: str
+
+
+@dataclass(frozen=True)
+class StreamThinking:
+    text: str
+
+
+@dataclass(frozen=True)
+class StreamToolUse:
+    """A tool_use block started (its input arrives with the finished message)."""
+
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class StreamRetry:
+    """The attempt failed and will be retried: anything streamed since the last
+    `StreamRetry`/start belongs to the failed attempt and must be discarded."""
+
+    attempt: int  # the attempt that failed, 1-based
+    max_attempts: int
+    delay: float
+    cause: str
+
+
+@dataclass(frozen=True)
+class StreamDone:
+    """The finished assistant message: content blocks in API form, ready for history."""
+
+    content: list[dict[str, Any]]
+    stop_reason: str
+    usage: Usage
+    model: str = ""
+
+
+StreamItem = StreamText | StreamThinking | StreamToolUse | StreamRetry | StreamDone
+
+
+@dataclass
+class _Attempt:
+    """Accumulates one streamed message."""
+
+    blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    json_parts: dict[int, list[str]] = field(default_factory=dict)
+    stop_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    stopped: bool = False
+
+    def content(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if block.get("type") == "tool_use":
+                raw = "".join(self.json_parts.get(index, []))
+                try:
+                    parsed = json.loads(raw) if raw.strip() else {}
+                except ValueError:
+                    # An input cut by max_tokens: keep what arrived so the loop can say so.
+                    parsed = {"_incomplete_json": raw}
+                block = {**block, "input": parsed if isinstance(parsed, dict) else {"_": parsed}}
+            elif block.get("type") == "text" and not block.get("citations"):
+                block = {"type": "text", "text": block.get("text", "")}
+            out.append(block)
+        return out
+
+
+class _TransientError(Exception):
+    """A failure worth retrying; `delay` is the server's retry-after, if it gave one."""
+
+    def __init__(self, cause: str, delay: float | None = None) -> None:
+        super().__init__(cause)
+        self.cause = cause
+        self.delay = delay
+
+
+class ModelClient:
+    """Streams Messages API calls. One client per process is enough (it pools connections)."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        model: str = "claude-sonnet-4-5",
+        max_tokens: int = 8192,
+        max_attempts: int = 5,
+        retry_base_delay: float = 1.0,
+        retry_max_delay: float = 60.0,
+        timeout: float = 600.0,
+        thinking_budget: int | None = None,
+    ) -> None:
+        if not api_key:
+            raise ModelError(NO_KEY_HELP.format(env="ANTHROPIC_API_KEY"), cause="no_api_key")
+        self._api_key = api_key
+        self.base_url = base_url
+        self.model = model
+        self.max_tokens = max_tokens
+        self.max_attempts = max(1, max_attempts)
+        self.retry_base_delay = retry_base_delay
+        self.retry_max_delay = retry_max_delay
+        self.timeout = timeout
+        self.thinking_budget = thinking_budget
+        self._client: AsyncAnthropic | None = None
+
+    def __repr__(self) -> str:  # never show the key
+        return f"ModelClient(model={self.model!r}, base_url={self.base_url!r})"
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, env: Mapping[str, str] | None = None, **overrides: Any
+    ) -> ModelClient:
+        """Key from `settings.api_key_env` (default ANTHROPIC_API_KEY); base URL from
+        settings, else ANTHROPIC_BASE_URL. No key -> ModelError saying how to set one."""
+        source = os.environ if env is None else env
+        key = source.get(settings.api_key_env, "").strip()
+        if not key:
+            raise ModelError(NO_KEY_HELP.format(env=settings.api_key_env), cause="no_api_key")
+        base_url = settings.base_url or source.get("ANTHROPIC_BASE_URL") or None
+        return cls(
+            api_key=key,
+            base_url=base_url,
+            model=settings.model,
+            max_tokens=settings.max_tokens,
+            **overrides,
+        )
+
+    def _sdk(self) -> AsyncAnthropic:
+        if self._client is None:
+            from anthropic import AsyncAnthropic
+
+            self._client = AsyncAnthropic(
+                api_key=self._api_key,
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=self.timeout,
+            )
+        return self._client
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    def scrub(self, text: str) -> str:
+        """`text` with the API key (should it ever appear) replaced."""
+        return text.replace(self._api_key, "[redacted]") if self._api_key else text
+
+    # ------------------------------------------------------------------ stream
+
+    async def stream(
+        self,
+        *,
+        system: list[dict[str, Any]] | str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        """Yield the message as it streams, then one `StreamDone`. Transient failures
+        yield `StreamRetry` and start over; the last failure raises `ModelError`."""
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": max_tokens or self.max_tokens,
+            "system": system,
+            "messages": messages,
+        }
+        if tools:
+            params["tools"] = tools
+        if self.thinking_budget:
+            params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                async for item in self._one_attempt(params):
+                    yield item
+                return
+            except _TransientError as exc:
+                cause = self.scrub(exc.cause)
+                if attempt >= self.max_attempts:
+                    raise ModelError(
+                        f"The model API failed after {attempt} attempt"
+                        f"{'s' if attempt > 1 else ''}: {cause}",
+                        cause=cause,
+                    ) from None
+                delay = self._delay(attempt, exc.delay)
+                log.info("model call failed (%s); retry %d in %.2f s", cause, attempt, delay)
+                yield StreamRetry(attempt, self.max_attempts, delay, cause)
+                await asyncio.sleep(delay)
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.retry_max_delay)
+        base = min(self.retry_base_delay * 2.0 ** (attempt - 1), self.retry_max_delay)
+        return base * (1 - 0.25 * random.random())
+
+    async def _one_attempt(self, params: dict[str, Any]) -> AsyncIterator[StreamItem]:
+        import anthropic
+        import httpx2
+
+        client = self._sdk()
+        acc = _Attempt()
+        try:
+            stream = await client.messages.create(**params, stream=True)
+        except anthropic.APIStatusError as exc:
+            raise self._status_failure(exc) from None
+        except anthropic.APIConnectionError as exc:
+            raise _TransientError(f"connection failed ({_root_cause(exc)})") from None
+        try:
+            async for event in stream:
+                kind = event.type
+                if kind == "content_block_delta":
+                    delta = event.delta
+                    if delta.type == "text_delta":
+                        block = acc.blocks[event.index]
+                        block["text"] = block.get("text", "") + delta.text
+                        yield StreamText(delta.text)
+                    elif delta.type == "input_json_delta":
+                        acc.json_parts.setdefault(event.index, []).append(delta.partial_json)
+                    elif delta.type == "thinking_delta":
+                        block = acc.blocks[event.index]
+                        block["thinking"] = block.get("thinking", "") + delta.thinking
+                        yield StreamThinking(delta.thinking)
+                    elif delta.type == "signature_delta":
+                        acc.blocks[event.index]["signature"] = delta.signature
+                    elif delta.type == "citations_delta":
+                        block = acc.blocks[event.index]
+                        block.setdefault("citations", []).append(
+                            delta.citation.model_dump(exclude_none=True)
+                        )
+                elif kind == "content_block_start":
+                    block_dict = event.content_block.model_dump(exclude_none=True)
+                    if block_dict.get("type") == "tool_use":
+                        block_dict = {
+                            "type": "tool_use",
+                            "id": block_dict.get("id", ""),
+                            "name": block_dict.get("name", ""),
+                            "input": {},
+                        }
+                        acc.blocks[event.index] = block_dict
+                        yield StreamToolUse(block_dict["id"], block_dict["name"])
+                    else:
+                        if block_dict.get("type") == "text":
+                            block_dict["text"] = block_dict.get("text", "")
+                        acc.blocks[event.index] = block_dict
+                elif kind == "message_start":
+                    u = event.message.usage
+                    acc.model = event.message.model
+                    acc.usage = Usage(
+                        input_tokens=u.input_tokens or 0,
+                        output_tokens=u.output_tokens or 0,
+                        cache_creation_input_tokens=u.cache_creation_input_tokens or 0,
+                        cache_read_input_tokens=u.cache_read_input_tokens or 0,
+                    )
+                elif kind == "message_delta":
+                    acc.stop_reason = event.delta.stop_reason or acc.stop_reason
+                    u2 = event.usage
+                    acc.usage = Usage(
+                        input_tokens=u2.input_tokens
+                        if u2.input_tokens is not None
+                        else acc.usage.input_tokens,
+                        output_tokens=u2.output_tokens,
+                        cache_creation_input_tokens=u2.cache_creation_input_tokens
+                        if u2.cache_creation_input_tokens is not None
+                        else acc.usage.cache_creation_input_tokens,
+                        cache_read_input_tokens=u2.cache_read_input_tokens
+                        if u2.cache_read_input_tokens is not None
+                        else acc.usage.cache_read_input_tokens,
+                    )
+                elif kind == "message_stop":
+                    acc.stopped = True
+        except anthropic.APIStatusError as exc:  # an `event: error` inside the stream
+            raise self._status_failure(exc) from None
+        except (anthropic.APIConnectionError, httpx2.TransportError) as exc:
+            raise _TransientError(f"stream dropped mid-message ({_root_cause(exc)})") from None
+        finally:
+            await stream.close()
+        if not acc.stopped:
+            raise _TransientError("stream dropped mid-message (ended before message_stop)")
+        yield StreamDone(acc.content(), acc.stop_reason or "end_turn", acc.usage, acc.model)
+
+    def _status_failure(self, exc: Any) -> Exception:
+        """Classify an APIStatusError: transient -> _TransientError, else ModelError."""
+        status: int = getattr(exc, "status_code", 0)
+        body = getattr(exc, "body", None)
+        err_type, message = _error_fields(body)
+        retry_after = _retry_after(exc.response.headers) if status != 200 else None
+        label = f"HTTP {status}" if status != 200 else "stream error"
+        cause = f"{label} {err_type}: {message}" if err_type else f"{label}: {message}"
+        cause = self.scrub(cause)
+        if status in RETRYABLE_STATUS or err_type in RETRYABLE_ERROR_TYPES or status >= 500:
+            return _TransientError(cause, retry_after)
+        if status == 401:
+            return ModelError(
+                f"The API key was rejected ({cause}). Check the key in the environment.",
+                cause="authentication_error",
+            )
+        return ModelError(f"The model API refused the request: {cause}", cause=err_type or label)
+
+
+def _error_fields(body: object) -> tuple[str, str]:
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            return str(err.get("type", "")), str(err.get("message", ""))[:500]
+    return "", str(body)[:500] if body is not None else ""
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) * scale)
+        except ValueError:
+            continue
+    return None
+
+
+def _root_cause(exc: BaseException) -> str:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    last = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        last = current
+        current = current.__cause__ or current.__context__
+    text = str(last) or type(last).__name__
+    return f"{type(last).__name__}: {text}" if text != type(last).__name__ else text
