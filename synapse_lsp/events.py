@@ -7,6 +7,8 @@ tool call that started it.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -102,6 +104,14 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class UserMessage:
+    """The user's prompt as stored in a session (transcript replay); never yielded by a turn."""
+
+    text: str
+    parent_tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
 class TurnFinished:
     stop_reason: StopReason
     usage: Usage
@@ -118,4 +128,50 @@ Event = (
     | UsageUpdated
     | Notice
     | TurnFinished
+    | UserMessage
 )
+
+_EVENT_TYPES: tuple[type[Any], ...] = (
+    TextDelta,
+    ThinkingDelta,
+    ToolCallStarted,
+    ToolOutput,
+    ToolCallFinished,
+    PlanUpdated,
+    UsageUpdated,
+    Notice,
+    TurnFinished,
+    UserMessage,
+)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+_BY_TYPE: dict[str, type[Any]] = {_snake(cls.__name__): cls for cls in _EVENT_TYPES}
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """A JSON-ready dict: `{"type": "tool_call_started", ...fields}` (snake_case keys)."""
+    data = dataclasses.asdict(event)
+    data["type"] = _snake(type(event).__name__)
+    return data
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """Inverse of `event_to_dict`; raises ValueError on an unknown type or bad fields."""
+    kind = data.get("type")
+    cls = _BY_TYPE.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ValueError(f"unknown event type {kind!r}")
+    values = {k: v for k, v in data.items() if k != "type"}
+    if isinstance(values.get("usage"), dict):
+        values["usage"] = Usage(**values["usage"])
+    if cls is PlanUpdated:
+        values["entries"] = tuple(PlanEntry(**e) for e in values.get("entries", ()))
+    try:
+        event: Event = cls(**values)
+    except TypeError as exc:
+        raise ValueError(f"bad {kind} event: {exc}") from None
+    return event
