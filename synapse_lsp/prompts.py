@@ -1,0 +1,164 @@
+"""The system prompt, assembled from `prompts/*.md` (SPEC §6).
+
+Zone A's built-in documentation is generated from each built-in's own `help()`,
+the same text `<cmd> --help` prints, so the prompt and the commands never drift.
+The stable part (tool + system prompt) carries `cache_control` so the API can
+cache it; what changes per session (cwd, date) comes after the breakpoint.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import re
+from collections.abc import Iterable
+from datetime import date
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from synapse_lsp.commands import Command
+
+# SPEC §6 / seed 000: simple enough to use without --help.
+SIMPLE_NATIVE_COMMANDS: tuple[str, ...] = (
+    "ls", "pwd", "cd", "mkdir", "rmdir", "rm", "cp", "mv", "touch", "cat", "head", "tail",
+    "echo", "env", "export", "which", "whoami", "date", "clear", "true", "false", "exit",
+)  # fmt: skip
+ZONE_B_EXAMPLES: tuple[str, ...] = ("git", "docker", "curl", "npm", "python", "jq", "tar", "ssh")
+# Built-ins first in this order; any other registered built-in follows alphabetically.
+BUILTIN_ORDER = (
+    "read",
+    "write",
+    "edit",
+    "plan",
+    "task",
+    "command:search",
+    "skill:search",
+    "skill:load",
+    "skill:reinforce",
+)
+SUBAGENT_TEMPLATES = {
+    "general": "subagent_general",
+    "explore": "subagent_explore",
+    "skill:search": "subagent_skill_search",
+    "skill:enhance": "subagent_skill_enhance",
+}
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+CACHE = {"type": "ephemeral"}
+
+
+class PromptError(Exception):
+    """A template is missing or uses a placeholder the code does not fill."""
+
+
+@functools.cache
+def prompts_dir() -> Path:
+    """`synapse_lsp/_prompts` in an installed wheel, else the repository's `prompts/`."""
+    packaged = resources.files("synapse_lsp").joinpath("_prompts")
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parent.parent / "prompts"
+
+
+@functools.cache
+def template(name: str) -> str:
+    path = prompts_dir() / f"{name}.md"
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PromptError(f"prompt template {path} cannot be read: {exc}") from None
+
+
+def render(name: str, **values: str) -> str:
+    """Fill `{{name}}` placeholders; an unknown or missing one is an error."""
+    text = template(name)
+    wanted = set(_PLACEHOLDER.findall(text))
+    missing = wanted - set(values)
+    if missing:
+        raise PromptError(f"template {name}.md needs values for {sorted(missing)}")
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], text).strip() + "\n"
+
+
+def ordered_builtins(commands: Iterable[Command]) -> list[Command]:
+    unique: dict[str, Command] = {}
+    for cmd in commands:
+        unique.setdefault(cmd.name, cmd)
+    rank = {name: i for i, name in enumerate(BUILTIN_ORDER)}
+    return sorted(unique.values(), key=lambda c: (rank.get(c.name, len(rank)), c.name))
+
+
+def builtins_section(commands: Iterable[Command]) -> str:
+    """Each built-in's full `--help` page, as `#### name` sections."""
+    parts = []
+    for cmd in ordered_builtins(commands):
+        title = "task:<type>" if cmd.name == "task" else cmd.name
+        parts.append(f"#### {title}\n\n```\n{cmd.help().strip()}\n```")
+    return "\n\n".join(parts)
+
+
+def system_text(commands: Iterable[Command], task_type: str | None = None) -> str:
+    """The stable system prompt; with `task_type`, the sub-agent's section is appended."""
+    text = render(
+        "system",
+        builtins=builtins_section(commands),
+        whitelist=", ".join(SIMPLE_NATIVE_COMMANDS),
+        zone_b=", ".join(ZONE_B_EXAMPLES),
+    )
+    if task_type is not None:
+        name = SUBAGENT_TEMPLATES.get(task_type, "subagent_general")
+        text += "\n" + render(name)
+    return text
+
+
+def environment_text(cwd: Path, workspace_root: Path | None) -> str:
+    return render(
+        "environment",
+        workspace=str(workspace_root or cwd),
+        cwd=str(cwd),
+        platform=f"{platform.system()} {platform.release()} ({platform.machine()})",
+        date=date.today().isoformat(),
+    )
+
+
+def system_blocks(
+    commands: Iterable[Command],
+    *,
+    cwd: Path,
+    workspace_root: Path | None = None,
+    task_type: str | None = None,
+) -> list[dict[str, Any]]:
+    """System prompt blocks: the stable one is a cache breakpoint, the environment follows."""
+    return [
+        {"type": "text", "text": system_text(commands, task_type), "cache_control": CACHE},
+        {"type": "text", "text": environment_text(cwd, workspace_root)},
+    ]
+
+
+def bash_tool() -> dict[str, Any]:
+    """The one tool (SPEC §1)."""
+    return {
+        "name": "Bash",
+        "description": render("bash_tool").strip(),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "command": {
+                    "type": "string",
+                    "description": "The command line to run, exactly as typed in a shell.",
+                },
+                "restart": {
+                    "type": "boolean",
+                    "description": "Restart the shell session before running the command.",
+                },
+            },
+            "required": ["command"],
+        },
+    }
+
+
+def compaction_instructions() -> str:
+    return render("compaction")
+
+
+def editor_context_text(details: str) -> str:
+    return render("editor_context", details=details.strip())
