@@ -1,0 +1,223 @@
+/**
+ * Wire types of the Synapse editor protocol (docs/protocol.md).
+ *
+ * Pure declarations: no `vscode` import, shared by the extension host, the
+ * webview and the Node tests.
+ */
+
+export const SESSION_UPDATE_METHOD = 'synapse/sessionUpdate';
+
+export const Commands = {
+  sessionNew: 'synapse.session.new',
+  sessionList: 'synapse.session.list',
+  sessionLoad: 'synapse.session.load',
+  sessionDelete: 'synapse.session.delete',
+  sessionPrompt: 'synapse.session.prompt',
+  sessionCancel: 'synapse.session.cancel',
+  shellRun: 'synapse.shell.run',
+  shellRestart: 'synapse.shell.restart',
+  toolsSearch: 'synapse.tools.search',
+  toolsRefresh: 'synapse.tools.refresh',
+  status: 'synapse.status',
+} as const;
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+  cacheCreationInputTokens?: number;
+  cacheReadInputTokens?: number;
+}
+
+export type StopReason = 'end_turn' | 'max_tokens' | 'max_turns' | 'cancelled' | 'refusal' | 'error';
+
+export type ToolKind =
+  | 'read'
+  | 'edit'
+  | 'delete'
+  | 'move'
+  | 'search'
+  | 'execute'
+  | 'think'
+  | 'fetch'
+  | 'other';
+
+/** `pending` is client-side only: output or an end seen before the `tool_call` itself. */
+export type ToolStatus = 'pending' | 'in_progress' | 'completed' | 'failed' | 'cancelled';
+
+export interface TextContent {
+  type: 'text';
+  text: string;
+}
+
+export interface ToolLocation {
+  path: string;
+  line?: number;
+}
+
+export interface RawOutput {
+  exitCode?: number | null;
+  isError?: boolean;
+  layer?: string | null;
+  category?: string | null;
+  edit?: { path: string; applied: boolean };
+  [key: string]: unknown;
+}
+
+export interface PlanEntry {
+  content: string;
+  priority?: 'high' | 'medium' | 'low';
+  status: 'pending' | 'in_progress' | 'completed';
+}
+
+interface UpdateBase {
+  parentToolCallId?: string | null;
+}
+
+export interface UserMessageChunk extends UpdateBase {
+  sessionUpdate: 'user_message_chunk';
+  content: TextContent;
+}
+export interface AgentMessageChunk extends UpdateBase {
+  sessionUpdate: 'agent_message_chunk';
+  content: TextContent;
+}
+export interface AgentThoughtChunk extends UpdateBase {
+  sessionUpdate: 'agent_thought_chunk';
+  content: TextContent;
+}
+export interface ToolCallUpdateStart extends UpdateBase {
+  sessionUpdate: 'tool_call';
+  toolCallId: string;
+  title?: string;
+  kind?: ToolKind;
+  status?: ToolStatus;
+  rawInput?: { command?: string; restart?: boolean; [key: string]: unknown };
+  locations?: ToolLocation[];
+}
+export interface ToolCallUpdate extends UpdateBase {
+  sessionUpdate: 'tool_call_update';
+  toolCallId: string;
+  title?: string;
+  kind?: ToolKind;
+  status?: ToolStatus;
+  output?: { stream: 'stdout' | 'stderr'; text: string };
+  content?: { type: 'content'; content: TextContent }[];
+  rawOutput?: RawOutput;
+  locations?: ToolLocation[];
+}
+export interface PlanUpdate extends UpdateBase {
+  sessionUpdate: 'plan';
+  entries: PlanEntry[];
+  explanation?: string | null;
+}
+export interface UsageUpdate extends UpdateBase {
+  sessionUpdate: 'usage_update';
+  usage: Usage;
+}
+export interface NoticeUpdate extends UpdateBase {
+  sessionUpdate: 'notice';
+  level?: 'info' | 'warning' | 'error';
+  message: string;
+}
+export interface TurnFinishedUpdate extends UpdateBase {
+  sessionUpdate: 'turn_finished';
+  stopReason: StopReason;
+  usage?: Usage;
+  error?: string | null;
+}
+
+export type SessionUpdate =
+  | UserMessageChunk
+  | AgentMessageChunk
+  | AgentThoughtChunk
+  | ToolCallUpdateStart
+  | ToolCallUpdate
+  | PlanUpdate
+  | UsageUpdate
+  | NoticeUpdate
+  | TurnFinishedUpdate;
+
+export interface SessionUpdateParams {
+  sessionId: string;
+  update: SessionUpdate;
+  replay?: boolean;
+}
+
+export interface SessionInfo {
+  sessionId: string;
+  title: string;
+  workspaceUri?: string | null;
+  createdAt?: string;
+  updatedAt?: string;
+  busy?: boolean;
+}
+
+export interface SessionNewResult {
+  sessionId: string;
+  workspaceUri?: string | null;
+  title: string;
+}
+
+export type SessionLoadResult = SessionNewResult;
+
+export interface PromptResult {
+  stopReason: StopReason;
+  usage?: Usage;
+  error?: string | null;
+}
+
+export interface Position {
+  line: number;
+  character: number;
+}
+
+export interface PromptContext {
+  activeFile?: string;
+  selection?: { uri: string; range: { start: Position; end: Position }; text: string };
+  openFiles?: string[];
+}
+
+export interface PromptParams {
+  sessionId: string;
+  text: string;
+  context?: PromptContext;
+}
+
+export interface StatusResult {
+  version: string;
+  model: string;
+  apiKey: boolean;
+  workspaces: { uri: string; sessions: number; busySessions: number; tools: number }[];
+}
+
+/** The keys of the server's `synapse` settings section (docs/protocol.md#settings). */
+export const SERVER_SETTING_KEYS = [
+  'model',
+  'maxTokens',
+  'maxTurns',
+  'baseUrl',
+  'apiKeyEnv',
+  'permission',
+  'allow',
+  'deny',
+  'commandTimeout',
+  'synapseHome',
+  'logLevel',
+] as const;
+
+export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
+
+/**
+ * Keep only the server's keys and drop unset values (null, ""), so the
+ * server's own defaults (and environment variables such as
+ * ANTHROPIC_BASE_URL) apply and it never warns about client-only keys.
+ */
+export function serverSettings(section: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of SERVER_SETTING_KEYS) {
+    const value = section[key];
+    if (value === undefined || value === null || value === '') continue;
+    out[key] = value;
+  }
+  return out;
+}

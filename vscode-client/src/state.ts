@@ -1,0 +1,655 @@
+/**
+ * Chat state: folds `synapse/sessionUpdate` notifications and command results
+ * into what the chat view renders.
+ *
+ * Pure TypeScript: no `vscode` import, no I/O, no timers. The extension host
+ * folds every action to keep the authoritative state (so nothing is lost while
+ * the view is hidden), the webview folds the same actions to render, and the
+ * tests fold recorded streams.
+ *
+ * `apply` mutates the state in place (streaming thousands of deltas must not
+ * copy the transcript each time) and returns what changed, so a renderer can
+ * patch only those parts. The state is plain JSON: it can be posted to a
+ * webview and stored with `setState`.
+ */
+
+import type {
+  PlanEntry,
+  PromptResult,
+  SessionInfo,
+  SessionNewResult,
+  SessionUpdate,
+  SessionUpdateParams,
+  StopReason,
+  ToolKind,
+  ToolLocation,
+  ToolStatus,
+  Usage,
+} from './protocol';
+
+/** Per tool call, the live output kept for display (the tail; the head is counted). */
+export const MAX_OUTPUT_CHARS = 200_000;
+
+export interface OutputSegment {
+  stream: 'stdout' | 'stderr';
+  text: string;
+}
+
+export interface ToolCallState {
+  id: string;
+  /** False until the `tool_call` itself arrived (its output may come first). */
+  started: boolean;
+  title: string;
+  kind: ToolKind;
+  status: ToolStatus;
+  command: string;
+  restart: boolean;
+  locations: ToolLocation[];
+  output: OutputSegment[];
+  outputChars: number;
+  /** Characters dropped from the head of `output` to respect MAX_OUTPUT_CHARS. */
+  outputDropped: number;
+  /** What the model was given (bounded by the server). */
+  result: string | null;
+  exitCode: number | null;
+  isError: boolean;
+  layer: string | null;
+  category: string | null;
+  edit: { path: string; applied: boolean } | null;
+  parentToolCallId: string | null;
+  /** Sub-agent transcript (updates whose parentToolCallId is this call). */
+  children: Item[];
+  /** Key of the top-level transcript item that displays this call. */
+  rootKey: number;
+}
+
+export type Item =
+  | { kind: 'user'; key: number; text: string; replay: boolean }
+  | { kind: 'agent'; key: number; text: string }
+  | { kind: 'thought'; key: number; text: string }
+  | { kind: 'tool'; key: number; toolCallId: string }
+  | { kind: 'notice'; key: number; level: 'info' | 'warning' | 'error'; message: string }
+  | { kind: 'error'; key: number; message: string }
+  | {
+      kind: 'turn';
+      key: number;
+      stopReason: StopReason;
+      usage: Usage | null;
+      error: string | null;
+    };
+
+export interface PlanState {
+  entries: PlanEntry[];
+  explanation: string | null;
+}
+
+export interface SessionState {
+  sessionId: string;
+  title: string;
+  workspaceUri: string | null;
+  items: Item[];
+  tools: Record<string, ToolCallState>;
+  plan: PlanState | null;
+  /** A turn is running (input disabled, Stop shown). */
+  running: boolean;
+  cancelling: boolean;
+  /** Between the user's message and the end of the turn. */
+  turnOpen: boolean;
+  turnUsage: Usage | null;
+  totalUsage: Usage;
+  lastStopReason: StopReason | null;
+  /** History replayed or created here (a listed session not loaded yet is false). */
+  loaded: boolean;
+  nextKey: number;
+}
+
+export type ServerPhase = 'starting' | 'running' | 'restarting' | 'stopped' | 'failed';
+
+export interface ChatState {
+  sessions: SessionInfo[];
+  activeSessionId: string | null;
+  byId: Record<string, SessionState>;
+  server: { phase: ServerPhase; message: string | null };
+}
+
+export type Action =
+  | { type: 'update'; params: SessionUpdateParams }
+  | { type: 'sessions'; sessions: SessionInfo[] }
+  | { type: 'sessionCreated'; session: SessionNewResult }
+  | { type: 'loadStarted'; sessionId: string }
+  | { type: 'sessionLoaded'; session: SessionNewResult }
+  | { type: 'sessionDeleted'; sessionId: string }
+  | { type: 'select'; sessionId: string | null }
+  | { type: 'promptStarted'; sessionId: string; text: string }
+  | { type: 'promptFinished'; sessionId: string; result: PromptResult }
+  | { type: 'promptFailed'; sessionId: string; message: string; busy: boolean; text: string }
+  | { type: 'cancelRequested'; sessionId: string }
+  | { type: 'server'; phase: ServerPhase; message?: string | null };
+
+/** What an `apply` changed; a renderer patches only these. */
+export interface Change {
+  /** The sessions list or the selection changed. */
+  sessions: boolean;
+  /** The session whose transcript/plan/running state changed, if any. */
+  sessionId: string | null;
+  /** Keys of top-level items whose content changed. */
+  items: Set<number>;
+  /** Items were added, removed or reset: reconcile the list. */
+  structure: boolean;
+  plan: boolean;
+  /** running / cancelling / usage changed. */
+  status: boolean;
+  server: boolean;
+}
+
+export function emptyChange(): Change {
+  return {
+    sessions: false,
+    sessionId: null,
+    items: new Set(),
+    structure: false,
+    plan: false,
+    status: false,
+    server: false,
+  };
+}
+
+export function initialState(): ChatState {
+  return {
+    sessions: [],
+    activeSessionId: null,
+    byId: {},
+    server: { phase: 'starting', message: null },
+  };
+}
+
+const ZERO_USAGE: Usage = {
+  inputTokens: 0,
+  outputTokens: 0,
+  cacheCreationInputTokens: 0,
+  cacheReadInputTokens: 0,
+};
+
+export function newSession(sessionId: string, title = 'New chat', workspaceUri: string | null = null): SessionState {
+  return {
+    sessionId,
+    title,
+    workspaceUri,
+    items: [],
+    tools: {},
+    plan: null,
+    running: false,
+    cancelling: false,
+    turnOpen: false,
+    turnUsage: null,
+    totalUsage: { ...ZERO_USAGE },
+    lastStopReason: null,
+    loaded: false,
+    nextKey: 1,
+  };
+}
+
+const TERMINAL: ReadonlySet<ToolStatus> = new Set(['completed', 'failed', 'cancelled']);
+
+export function isTerminal(status: ToolStatus): boolean {
+  return TERMINAL.has(status);
+}
+
+function ensureSession(state: ChatState, sessionId: string): SessionState {
+  let session = state.byId[sessionId];
+  if (!session) {
+    const info = state.sessions.find((s) => s.sessionId === sessionId);
+    session = newSession(sessionId, info?.title ?? 'New chat', info?.workspaceUri ?? null);
+    state.byId[sessionId] = session;
+  }
+  return session;
+}
+
+function addUsage(a: Usage, b: Usage): Usage {
+  return {
+    inputTokens: a.inputTokens + b.inputTokens,
+    outputTokens: a.outputTokens + b.outputTokens,
+    cacheCreationInputTokens: (a.cacheCreationInputTokens ?? 0) + (b.cacheCreationInputTokens ?? 0),
+    cacheReadInputTokens: (a.cacheReadInputTokens ?? 0) + (b.cacheReadInputTokens ?? 0),
+  };
+}
+
+/** Fold one action into `state` (in place); returns what changed. */
+export function apply(state: ChatState, action: Action): Change {
+  const change = emptyChange();
+  switch (action.type) {
+    case 'update':
+      applyUpdate(state, action.params, change);
+      break;
+    case 'sessions': {
+      state.sessions = action.sessions.map((s) => ({ ...s }));
+      for (const info of state.sessions) {
+        const live = state.byId[info.sessionId];
+        if (live) {
+          live.title = info.title;
+          live.workspaceUri = info.workspaceUri ?? live.workspaceUri;
+        }
+      }
+      if (state.activeSessionId && !state.sessions.some((s) => s.sessionId === state.activeSessionId)) {
+        // Created here but not listed yet (the list raced the creation): keep it.
+        const live = state.byId[state.activeSessionId];
+        if (live) state.sessions.unshift(infoOf(live));
+        else state.activeSessionId = null;
+      }
+      change.sessions = true;
+      break;
+    }
+    case 'sessionCreated': {
+      const { sessionId, title, workspaceUri } = action.session;
+      const session = ensureSession(state, sessionId);
+      session.title = title;
+      session.workspaceUri = workspaceUri ?? null;
+      session.loaded = true;
+      upsertInfo(state, infoOf(session));
+      state.activeSessionId = sessionId;
+      change.sessions = true;
+      markSession(change, sessionId, true);
+      break;
+    }
+    case 'loadStarted': {
+      const old = state.byId[action.sessionId];
+      const fresh = newSession(action.sessionId, old?.title, old?.workspaceUri ?? null);
+      // Keep the key counter moving so a renderer never reuses a key for new content.
+      fresh.nextKey = old?.nextKey ?? 1;
+      state.byId[action.sessionId] = fresh;
+      state.activeSessionId = action.sessionId;
+      change.sessions = true;
+      markSession(change, action.sessionId, true);
+      change.plan = true;
+      change.status = true;
+      break;
+    }
+    case 'sessionLoaded': {
+      const { sessionId, title, workspaceUri } = action.session;
+      const session = ensureSession(state, sessionId);
+      session.title = title;
+      session.workspaceUri = workspaceUri ?? session.workspaceUri;
+      session.loaded = true;
+      upsertInfo(state, infoOf(session));
+      state.activeSessionId = sessionId;
+      change.sessions = true;
+      markSession(change, sessionId, false);
+      change.status = true;
+      break;
+    }
+    case 'sessionDeleted': {
+      delete state.byId[action.sessionId];
+      state.sessions = state.sessions.filter((s) => s.sessionId !== action.sessionId);
+      if (state.activeSessionId === action.sessionId) {
+        state.activeSessionId = state.sessions[0]?.sessionId ?? null;
+      }
+      change.sessions = true;
+      change.structure = true;
+      change.plan = true;
+      change.status = true;
+      break;
+    }
+    case 'select': {
+      state.activeSessionId = action.sessionId;
+      change.sessions = true;
+      change.structure = true;
+      change.plan = true;
+      change.status = true;
+      change.sessionId = action.sessionId;
+      break;
+    }
+    case 'promptStarted': {
+      const session = ensureSession(state, action.sessionId);
+      session.running = true;
+      session.cancelling = false;
+      session.loaded = true;
+      markSession(change, action.sessionId, false);
+      change.status = true;
+      break;
+    }
+    case 'promptFinished': {
+      const session = ensureSession(state, action.sessionId);
+      finishTurn(session, action.result.stopReason, action.result.usage ?? null, action.result.error ?? null, change);
+      markSession(change, action.sessionId, false);
+      break;
+    }
+    case 'promptFailed': {
+      const session = ensureSession(state, action.sessionId);
+      if (!action.busy) {
+        session.running = false;
+        session.cancelling = false;
+      }
+      const message = action.busy
+        ? 'This chat is still running a turn; your message was not sent (it is back in the input).'
+        : action.message;
+      session.items.push({ kind: 'error', key: session.nextKey++, message });
+      markSession(change, action.sessionId, true);
+      change.status = true;
+      break;
+    }
+    case 'cancelRequested': {
+      const session = ensureSession(state, action.sessionId);
+      if (session.running) session.cancelling = true;
+      markSession(change, action.sessionId, false);
+      change.status = true;
+      break;
+    }
+    case 'server': {
+      state.server = { phase: action.phase, message: action.message ?? null };
+      change.server = true;
+      if (action.phase !== 'running') {
+        // The server process is gone: no turn is running any more.
+        for (const session of Object.values(state.byId)) {
+          if (session.running || session.turnOpen) {
+            const message =
+              action.phase === 'starting' ? null : 'The Synapse server stopped during this turn.';
+            finishTurn(session, 'error', null, message, change);
+            if (session.sessionId === state.activeSessionId) markSession(change, session.sessionId, false);
+          }
+        }
+      }
+      break;
+    }
+  }
+  return change;
+}
+
+function infoOf(session: SessionState): SessionInfo {
+  return {
+    sessionId: session.sessionId,
+    title: session.title,
+    workspaceUri: session.workspaceUri,
+    busy: session.running,
+  };
+}
+
+function upsertInfo(state: ChatState, info: SessionInfo): void {
+  const index = state.sessions.findIndex((s) => s.sessionId === info.sessionId);
+  if (index >= 0) state.sessions[index] = { ...state.sessions[index], ...info };
+  else state.sessions.unshift(info);
+}
+
+function markSession(change: Change, sessionId: string, structure: boolean): void {
+  change.sessionId = sessionId;
+  if (structure) change.structure = true;
+}
+
+function applyUpdate(state: ChatState, params: SessionUpdateParams, change: Change): void {
+  const session = ensureSession(state, params.sessionId);
+  const update = params.update;
+  const replay = params.replay === true;
+  change.sessionId = params.sessionId;
+  if (replay) session.loaded = true;
+  const parentId = update.parentToolCallId ?? null;
+  const parent = parentId ? toolFor(session, parentId, null, change) : null;
+  const items = parent ? parent.children : session.items;
+  const markItem = (item: Item): void => {
+    if (parent) change.items.add(parent.rootKey);
+    else change.items.add(item.key);
+  };
+  const push = (item: Item): void => {
+    items.push(item);
+    if (parent) change.items.add(parent.rootKey);
+    else change.structure = true;
+  };
+
+  switch (update.sessionUpdate) {
+    case 'user_message_chunk': {
+      const text = update.content?.text ?? '';
+      const last = items[items.length - 1];
+      if (last && last.kind === 'user' && !parent && session.turnOpen) {
+        last.text += text;
+        markItem(last);
+      } else {
+        if (!parent) openTurn(session, replay, change);
+        push({ kind: 'user', key: session.nextKey++, text, replay });
+      }
+      break;
+    }
+    case 'agent_message_chunk':
+    case 'agent_thought_chunk': {
+      const kind = update.sessionUpdate === 'agent_message_chunk' ? 'agent' : 'thought';
+      const text = update.content?.text ?? '';
+      if (!parent && !session.turnOpen && !replay) openTurn(session, replay, change);
+      const last = items[items.length - 1];
+      if (last && last.kind === kind) {
+        last.text += text;
+        markItem(last);
+      } else {
+        push({ kind, key: session.nextKey++, text });
+      }
+      break;
+    }
+    case 'tool_call': {
+      const tool = toolFor(session, update.toolCallId, parentId, change, items, push);
+      tool.started = true;
+      if (update.title !== undefined) tool.title = update.title;
+      if (update.kind !== undefined) tool.kind = update.kind;
+      if (update.rawInput?.command !== undefined) tool.command = String(update.rawInput.command);
+      if (update.rawInput?.restart !== undefined) tool.restart = Boolean(update.rawInput.restart);
+      if (update.locations) tool.locations = update.locations;
+      if (!tool.title) tool.title = tool.command || 'Tool call';
+      // A late `tool_call` (after its end) must not bring a finished card back to life.
+      if (!isTerminal(tool.status)) tool.status = update.status ?? 'in_progress';
+      change.items.add(tool.rootKey);
+      break;
+    }
+    case 'tool_call_update': {
+      const tool = toolFor(session, update.toolCallId, parentId, change, items, push);
+      if (update.title !== undefined) tool.title = update.title;
+      if (update.kind !== undefined) tool.kind = update.kind;
+      if (update.locations) tool.locations = update.locations;
+      if (update.output) appendOutput(tool, update.output.stream, update.output.text ?? '');
+      if (update.content) {
+        tool.result = update.content
+          .map((c) => (c?.content?.type === 'text' ? c.content.text : ''))
+          .join('');
+      }
+      if (update.rawOutput) {
+        const raw = update.rawOutput;
+        if (raw.exitCode !== undefined) tool.exitCode = raw.exitCode;
+        if (raw.isError !== undefined) tool.isError = Boolean(raw.isError);
+        if (raw.layer !== undefined) tool.layer = raw.layer ?? null;
+        if (raw.category !== undefined) tool.category = raw.category ?? null;
+        if (raw.edit) tool.edit = { path: String(raw.edit.path), applied: Boolean(raw.edit.applied) };
+      }
+      if (update.status !== undefined && !(isTerminal(tool.status) && !isTerminal(update.status))) {
+        tool.status = update.status;
+      }
+      change.items.add(tool.rootKey);
+      break;
+    }
+    case 'plan': {
+      const plan: PlanState = {
+        entries: (update.entries ?? []).map((e) => ({ ...e })),
+        explanation: update.explanation ?? null,
+      };
+      if (parent) {
+        // A sub-agent's plan is its own business; show it inside its card.
+        push({
+          kind: 'notice',
+          key: session.nextKey++,
+          level: 'info',
+          message: 'Plan: ' + plan.entries.map((e) => `${checkMark(e.status)} ${e.content}`).join('; '),
+        });
+      } else {
+        session.plan = plan;
+        change.plan = true;
+      }
+      break;
+    }
+    case 'usage_update': {
+      if (!parent) {
+        session.turnUsage = { ...update.usage };
+        change.status = true;
+      }
+      break;
+    }
+    case 'notice': {
+      push({
+        kind: 'notice',
+        key: session.nextKey++,
+        level: update.level ?? 'info',
+        message: update.message ?? '',
+      });
+      break;
+    }
+    case 'turn_finished': {
+      if (parent) break;
+      finishTurn(session, update.stopReason, update.usage ?? null, update.error ?? null, change);
+      break;
+    }
+    default: {
+      // Unknown update kinds (a newer server) are ignored, never fatal.
+      const unknown: { sessionUpdate?: unknown } = update as SessionUpdate;
+      void unknown;
+    }
+  }
+}
+
+function checkMark(status: PlanEntry['status']): string {
+  return status === 'completed' ? '[x]' : status === 'in_progress' ? '[~]' : '[ ]';
+}
+
+function openTurn(session: SessionState, replay: boolean, change: Change): void {
+  session.turnOpen = true;
+  session.turnUsage = null;
+  if (!replay) {
+    session.running = true;
+    session.cancelling = false;
+  }
+  change.status = true;
+}
+
+function finishTurn(
+  session: SessionState,
+  stopReason: StopReason,
+  usage: Usage | null,
+  error: string | null,
+  change: Change,
+): void {
+  const wasOpen = session.turnOpen || session.running;
+  session.running = false;
+  session.cancelling = false;
+  change.status = true;
+  if (!wasOpen) {
+    // The notification and the prompt result both end the turn: fold once, but
+    // let the second one fill in what the first lacked.
+    const last = session.items[session.items.length - 1];
+    if (last && last.kind === 'turn') {
+      if (!last.usage && usage) last.usage = { ...usage };
+      if (!last.error && error) last.error = error;
+      change.items.add(last.key);
+    }
+    return;
+  }
+  session.turnOpen = false;
+  session.lastStopReason = stopReason;
+  const finalUsage = usage ?? session.turnUsage;
+  if (finalUsage) session.totalUsage = addUsage(session.totalUsage, finalUsage);
+  session.turnUsage = finalUsage ? { ...finalUsage } : null;
+  // Tool calls the turn left open did not finish.
+  const leftover: ToolStatus = stopReason === 'error' ? 'failed' : 'cancelled';
+  for (const tool of Object.values(session.tools)) {
+    if (!isTerminal(tool.status)) {
+      tool.status = leftover;
+      change.items.add(tool.rootKey);
+    }
+  }
+  session.items.push({
+    kind: 'turn',
+    key: session.nextKey++,
+    stopReason,
+    usage: finalUsage ? { ...finalUsage } : null,
+    error,
+  });
+  change.structure = true;
+}
+
+function toolFor(
+  session: SessionState,
+  toolCallId: string,
+  parentId: string | null,
+  change: Change,
+  items?: Item[],
+  push?: (item: Item) => void,
+): ToolCallState {
+  const existing = session.tools[toolCallId];
+  if (existing) return existing;
+  const tool: ToolCallState = {
+    id: toolCallId,
+    started: false,
+    title: '',
+    kind: 'other',
+    status: 'pending',
+    command: '',
+    restart: false,
+    locations: [],
+    output: [],
+    outputChars: 0,
+    outputDropped: 0,
+    result: null,
+    exitCode: null,
+    isError: false,
+    layer: null,
+    category: null,
+    edit: null,
+    parentToolCallId: parentId,
+    children: [],
+    rootKey: 0,
+  };
+  session.tools[toolCallId] = tool;
+  const item: Item = { kind: 'tool', key: session.nextKey++, toolCallId };
+  const parent = parentId ? session.tools[parentId] : undefined;
+  tool.rootKey = parent ? parent.rootKey : item.key;
+  if (push && items) {
+    push(item);
+  } else {
+    // Referenced as a parent before it was announced: put it in the transcript.
+    session.items.push(item);
+    change.structure = true;
+  }
+  return tool;
+}
+
+function appendOutput(tool: ToolCallState, stream: 'stdout' | 'stderr', text: string): void {
+  if (!text) return;
+  const last = tool.output[tool.output.length - 1];
+  if (last && last.stream === stream) last.text += text;
+  else tool.output.push({ stream, text });
+  tool.outputChars += text.length;
+  let excess = tool.outputChars - MAX_OUTPUT_CHARS;
+  while (excess > 0 && tool.output.length > 0) {
+    const head = tool.output[0];
+    if (head.text.length <= excess) {
+      tool.output.shift();
+      excess -= head.text.length;
+      tool.outputChars -= head.text.length;
+      tool.outputDropped += head.text.length;
+    } else {
+      head.text = head.text.slice(excess);
+      tool.outputChars -= excess;
+      tool.outputDropped += excess;
+      excess = 0;
+    }
+  }
+}
+
+/** Full live output of a tool call as one string (stdout and stderr interleaved). */
+export function outputText(tool: ToolCallState): string {
+  return tool.output.map((s) => s.text).join('');
+}
+
+/** Fold a whole recorded stream; handy for tests and replays. */
+export function foldAll(actions: Iterable<Action>, state: ChatState = initialState()): ChatState {
+  for (const action of actions) apply(state, action);
+  return state;
+}
+
+export function activeSession(state: ChatState): SessionState | null {
+  return state.activeSessionId ? (state.byId[state.activeSessionId] ?? null) : null;
+}
+
+export function busySessions(state: ChatState): number {
+  return Object.values(state.byId).filter((s) => s.running).length;
+}
