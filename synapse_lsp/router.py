@@ -43,6 +43,7 @@ ALIASES: dict[tuple[str, str], str] = {
     ("tools", "search"): "command:search",
     ("skill", "search"): "skill:search",
     ("skill", "load"): "skill:load",
+    ("skill", "reinforce"): "skill:reinforce",
 }
 SINGLE_ALIASES: dict[str, str] = {"todo": "plan"}
 EXTENSION_PREFIXES = ("mcp:", "skill:")

@@ -1,0 +1,441 @@
+"""ExtensionRegistry: every `mcp:*` and `skill:*` command, kept current.
+
+It owns the MCP manager (servers connect in the background), the skills index,
+the wrappers in `$SYNAPSE_HOME/bin/`, the file watcher and the Unix socket that
+MCP wrappers use to reach the live sessions. The router asks it `get(name)`;
+faces register `registry.builtins()` (command:search, skill:search, skill:load,
+skill:reinforce).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from synapse_lsp import wrappers
+from synapse_lsp.commands import Command, CommandContext, CommandOutput, FailureCategory
+from synapse_lsp.config import Settings
+from synapse_lsp.files import DiskFiles
+from synapse_lsp.mcp2bash import McpToolCommand
+from synapse_lsp.mcp_client import McpManager, McpServer
+from synapse_lsp.skills import SkillInfo, SkillScriptCommand, scan_skills, skills_dir
+from synapse_lsp.watcher import ExtensionWatcher
+
+log = logging.getLogger(__name__)
+
+RefreshKind = Literal["mcp", "skills", "all"]
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One searchable command: name, summary and their lowercase forms."""
+
+    name: str
+    summary: str
+    kind: str  # "mcp" | "skill"
+    name_lower: str
+    summary_lower: str
+
+
+class ExtensionRegistry:
+    """Implements `CommandLookup` for the router; see the module docstring."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        workspace_root: Path | None = None,
+        *,
+        watch: bool = True,
+        install_wrappers: bool = True,
+        serve_socket: bool = True,
+        config_files: list[Path] | None = None,
+        only_servers: set[str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.workspace_root = workspace_root
+        self.watch = watch
+        self.install_wrappers = install_wrappers
+        self.serve_socket = serve_socket
+        self.only_servers = only_servers
+        self.mcp = McpManager(
+            settings, workspace_root, self._server_changed, config_files, only_servers
+        )
+        self.skills: dict[str, SkillInfo] = {}
+        self.skill_warnings: list[str] = []
+        self._skill_cmds: dict[str, SkillScriptCommand] = {}
+        self._mcp_cmds: dict[str, McpToolCommand] = {}
+        self._watcher: ExtensionWatcher | None = None
+        self._socket_server: asyncio.Server | None = None
+        self._socket_file: Path | None = None
+        self._index: list[IndexEntry] | None = None
+        self._started = False
+        self.version = 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Index skills, start MCP connects in the background, the watcher and the socket.
+        Returns without waiting for any MCP server."""
+        if self._started:
+            return
+        self._started = True
+        self._refresh_skills()
+        await self._reload_mcp()
+        if self.watch:
+            self._watcher = ExtensionWatcher(
+                self.settings.synapse_home, self.workspace_root, self._on_files_changed
+            )
+            self._watcher.start()
+        if self.serve_socket:
+            await self._start_socket()
+
+    async def close(self) -> None:
+        """Stop the watcher and the socket, end every MCP session and child process."""
+        if self._watcher is not None:
+            await self._watcher.stop()
+            self._watcher = None
+        if self._socket_server is not None:
+            self._socket_server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._socket_server.wait_closed(), 2.0)
+            self._socket_server = None
+            if self._socket_file is not None:
+                with contextlib.suppress(OSError):
+                    self._socket_file.unlink()
+        await self.mcp.close()
+        self._started = False
+
+    async def refresh(self, kind: RefreshKind = "all") -> None:
+        """Re-read skills and/or MCP config; `mcp` also reconnects and re-lists tools."""
+        if kind in ("skills", "all"):
+            self._refresh_skills()
+        if kind in ("mcp", "all"):
+            await self.mcp.restart_all()
+            self._rebuild_mcp()
+
+    async def wait_for_mcp(self, timeout: float | None = None) -> None:
+        await self.mcp.wait_all(timeout)
+
+    @property
+    def problems(self) -> list[str]:
+        skipped = [p for s in self.mcp.servers.values() for p in s.skipped_tools]
+        return [*self.mcp.problems, *skipped, *self.skill_warnings]
+
+    # ------------------------------------------------------------- lookups
+
+    def get(self, name: str) -> Command | None:
+        if name.startswith("skill:"):
+            return self._skill_cmds.get(name)
+        if not name.startswith("mcp:") or name.count(":") < 2:
+            return None
+        _, server_name, tool = name.split(":", 2)
+        server = self.mcp.servers.get(server_name)
+        if server is None:
+            return None
+        if tool in server.config.disabled_tools:
+            return _Unavailable(
+                name, f"{name} is disabled in {server.config.source} (disabledTools)"
+            )
+        if server.state in ("ready", "broken"):
+            return self._mcp_cmds.get(name)
+        if server.state in ("connecting", "idle"):
+            return _Pending(name, server, self)
+        return _Unavailable(name, server.describe_failure())
+
+    def commands(self) -> list[Command]:
+        return [*self._mcp_cmds.values(), *self._skill_cmds.values()]
+
+    def index(self) -> list[IndexEntry]:
+        """Search entries, rebuilt only when the command set changed."""
+        if self._index is None:
+            self._index = [
+                IndexEntry(
+                    c.name,
+                    c.summary,
+                    "mcp" if c.name.startswith("mcp:") else "skill",
+                    c.name.lower(),
+                    c.summary.lower(),
+                )
+                for c in sorted(self.commands(), key=lambda c: c.name)
+            ]
+        return self._index
+
+    def pending_servers(self) -> list[str]:
+        return [s.name for s in self.mcp.servers.values() if s.state in ("connecting", "idle")]
+
+    def notes(self) -> list[str]:
+        """Why some commands may be missing from a listing (servers connecting or failed)."""
+        out: list[str] = []
+        for server in self.mcp.servers.values():
+            if server.state in ("connecting", "idle"):
+                out.append(
+                    f"Note: MCP server {server.name!r} is still connecting; its tools "
+                    "are not listed yet."
+                )
+            elif server.state == "failed":
+                out.append(f"Note: {server.describe_failure()}")
+        return out
+
+    def builtins(self) -> list[Command]:
+        from synapse_lsp.builtins.command_search import CommandSearchCommand
+        from synapse_lsp.builtins.skill import (
+            SkillLoadCommand,
+            SkillReinforceCommand,
+            SkillSearchCommand,
+        )
+
+        return [
+            CommandSearchCommand(self),
+            SkillSearchCommand(self),
+            SkillLoadCommand(self),
+            SkillReinforceCommand(self),
+        ]
+
+    # ------------------------------------------------------------ internals
+
+    def _changed(self) -> None:
+        self._index = None
+        self.version += 1
+
+    def _refresh_skills(self) -> None:
+        skills, self.skill_warnings = scan_skills(skills_dir(self.settings.synapse_home))
+        for warning in self.skill_warnings:
+            log.warning("%s", warning)
+        self.skills = {s.name: s for s in skills}
+        self._skill_cmds = {
+            script.command_name: SkillScriptCommand(script)
+            for skill in skills
+            for script in skill.scripts
+        }
+        self._changed()
+        if self.install_wrappers:
+            self._sync_skill_wrappers()
+
+    async def _reload_mcp(self) -> None:
+        await self.mcp.reload()
+        for problem in self.mcp.problems:
+            log.warning("%s", problem)
+        self._rebuild_mcp()
+
+    def _server_changed(self, server: McpServer) -> None:
+        self._rebuild_mcp()
+
+    def _rebuild_mcp(self) -> None:
+        cmds: dict[str, McpToolCommand] = {}
+        for server in self.mcp.servers.values():
+            if server.state in ("ready", "broken"):
+                for tool in server.tools:
+                    cmds[tool.command_name] = McpToolCommand(server, tool)
+        self._mcp_cmds = cmds
+        self._changed()
+        if self.install_wrappers:
+            self._sync_mcp_wrappers()
+
+    def _sync_skill_wrappers(self) -> None:
+        wanted: dict[str, str] = {}
+        for name, cmd in self._skill_cmds.items():
+            script = cmd.script
+            spec = wrappers.WrapperSpec(
+                name=name,
+                short_help=f"Usage: {cmd.usage}\n{cmd.summary}",
+                long_help=cmd.help() if script.doc else None,
+                exec_argv=script.argv([]),
+                help_exact=True,
+                env=(("SYNAPSE_SKILL_DIR", str(script.path.parent.parent)),),
+            )
+            wanted[name] = wrappers.render(spec)
+        try:
+            wrappers.sync(self.settings.bin_dir, wanted, lambda n: n.startswith("skill:"))
+        except OSError as exc:
+            log.warning("cannot write skill wrappers in %s: %s", self.settings.bin_dir, exc)
+
+    def _sync_mcp_wrappers(self) -> None:
+        """Ready servers: exactly their tools. Connecting or failed servers keep what they
+        had (a wrapper of a failing server still reports its error). Servers no longer
+        configured, or disabled, lose theirs."""
+        wanted: dict[str, str] = {}
+        keep: set[str] = set()
+        for server in self.mcp.servers.values():
+            if server.state in ("ready", "broken"):
+                continue
+            if server.state != "disabled":
+                keep.add(server.name)
+        for name, cmd in self._mcp_cmds.items():
+            spec = wrappers.mcp_wrapper_spec(
+                name,
+                f"Usage: {cmd.usage}\n{cmd.summary}",
+                cmd.help(),
+                self.settings.synapse_home,
+                cmd.server.config.source,
+            )
+            wanted[name] = wrappers.render(spec)
+
+        def owns(file_name: str) -> bool:
+            if not file_name.startswith("mcp:"):
+                return False
+            return file_name.split(":")[1] not in keep
+
+        try:
+            wrappers.sync(self.settings.bin_dir, wanted, owns)
+        except OSError as exc:
+            log.warning("cannot write MCP wrappers in %s: %s", self.settings.bin_dir, exc)
+
+    async def _on_files_changed(self, kinds: set[str]) -> None:
+        if "skills" in kinds:
+            self._refresh_skills()
+        if "mcp" in kinds:
+            await self._reload_mcp()
+
+    # --------------------------------------------------------------- socket
+
+    async def _start_socket(self) -> None:
+        path = wrappers.socket_path(self.settings.synapse_home)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.exists():
+                if await asyncio.to_thread(_socket_alive, path):
+                    log.info("another Synapse process serves %s; not taking it over", path)
+                    return
+                path.unlink()
+            self._socket_server = await asyncio.start_unix_server(self._serve_one, path=str(path))
+            os.chmod(path, 0o600)  # noqa: PTH101
+            self._socket_file = path
+        except OSError as exc:
+            log.warning("extension socket %s not available: %s", path, exc)
+
+    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await reader.readline()
+            request = json.loads(line)
+            argv = [str(a) for a in request["argv"]]
+            cwd = Path(request.get("cwd") or Path.cwd())
+            reply = await self.run_request(argv, cwd)
+            writer.write(json.dumps(reply).encode())
+            await writer.drain()
+        except (ValueError, KeyError, TypeError) as exc:
+            writer.write(json.dumps({"stderr": f"bad request: {exc}\n", "exit_code": 2}).encode())
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def run_request(self, argv: list[str], cwd: Path) -> dict[str, Any]:
+        """Run `argv` (name first) as a wrapper would; `unknown` when not ours."""
+        command = self.get(argv[0]) if argv else None
+        if command is None:
+            return {"unknown": True}
+        env = dict(os.environ)
+        env["PATH"] = f"{self.settings.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        ctx = CommandContext(cwd=cwd, settings=self.settings, files=DiskFiles(), env=env)
+        out = await command.run(argv, ctx)
+        return {"stdout": out.stdout, "stderr": out.stderr, "exit_code": out.exit_code}
+
+
+def _socket_alive(path: Path) -> bool:
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(1.0)
+        sock.connect(str(path))
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
+async def run_one_shot(
+    home: Path, config: Path | None, argv: list[str], cwd: Path
+) -> dict[str, Any]:
+    """A wrapper call with no Synapse process to ask: connect that one server, call, close."""
+    name = argv[0]
+    settings = Settings(synapse_home=home)
+    server = name.split(":")[1] if name.startswith("mcp:") and name.count(":") >= 2 else None
+    registry = ExtensionRegistry(
+        settings,
+        None,
+        watch=False,
+        install_wrappers=False,
+        serve_socket=False,
+        config_files=[config] if config is not None else None,
+        only_servers={server} if server else set(),
+    )
+    await registry.start()
+    try:
+        reply = await registry.run_request(argv, cwd)
+    finally:
+        await registry.close()
+    if reply.get("unknown"):
+        return {
+            "stderr": f"{name}: command not found (no longer configured?). Run `synapse tools "
+            "refresh mcp` to regenerate the wrappers.\n",
+            "exit_code": 127,
+        }
+    return reply
+
+
+@dataclass(frozen=True)
+class _Unavailable:
+    """A command whose server is disabled or failed: a clear error, never a hang."""
+
+    name: str
+    reason: str
+    summary: str = "unavailable MCP command"
+
+    @property
+    def usage(self) -> str:
+        return self.name
+
+    def help(self) -> str:
+        return self.reason
+
+    async def run(self, argv: Sequence[str], ctx: CommandContext) -> CommandOutput:
+        return CommandOutput(
+            stderr=self.reason.rstrip("\n") + "\n",
+            exit_code=1,
+            category=FailureCategory.DEPENDENCY_MISSING,
+        )
+
+
+class _Pending:
+    """A command of a server still connecting: waits for it (up to connectTimeout)."""
+
+    def __init__(self, name: str, server: McpServer, registry: ExtensionRegistry) -> None:
+        self.name = name
+        self.server = server
+        self.registry = registry
+        self.summary = f"MCP tool of {server.name} (server still connecting)"
+        self.usage = name
+
+    def help(self) -> str:
+        return f"{self.name}: the MCP server {self.server.name!r} is still connecting."
+
+    async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
+        await self.server.wait_ready(self.server.config.connect_timeout)
+        target = self.registry.get(self.name)
+        if target is None:
+            return CommandOutput(
+                stderr=f"{self.name}: command not found: server {self.server.name!r} has no "
+                "tool of that name. List its tools with `command:search "
+                f"mcp:{self.server.name}: --type mcp`.\n",
+                exit_code=127,
+                category=FailureCategory.NOT_FOUND,
+            )
+        if isinstance(target, _Pending):
+            return CommandOutput(
+                stderr=f"MCP server {self.server.name!r} is still connecting after "
+                f"{self.server.config.connect_timeout:g} s; try again shortly.\n",
+                exit_code=1,
+                category=FailureCategory.DEPENDENCY_MISSING,
+            )
+        return await target.run(argv, ctx)

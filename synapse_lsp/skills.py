@@ -1,0 +1,404 @@
+"""Skill2Bash: scripts in `$SYNAPSE_HOME/skills/<skill>/scripts/` as `skill:<skill>:<stem>`.
+
+A skill is a folder with `SKILL.md` (front-matter `name`, `description`) and a
+`scripts/` folder. Each script runs with the interpreter its shebang names, else
+by extension (`.py` python3, `.sh`/`.bash` bash, `.js`/`.mjs`/`.cjs` node), else
+directly when it is executable. Names that are not safe command names are skipped
+with a warning; scripts are always started with an argv list, never shell text.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
+
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+EXTENSIONS: dict[str, str] = {
+    ".py": "python3",
+    ".sh": "bash",
+    ".bash": "bash",
+    ".js": "node",
+    ".mjs": "node",
+    ".cjs": "node",
+}
+_IGNORED_SUFFIXES = (".pyc", ".pyo", "~", ".swp", ".md", ".txt", ".json")
+# What a script may hold in memory per stream before the middle is dropped.
+MAX_CAPTURE_BYTES = 1024 * 1024
+HELP_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class ScriptInfo:
+    skill: str
+    stem: str
+    path: Path
+    interpreter: tuple[str, ...]
+    summary: str
+    usage: str
+    doc: str | None
+
+    @property
+    def command_name(self) -> str:
+        return f"skill:{self.skill}:{self.stem}"
+
+    def argv(self, args: list[str]) -> list[str]:
+        return [*self.interpreter, str(self.path), *args]
+
+
+@dataclass(frozen=True)
+class SkillInfo:
+    name: str
+    description: str
+    path: Path
+    skill_md: Path | None
+    body: str
+    scripts: tuple[ScriptInfo, ...]
+
+
+def skills_dir(synapse_home: Path) -> Path:
+    return synapse_home / "skills"
+
+
+def scan_skills(root: Path) -> tuple[list[SkillInfo], list[str]]:
+    """Every skill under `root` and a warning per skipped skill or script."""
+    skills: list[SkillInfo] = []
+    warnings: list[str] = []
+    try:
+        entries = sorted(root.iterdir())
+    except FileNotFoundError:
+        return [], []
+    except OSError as exc:
+        return [], [f"{root}: cannot list skills: {exc}"]
+    for folder in entries:
+        if folder.name.startswith(".") or not folder.is_dir():
+            continue
+        if not SAFE_NAME.match(folder.name):
+            warnings.append(
+                f"skill folder {folder.name!r} skipped: a skill name may hold only letters, "
+                "digits, '_', '.' and '-'"
+            )
+            continue
+        skills.append(_load_skill(folder, warnings))
+    return skills, warnings
+
+
+def _load_skill(folder: Path, warnings: list[str]) -> SkillInfo:
+    md = folder / "SKILL.md"
+    meta: dict[str, str] = {}
+    body = ""
+    if md.is_file():
+        try:
+            meta, body = parse_front_matter(md.read_text(encoding="utf-8", errors="replace"))
+        except OSError as exc:
+            warnings.append(f"{md}: cannot read: {exc}")
+    description = meta.get("description") or first_paragraph(body)
+    scripts: list[ScriptInfo] = []
+    scripts_dir = folder / "scripts"
+    if scripts_dir.is_dir():
+        seen: dict[str, Path] = {}
+        for path in sorted(scripts_dir.iterdir()):
+            if path.name.startswith((".", "_")) or not path.is_file():
+                continue
+            if path.name.endswith(_IGNORED_SUFFIXES):
+                continue
+            stem = path.stem
+            where = f"skill {folder.name!r}: script {path.name!r}"
+            if not SAFE_NAME.match(stem):
+                warnings.append(f"{where} skipped: its name is not safe as a command name")
+                continue
+            if stem in seen:
+                warnings.append(f"{where} skipped: {seen[stem].name} already provides {stem!r}")
+                continue
+            interpreter = pick_interpreter(path)
+            if interpreter is None:
+                warnings.append(
+                    f"{where} skipped: no shebang, unknown extension and not executable "
+                    f"(supported: {', '.join(sorted(EXTENSIONS))})"
+                )
+                continue
+            seen[stem] = path
+            scripts.append(describe_script(folder.name, stem, path, interpreter))
+    return SkillInfo(
+        name=folder.name,
+        description=description,
+        path=folder,
+        skill_md=md if md.is_file() else None,
+        body=body,
+        scripts=tuple(scripts),
+    )
+
+
+def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
+    """`---\\nname: x\\ndescription: y\\n---\\nbody` -> ({name, description}, body)."""
+    if not text.startswith("---"):
+        return {}, text
+    lines = text.splitlines()
+    meta: dict[str, str] = {}
+    for index, line in enumerate(lines[1:], start=1):
+        if line.strip() == "---":
+            return meta, "\n".join(lines[index + 1 :])
+        key, sep, value = line.partition(":")
+        if sep and key.strip() and not line.startswith((" ", "\t")):
+            meta[key.strip()] = value.strip().strip("'\"")
+    return {}, text
+
+
+def first_paragraph(text: str) -> str:
+    out: list[str] = []
+    for line in text.strip().splitlines():
+        if not line.strip():
+            if out:
+                break
+            continue
+        if line.startswith("#") and not out:
+            continue
+        out.append(line.strip())
+    return " ".join(out)[:300]
+
+
+def pick_interpreter(path: Path) -> tuple[str, ...] | None:
+    try:
+        with path.open("rb") as fh:
+            head = fh.readline(512)
+    except OSError:
+        return None
+    if head.startswith(b"#!"):
+        words = shlex.split(head[2:].decode("utf-8", errors="replace").strip())
+        if words:
+            return tuple(words)
+    program = EXTENSIONS.get(path.suffix.lower())
+    if program == "python3":
+        return (shutil.which("python3") or sys.executable,)
+    if program is not None:
+        return (shutil.which(program) or program,)
+    if os.access(path, os.X_OK):
+        return ()
+    return None
+
+
+def describe_script(skill: str, stem: str, path: Path, interpreter: tuple[str, ...]) -> ScriptInfo:
+    name = f"skill:{skill}:{stem}"
+    doc = script_doc(path)
+    summary, usage = "", f"{name} [args...]"
+    if doc:
+        lines = [line.rstrip() for line in doc.strip().splitlines()]
+        for line in lines:
+            if line.strip() and not line.strip().lower().startswith("usage:"):
+                summary = line.strip()
+                break
+        for line in lines:
+            if line.strip().lower().startswith("usage:"):
+                rest = line.strip()[len("usage:") :].strip()
+                words = rest.split(maxsplit=1)
+                # `Usage: extract_text.py <pdf>` -> `skill:pdf:extract_text <pdf>`
+                if words and (words[0] in (path.name, stem, name) or words[0].endswith(path.name)):
+                    rest = words[1] if len(words) > 1 else ""
+                usage = f"{name} {rest}".strip()
+                break
+    return ScriptInfo(
+        skill=skill,
+        stem=stem,
+        path=path,
+        interpreter=interpreter,
+        summary=summary or f"script {path.name} of skill {skill}",
+        usage=usage,
+        doc=doc,
+    )
+
+
+def script_doc(path: Path) -> str | None:
+    """The module docstring of a Python script, else its leading comment block."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    if path.suffix == ".py" or text.startswith("#!") and "python" in text.splitlines()[0]:
+        try:
+            doc = ast.get_docstring(ast.parse(text))
+        except (SyntaxError, ValueError):
+            doc = None
+        if doc:
+            return doc
+    lines = text.splitlines()
+    if lines and lines[0].startswith("#!"):
+        lines = lines[1:]
+    block: list[str] = []
+    in_c_comment = False
+    for line in lines:
+        stripped = line.strip()
+        if in_c_comment:
+            if "*/" in stripped:
+                block.append(stripped.split("*/")[0].lstrip("* ").rstrip())
+                break
+            block.append(stripped.lstrip("*").strip())
+            continue
+        if not stripped and not block:
+            continue
+        if stripped.startswith("/*"):
+            in_c_comment = True
+            rest = stripped[2:]
+            if "*/" in rest:
+                block.append(rest.split("*/")[0].strip())
+                break
+            if rest.strip():
+                block.append(rest.strip())
+            continue
+        marker = "#" if stripped.startswith("#") else "//" if stripped.startswith("//") else None
+        if marker is None:
+            break
+        if marker == "#" and stripped.startswith(("#!", "# -*-", "#-*-")):
+            continue
+        block.append(stripped[len(marker) :].strip() if len(stripped) > len(marker) else "")
+    doc = "\n".join(block).strip()
+    return doc or None
+
+
+# ------------------------------------------------------------- the command
+
+
+class SkillScriptCommand:
+    """`skill:<skill>:<stem>`: runs the script as a subprocess in the session's cwd."""
+
+    def __init__(self, script: ScriptInfo) -> None:
+        self.script = script
+        self.name = script.command_name
+        self.summary = script.summary
+        self.usage = script.usage
+
+    def help(self) -> str:
+        s = self.script
+        doc = s.doc or "(no docstring; run with --help to see the script's own help)"
+        return (
+            f"{self.name} - {s.summary}\n\nUsage:\n  {s.usage}\n\n{doc.rstrip()}\n\n"
+            f"Script: {s.path}\nRuns as: {' '.join(map(shlex.quote, s.argv(['ARGS...'])))}\n"
+        )
+
+    async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
+        args = argv[1:] if argv and argv[0] == self.name else argv
+        if args == ["-h"]:
+            return CommandOutput(f"Usage: {self.usage}\n{self.summary}\n")
+        if args == ["--help"]:
+            if self.script.doc:
+                return CommandOutput(self.help())
+            own = await run_script(self.script, ["--help"], ctx, timeout=HELP_TIMEOUT)
+            if own.exit_code == 0 and own.stdout.strip():
+                return CommandOutput(f"{self.help()}\n{own.stdout}")
+            return CommandOutput(self.help())
+        return await run_script(self.script, args, ctx, timeout=ctx.settings.command_timeout)
+
+
+class _Bounded:
+    """Keeps the head and tail of a stream within MAX_CAPTURE_BYTES."""
+
+    def __init__(self, limit: int = MAX_CAPTURE_BYTES) -> None:
+        self.half = limit // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.half:
+                cut = len(self.tail) - self.half
+                self.dropped += cut
+                del self.tail[:cut]
+
+    def text(self) -> str:
+        middle = f"\n[... {self.dropped} bytes omitted ...]\n".encode() if self.dropped else b""
+        return bytes(self.head + middle + self.tail).decode("utf-8", errors="replace")
+
+
+async def run_script(
+    script: ScriptInfo, args: list[str], ctx: CommandContext, *, timeout: float
+) -> CommandOutput:
+    """Run one script in its own process group; kill the group on timeout or cancel."""
+    env = dict(ctx.env) if ctx.env else dict(os.environ)
+    env.setdefault("SYNAPSE_SKILL_DIR", str(script.path.parent.parent))
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *script.argv(args),
+            cwd=str(ctx.cwd),
+            env=env,
+            stdin=asyncio.subprocess.PIPE if ctx.stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+    except (FileNotFoundError, PermissionError) as exc:
+        program = script.interpreter[0] if script.interpreter else str(script.path)
+        return CommandOutput(
+            stderr=f"{script.command_name}: cannot start {program}: {exc.strerror or exc}\n",
+            exit_code=127,
+            category=FailureCategory.DEPENDENCY_MISSING,
+        )
+    out, err = _Bounded(), _Bounded()
+
+    async def pump(stream: asyncio.StreamReader | None, sink: _Bounded, name: str) -> None:
+        if stream is None:
+            return
+        while chunk := await stream.read(65536):
+            sink.add(chunk)
+            if ctx.on_output is not None:
+                ctx.on_output(name, chunk.decode("utf-8", errors="replace"))
+
+    async def feed() -> None:
+        if proc.stdin is None:
+            return
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            proc.stdin.write((ctx.stdin or "").encode())
+            await proc.stdin.drain()
+        proc.stdin.close()
+
+    work = asyncio.gather(
+        pump(proc.stdout, out, "stdout"), pump(proc.stderr, err, "stderr"), feed(), proc.wait()
+    )
+    timed_out = False
+    try:
+        await asyncio.wait_for(asyncio.shield(work), timeout)
+    except TimeoutError:
+        timed_out = True
+        await _kill_group(proc)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(work, 5.0)
+    except asyncio.CancelledError:
+        await _kill_group(proc)
+        work.cancel()
+        raise
+    code = proc.returncode if proc.returncode is not None else -1
+    if timed_out:
+        return CommandOutput(
+            stdout=out.text(),
+            stderr=err.text() + f"\n[timed out after {timeout:g} s: the script was killed]\n",
+            exit_code=124,
+            category=FailureCategory.TIMEOUT,
+        )
+    if code < 0:
+        code = 128 - code
+    category = None if code == 0 else FailureCategory.EXECUTION_ERROR
+    return CommandOutput(stdout=out.text(), stderr=err.text(), exit_code=code, category=category)
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    for sig, wait in ((signal.SIGTERM, 1.0), (signal.SIGKILL, 2.0)):
+        if proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), wait)
