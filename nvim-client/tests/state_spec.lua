@@ -1,0 +1,251 @@
+-- Pure tests of synapse.state (no server, no buffers).
+-- Run: nvim --headless --clean -u NONE --cmd 'set rtp^=nvim-client' \
+--        -c 'luafile nvim-client/tests/state_spec.lua' OUT.json
+-- Writes {"passed": [...], "failed": {"name": "error"}} to OUT.json (or
+-- prints it) and quits; exit code 1 when something failed.
+
+local State = require("synapse.state")
+
+local cases = {}
+local function case(name, fn)
+  cases[#cases + 1] = { name = name, fn = fn }
+end
+
+local function show(v)
+  return vim.inspect(v)
+end
+
+local function eq(expected, actual, what)
+  if not vim.deep_equal(expected, actual) then
+    error((what or "value") .. ":\nexpected " .. show(expected) .. "\n     got " .. show(actual), 2)
+  end
+end
+
+-- Applies a change set to a line list the way the view applies it to a buffer.
+local function apply_changes(buf, start, lines)
+  for i = #buf, start + 1, -1 do
+    buf[i] = nil
+  end
+  for _, l in ipairs(lines) do
+    buf[#buf + 1] = l
+  end
+end
+
+local function text(s)
+  return { type = "text", text = s }
+end
+
+case("streamed text splits on newlines and keeps order", function()
+  local s = State.new()
+  s:apply({ sessionUpdate = "user_message_chunk", content = text("Why?") })
+  for _, chunk in ipairs({ "The test", " fails because\n", "\nparse()", " drops ", "the tail." }) do
+    s:apply({ sessionUpdate = "agent_message_chunk", content = text(chunk) })
+  end
+  eq({
+    "### You",
+    "Why?",
+    "",
+    "### Synapse",
+    "The test fails because",
+    "",
+    "parse() drops the tail.",
+    "",
+  }, s:lines())
+end)
+
+case("incremental changes rebuild the full transcript", function()
+  local s = State.new()
+  local buf = {}
+  local function sync()
+    local start, lines = s:take_changes()
+    if start then
+      apply_changes(buf, start, lines)
+    end
+  end
+  s:apply({ sessionUpdate = "user_message_chunk", content = text("go") })
+  sync()
+  s:apply({ sessionUpdate = "agent_message_chunk", content = text("Running") })
+  sync()
+  s:apply({ sessionUpdate = "tool_call", toolCallId = "t1", title = "List files", kind = "execute",
+    status = "in_progress", rawInput = { command = "ls -1" } })
+  s:apply({ sessionUpdate = "tool_call_update", toolCallId = "t1", output = { stream = "stdout", text = "a.py\nb" } })
+  sync()
+  s:apply({ sessionUpdate = "tool_call_update", toolCallId = "t1", output = { stream = "stdout", text = ".py\n" } })
+  s:apply({ sessionUpdate = "tool_call", toolCallId = "t2", title = "Read a.py", status = "in_progress",
+    rawInput = { command = "read a.py" } })
+  sync()
+  -- an older card changes while a newer one exists
+  s:apply({ sessionUpdate = "tool_call_update", toolCallId = "t1", status = "completed",
+    rawOutput = { exitCode = 0 } })
+  s:apply({ sessionUpdate = "tool_call_update", toolCallId = "t2", status = "failed",
+    rawOutput = { exitCode = 2 }, content = { { type = "content", content = text("[Error] no such file") } } })
+  s:apply({ sessionUpdate = "agent_message_chunk", content = text("Done.") })
+  sync()
+  eq(s:lines(), buf, "buffer copy")
+  eq({
+    "### You",
+    "go",
+    "",
+    "### Synapse",
+    "Running",
+    "",
+    "#### Tool: List files [completed]",
+    "    $ ls -1",
+    "    a.py",
+    "    b.py",
+    "",
+    "#### Tool: Read a.py [failed, exit 2]",
+    "    $ read a.py",
+    "    [Error] no such file",
+    "",
+    "Done.",
+    "",
+  }, buf)
+  eq(nil, (s:take_changes()), "no change pending")
+end)
+
+case("fold levels cover tool bodies only", function()
+  local s = State.new()
+  s:apply({ sessionUpdate = "user_message_chunk", content = text("x") })
+  s:apply({ sessionUpdate = "tool_call", toolCallId = "t", title = "Run tests", rawInput = { command = "pytest" } })
+  s:apply({ sessionUpdate = "tool_call_update", toolCallId = "t", output = { stream = "stdout", text = "1\n2\n" } })
+  local levels = {}
+  for l = 1, s:line_count() do
+    levels[l] = s:foldlevel(l)
+  end
+  eq({ "0", "0", "0", ">1", "1", "1", "1", "0" }, levels)
+  eq(4, s:tool_line("t"))
+end)
+
+case("cancel marks running calls and notes the stop reason", function()
+  local s = State.new()
+  s:apply({ sessionUpdate = "user_message_chunk", content = text("wait") })
+  s:apply({ sessionUpdate = "tool_call", toolCallId = "t", title = "Run `sleep 30`", rawInput = { command = "sleep 30" } })
+  eq("in_progress", s:tool_status("t"))
+  s:apply({ sessionUpdate = "turn_finished", stopReason = "cancelled" })
+  -- the prompt result comes after the notification: no second note
+  eq(false, s:finish_turn("cancelled"))
+  eq({
+    "### You",
+    "wait",
+    "",
+    "#### Tool: Run `sleep 30` [cancelled]",
+    "    $ sleep 30",
+    "",
+    "*Turn ended: cancelled*",
+    "",
+  }, s:lines())
+end)
+
+case("error stop reason shows the message", function()
+  local s = State.new()
+  s:add_user("hi")
+  eq(true, s:finish_turn("error", nil, "no API key: set ANTHROPIC_API_KEY"))
+  eq({ "### You", "hi", "", "*Error: no API key: set ANTHROPIC_API_KEY*", "" }, s:lines())
+end)
+
+case("runs show stdout, stderr and status", function()
+  local s = State.new()
+  local a = s:start_run("echo hi; echo oops >&2")
+  eq({ "#### Run: echo hi; echo oops >&2 [running]", "" }, s:lines())
+  s:finish_run(a, { exitCode = 0, stdout = "hi\n", stderr = "oops\n", isError = false, text = "hi\n" })
+  local b = s:start_run("false")
+  s:finish_run(b, { exitCode = 1, stdout = "", stderr = "", isError = true, text = "[Error] exit 1\n" })
+  local c = s:start_run("x")
+  s:finish_run(c, { error = "server gone" })
+  eq({
+    "#### Run: echo hi; echo oops >&2 [completed]",
+    "    hi",
+    "    oops",
+    "",
+    "#### Run: false [failed, exit 1]",
+    "    [Error] exit 1",
+    "",
+    "#### Run: x [failed]",
+    "    server gone",
+    "",
+  }, s:lines())
+end)
+
+case("plan is replaced in place; notices and thoughts are quoted", function()
+  local s = State.new()
+  s:add_user("plan it")
+  s:apply({ sessionUpdate = "agent_thought_chunk", content = text("hmm\nok") })
+  s:apply({ sessionUpdate = "plan", entries = { { content = "A", status = "in_progress" }, { content = "B", status = "pending" } } })
+  s:apply({ sessionUpdate = "notice", level = "warning", message = "Rate limited" })
+  s:apply({ sessionUpdate = "plan", explanation = "Fix then test",
+    entries = { { content = "A", status = "completed" }, { content = "B", status = "in_progress" } } })
+  eq({
+    "### You",
+    "plan it",
+    "",
+    "> hmm",
+    "> ok",
+    "",
+    "#### Plan",
+    "Fix then test",
+    "- [x] A",
+    "- [~] B",
+    "",
+    "> **warning:** Rate limited",
+    "",
+  }, s:lines())
+end)
+
+case("sub-agent updates nest in the parent card", function()
+  local s = State.new()
+  s:apply({ sessionUpdate = "tool_call", toolCallId = "p", title = "Task: explore", rawInput = { command = "task:explore 'x'" } })
+  s:apply({ sessionUpdate = "tool_call", toolCallId = "c", parentToolCallId = "p", title = "Search `x`" })
+  s:apply({ sessionUpdate = "agent_message_chunk", parentToolCallId = "p", content = text("found it") })
+  s:apply({ sessionUpdate = "tool_call_update", toolCallId = "p", status = "completed" })
+  eq({
+    "#### Tool: Task: explore [completed]",
+    "    $ task:explore 'x'",
+    "    -> Search `x`",
+    "    found it",
+    "",
+  }, s:lines())
+end)
+
+case("huge outputs are capped and counted", function()
+  local s = State.new({ max_output_lines = 3 })
+  s:apply({ sessionUpdate = "tool_call", toolCallId = "t", title = "seq", rawInput = { command = "seq 10" } })
+  s:apply({ sessionUpdate = "tool_call_update", toolCallId = "t", output = { stream = "stdout", text = "1\n2\n3\n4\n" } })
+  s:apply({ sessionUpdate = "tool_call_update", toolCallId = "t", output = { stream = "stdout", text = "5\n6\n" } })
+  eq({
+    "#### Tool: seq [running]",
+    "    $ seq 10",
+    "    1",
+    "    2",
+    "    3",
+    "    ... 3 more lines not shown",
+    "",
+  }, s:lines())
+end)
+
+case("CR and vim.NIL-ish values are tolerated", function()
+  local s = State.new()
+  s:apply({ sessionUpdate = "tool_call", toolCallId = "t", title = vim.NIL, rawInput = { command = "a\r\nb" } })
+  s:apply({ sessionUpdate = "agent_message_chunk", content = text("x\r\ny") })
+  s:apply({ sessionUpdate = "no_such_update" })
+  s:apply(nil)
+  eq({ "#### Tool: a b [running]", "    $ a", "      b", "", "### Synapse", "x", "y", "" }, s:lines())
+end)
+
+local passed, failed = {}, {}
+for _, c in ipairs(cases) do
+  local ok, err = pcall(c.fn)
+  if ok then
+    passed[#passed + 1] = c.name
+  else
+    failed[c.name] = tostring(err)
+  end
+end
+local out = vim.fn.json_encode({ passed = passed, failed = vim.tbl_isempty(failed) and vim.empty_dict() or failed })
+local path = vim.fn.argv()[1]
+if path and path ~= "" then
+  vim.fn.writefile({ out }, path)
+else
+  io.stdout:write(out .. "\n")
+end
+vim.cmd(vim.tbl_isempty(failed) and "qa!" or "cq")
