@@ -10,8 +10,13 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from synapse_lsp.config import Settings
+
+if TYPE_CHECKING:
+    from synapse_lsp.registry import ExtensionRegistry
+    from synapse_lsp.router import BashRouter
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,9 +46,10 @@ async def run(commands: list[str], cwd: Path, settings: Settings, as_json: bool)
     shell = ShellSession(cwd, settings)
     await shell.start()
     exit_code = 0
+    registry = None
     try:
         router = BashRouter(shell, settings)
-        await _add_extensions(router, settings, cwd)
+        registry = await _add_extensions(router, settings, cwd)
         for index, command in enumerate(commands):
             result = await router.route(command)
             exit_code = result.exit_code
@@ -66,13 +72,24 @@ async def run(commands: list[str], cwd: Path, settings: Settings, as_json: bool)
                 sys.stdout.write(result.text if result.text.endswith("\n") else result.text + "\n")
             sys.stdout.flush()
     finally:
+        if registry is not None:
+            await registry.close()
         await shell.close()
     return exit_code
 
 
-async def _add_extensions(router: object, settings: Settings, cwd: Path) -> None:
-    """Hook for the extension registry; a no-op until it is installed."""
-    return None
+async def _add_extensions(router: BashRouter, settings: Settings, cwd: Path) -> ExtensionRegistry:
+    """mcp:*/skill:* commands and command:search/skill:* built-ins (no watcher: one-shot).
+
+    It also serves the wrappers' socket unless another Synapse process already does."""
+    from synapse_lsp.registry import ExtensionRegistry
+
+    registry = ExtensionRegistry(settings, cwd, watch=False)
+    await registry.start()
+    router.extensions = registry
+    for command in registry.builtins():
+        router.register(command)
+    return registry
 
 
 def main(argv: list[str]) -> int:

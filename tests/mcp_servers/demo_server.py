@@ -14,7 +14,9 @@ import sys
 import time
 from typing import Any, Literal
 
+import mcp_types
 from mcp.server.mcpserver import Image, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 # A 1x1 transparent PNG.
 PNG_1X1 = base64.b64decode(
@@ -67,7 +69,16 @@ def build(name: str) -> MCPServer:
     @app.tool()
     def fail(message: str) -> str:
         """Always fails with the given message (an isError result)."""
-        raise ValueError(message)
+        raise ToolError(message)
+
+    @app.tool()
+    def document() -> list[mcp_types.EmbeddedResource]:
+        """Return an embedded binary resource."""
+        blob = base64.b64encode(b"x" * 2048).decode()
+        contents = mcp_types.BlobResourceContents(
+            uri="file:///tmp/data.bin", mime_type="application/octet-stream", blob=blob
+        )
+        return [mcp_types.EmbeddedResource(type="resource", resource=contents)]
 
     @app.tool()
     async def slow(seconds: float) -> str:

@@ -1,0 +1,102 @@
+"""`synapse tools …`: list, search and refresh extension commands from the command line.
+
+    synapse tools list [--type mcp|skill]
+    synapse tools search <keyword|regex> [--type mcp|skill] [--limit N]
+    synapse tools refresh [mcp|skills|all]
+
+The workspace is the current directory (its `mcp_servers.json` is read first).
+`refresh` connects every MCP server, waits for them, regenerates the wrappers in
+`$SYNAPSE_HOME/bin/` and prints what it found and every config problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from synapse_lsp.config import Settings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="synapse tools", description="List, search and refresh mcp:* and skill:* commands."
+    )
+    sub = parser.add_subparsers(dest="action", required=True)
+    listing = sub.add_parser("list", help="list every extension command")
+    listing.add_argument("--type", choices=["mcp", "skill"], default=None)
+    search = sub.add_parser("search", help="search commands by keyword or regex")
+    search.add_argument("query")
+    search.add_argument("--type", choices=["mcp", "skill"], default=None)
+    search.add_argument("--limit", type=int, default=50)
+    refresh = sub.add_parser(
+        "refresh", help="reconnect MCP servers / rescan skills, rewrite wrappers"
+    )
+    refresh.add_argument("kind", nargs="?", choices=["mcp", "skills", "all"], default="all")
+    for p in (listing, search, refresh):
+        p.add_argument(
+            "--connect-timeout",
+            type=float,
+            default=30.0,
+            help="seconds to wait for MCP servers (default 30)",
+        )
+    return parser
+
+
+async def run(args: argparse.Namespace, settings: Settings, cwd: Path) -> int:
+    from synapse_lsp.builtins.command_search import search
+    from synapse_lsp.registry import ExtensionRegistry
+
+    need_mcp = args.action != "refresh" or args.kind in ("mcp", "all")
+    registry = ExtensionRegistry(
+        settings,
+        cwd,
+        watch=False,
+        serve_socket=False,
+        only_servers=None if need_mcp else set(),
+    )
+    await registry.start()
+    try:
+        if need_mcp:
+            await registry.wait_for_mcp(args.connect_timeout)
+        kind = getattr(args, "type", None)
+        if args.action == "list":
+            for entry in registry.index():
+                if kind is None or entry.kind == kind:
+                    print(f"{entry.name}  {entry.summary}")
+        elif args.action == "search":
+            found = search(registry.index(), args.query, kind, args.limit)
+            for entry in found:
+                print(f"{entry.name}  {entry.summary}")
+            if not found:
+                print(f"No extension commands match {args.query!r}.", file=sys.stderr)
+        else:
+            mcp = [c for c in registry.commands() if c.name.startswith("mcp:")]
+            skills = [c for c in registry.commands() if c.name.startswith("skill:")]
+            if args.kind in ("mcp", "all"):
+                print(f"MCP: {len(registry.mcp.servers)} server(s), {len(mcp)} command(s)")
+                for server in registry.mcp.servers.values():
+                    detail = f"{len(server.tools)} tools" if server.state == "ready" else ""
+                    if server.state != "ready":
+                        detail = server.describe_failure()
+                    print(f"  {server.name}: {server.state} {detail}".rstrip())
+            if args.kind in ("skills", "all"):
+                print(f"Skills: {len(registry.skills)} skill(s), {len(skills)} command(s)")
+            print(f"Wrappers: {settings.bin_dir}")
+        for note in registry.notes() if args.action != "refresh" else []:
+            print(note, file=sys.stderr)
+        for problem in registry.problems:
+            print(f"warning: {problem}", file=sys.stderr)
+    finally:
+        await registry.close()
+    failed = any(s.state == "failed" for s in registry.mcp.servers.values())
+    return 1 if args.action == "refresh" and (failed or registry.mcp.problems) else 0
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return asyncio.run(run(args, Settings(), Path.cwd()))
+    except KeyboardInterrupt:
+        return 130
