@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from synapse_lsp.builtins.edit import EditCommand
+from synapse_lsp.builtins.plan import PlanCommand
 from synapse_lsp.builtins.read import ReadCommand
 from synapse_lsp.builtins.task import TaskCommand
 from synapse_lsp.builtins.write import WriteCommand
@@ -12,11 +13,4 @@ from synapse_lsp.commands import Command
 def default_builtins() -> list[Command]:
     """The built-ins every router has. Extension-backed ones (command:search, skill:*)
     are added by whoever owns the extension registry."""
-    commands: list[Command] = [ReadCommand(), WriteCommand(), EditCommand(), TaskCommand()]
-    try:
-        from synapse_lsp.builtins.plan import PlanCommand
-    except ImportError:  # pragma: no cover - until the plan built-in lands
-        pass
-    else:
-        commands.append(PlanCommand())
-    return commands
+    return [ReadCommand(), WriteCommand(), EditCommand(), TaskCommand(), PlanCommand()]
