@@ -259,8 +259,8 @@ local function start(root)
   }
   -- vim.lsp logs the spawn parameters, environment included, at INFO: keep
   -- an API key given in cmd_env out of lsp.log.
-  local log = vim.lsp.log
-  local level = log.get_level and log.get_level()
+  local has_log, log = pcall(require, "vim.lsp.log")
+  local level = has_log and log.get_level and log.get_level()
   local raised = cfg.cmd_env and level and level < vim.log.levels.WARN
   if raised then
     log.set_level(vim.log.levels.WARN)

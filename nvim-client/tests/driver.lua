@@ -1,0 +1,215 @@
+-- Headless integration driver for tests/test_nvim.py.
+--
+--   SYN_CLIENT=<nvim-client dir> SYN_OUT=<result.json> SYN_SCENARIO=<name>
+--   SYN_CONFIG=<json: {cmd=[...], cmd_env={...}, settings={...}, permission=...}>
+--   nvim --headless --clean -u nvim-client/tests/driver.lua [file]
+--
+-- Runs one scenario against the real server, writes what it observed (buffer
+-- lines, disk text, transcript lines, requests answered) as JSON, quits.
+vim.opt.runtimepath:prepend(os.getenv("SYN_CLIENT"))
+vim.cmd("runtime plugin/synapse.lua")
+
+local out_path = os.getenv("SYN_OUT")
+local scenario = os.getenv("SYN_SCENARIO")
+local config = vim.fn.json_decode(os.getenv("SYN_CONFIG") or "{}")
+local WAIT = tonumber(os.getenv("SYN_WAIT_MS") or "40000")
+
+local result = { scenario = scenario, nvim = tostring(vim.version().major) .. "." .. tostring(vim.version().minor) }
+
+local function finish()
+  vim.fn.writefile({ vim.fn.json_encode(result) }, out_path)
+  vim.cmd("qa!")
+end
+
+local function wait_for(what, cond)
+  local ok = vim.wait(WAIT, cond, 10)
+  if not ok then
+    error("timed out waiting for " .. what, 2)
+  end
+end
+
+local function read_disk(path)
+  local f = io.open(path, "r")
+  if not f then
+    return vim.NIL
+  end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local synapse = require("synapse")
+
+local function transcript(chat)
+  return vim.api.nvim_buf_get_lines(chat.buf, 0, -1, false)
+end
+
+-- Flushes what is pending so the buffer holds everything received so far.
+local function settle(chat)
+  vim.wait(100, function()
+    return not chat.pending
+  end, 5)
+end
+
+local function ready_client()
+  local root = synapse.current_root()
+  wait_for("the server to initialize", function()
+    local id = synapse.client.clients[root]
+    return id ~= nil and synapse.client.ready[id] == true
+  end)
+  return vim.lsp.get_client_by_id(synapse.client.clients[root]), root
+end
+
+local function first_tool(chat)
+  for id, block in pairs(chat.state.tools) do
+    if block.label == "Tool" then
+      return id, block
+    end
+  end
+end
+
+local scenarios = {}
+
+function scenarios.attach()
+  local client, root = ready_client()
+  local buf = vim.api.nvim_get_current_buf()
+  result.root = root
+  result.attached = vim.lsp.buf_is_attached(buf, client.id)
+  result.clients_for_root = 0
+  for r, _ in pairs(synapse.client.clients) do
+    if r == root then
+      result.clients_for_root = result.clients_for_root + 1
+    end
+  end
+  local caps = client.server_capabilities or {}
+  result.commands = (caps.executeCommandProvider or {}).commands or {}
+  -- a second buffer of the same root reuses the client
+  vim.cmd("edit second.txt")
+  result.second_attached = vim.lsp.buf_is_attached(vim.api.nvim_get_current_buf(), client.id)
+  result.client_count = #vim.tbl_keys(synapse.client.roots)
+  local status
+  synapse.client.exec(root, "synapse.status", vim.empty_dict(), function(err, res)
+    status = { err = err and err.message or vim.NIL, res = res }
+  end)
+  wait_for("synapse.status", function()
+    return status ~= nil
+  end)
+  result.status = status
+end
+
+function scenarios.run_edit()
+  local _, root = ready_client()
+  local buf = vim.api.nvim_get_current_buf()
+  -- an unsaved change the server must see (and keep)
+  vim.api.nvim_buf_set_lines(buf, 0, 1, false, { "x = 10" })
+  vim.cmd("SynapseRun edit a.py 'foo' 'bar'")
+  local chat = synapse.current_chat(false)
+  wait_for("the run to finish", function()
+    return chat.runs_done >= 1
+  end)
+  settle(chat)
+  result.buffer = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  result.modified = vim.bo[buf].modified
+  result.disk = read_disk(root .. "/a.py")
+  result.transcript = transcript(chat)
+end
+
+function scenarios.chat()
+  ready_client()
+  local seen_partial = false
+  vim.cmd("SynapseChat list things")
+  local chat = synapse.current_chat(false)
+  -- watch the transcript while the answer streams
+  wait_for("the turn to finish", function()
+    local lines = transcript(chat)
+    for _, l in ipairs(lines) do
+      if l:match("^Streaming") and l ~= "Streaming the answer in small pieces." then
+        seen_partial = true
+      end
+    end
+    return chat.turns >= 1
+  end)
+  settle(chat)
+  result.seen_partial = seen_partial
+  result.transcript = transcript(chat)
+  result.flushes = require("synapse.chat").stats.flushes
+  result.updates = require("synapse.chat").stats.handler_calls
+  result.session_id = chat.session_id
+  local _, block = first_tool(chat)
+  local line = block and chat.state:tool_line(block.id)
+  if line then
+    -- the tool call is a fold in the chat window
+    local win = vim.fn.win_findbuf(chat.buf)[1]
+    result.fold = vim.api.nvim_win_call(win, function()
+      return { level = vim.fn.foldlevel(line + 1), start = vim.fn.foldclosed(line) }
+    end)
+  end
+end
+
+function scenarios.cancel()
+  ready_client()
+  vim.cmd("SynapseChat wait for it")
+  local chat = synapse.current_chat(false)
+  wait_for("the sleep to start", function()
+    local id = first_tool(chat)
+    return id ~= nil
+  end)
+  local t0 = vim.loop.hrtime()
+  vim.cmd("SynapseCancel")
+  wait_for("the turn to end", function()
+    return chat.turns >= 1
+  end)
+  settle(chat)
+  result.cancel_ms = (vim.loop.hrtime() - t0) / 1e6
+  result.stop_reason = chat.state.stop_reason
+  result.transcript = transcript(chat)
+end
+
+function scenarios.deny()
+  local asked = {}
+  vim.lsp.handlers["window/showMessageRequest"] = function(_, params)
+    asked[#asked + 1] = params
+    for _, a in ipairs(params.actions or {}) do
+      if a.title == "Deny" then
+        return a
+      end
+    end
+    return vim.NIL
+  end
+  local _, root = ready_client()
+  vim.cmd("SynapseChat make a file")
+  local chat = synapse.current_chat(false)
+  wait_for("the turn to finish", function()
+    return chat.turns >= 1
+  end)
+  settle(chat)
+  result.asked = asked
+  result.transcript = transcript(chat)
+  result.created = read_disk(root .. "/created.txt") ~= vim.NIL
+end
+
+local function main()
+  local ok, err = pcall(function()
+    synapse.setup({
+      cmd = config.cmd,
+      cmd_env = config.cmd_env,
+      settings = config.settings or {},
+      permission = config.permission,
+      chat = { prompt = "buffer" },
+    })
+    scenarios[scenario]()
+  end)
+  result.ok = ok
+  if not ok then
+    result.error = tostring(err)
+    result.messages = vim.api.nvim_exec("messages", true)
+  end
+  finish()
+end
+
+vim.api.nvim_create_autocmd("VimEnter", {
+  once = true,
+  callback = function()
+    vim.schedule(main)
+  end,
+})
