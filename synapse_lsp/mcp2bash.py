@@ -34,6 +34,11 @@ _FALSE = {"false", "0", "no", "off"}
 
 def prop_types(prop: dict[str, Any]) -> list[str]:
     """JSON types a property accepts (`anyOf`/`oneOf` unions flattened, null dropped)."""
+    types = [t for t in dict.fromkeys(_raw_types(prop)) if t != "null"]
+    return types or ["string"]
+
+
+def _raw_types(prop: dict[str, Any]) -> list[str]:
     found: list[str] = []
     kind = prop.get("type")
     if isinstance(kind, str):
@@ -43,13 +48,23 @@ def prop_types(prop: dict[str, Any]) -> list[str]:
     for key in ("anyOf", "oneOf"):
         for alt in prop.get(key, []) or []:
             if isinstance(alt, dict):
-                found += prop_types(alt)
+                found += _raw_types(alt)
     if not found and "enum" in prop:
         found.append("string")
     if not found and "properties" in prop:
         found.append("object")
-    types = [t for t in dict.fromkeys(found) if t != "null"]
-    return types or ["string"]
+    return found
+
+
+def _items(prop: dict[str, Any]) -> dict[str, Any]:
+    """The item schema of an array property (also inside `anyOf`/`oneOf`)."""
+    if isinstance(prop.get("items"), dict):
+        return dict(prop["items"])
+    for key in ("anyOf", "oneOf"):
+        for alt in prop.get(key, []) or []:
+            if isinstance(alt, dict) and isinstance(alt.get("items"), dict):
+                return dict(alt["items"])
+    return {}
 
 
 def _enum(prop: dict[str, Any]) -> list[Any] | None:
@@ -150,12 +165,13 @@ def parse_tool_args(schema_dict: dict[str, Any], argv: list[str]) -> dict[str, A
         _assign(schema, args, name, value, repeated=False)
     missing = [n for n in schema.required if n not in args]
     if missing:
-        raise ArgError(
-            "missing required argument"
-            + ("s " if len(missing) > 1 else " ")
-            + ", ".join(f"<{m}>" for m in missing)
-        )
+        raise ArgError(_missing_message(missing))
     return args
+
+
+def _missing_message(missing: list[str]) -> str:
+    plural = "s" if len(missing) > 1 else ""
+    return f"missing required argument{plural} " + ", ".join(f"<{m}>" for m in missing)
 
 
 def _known_hint(schema: Schema) -> str:
@@ -177,7 +193,7 @@ def _whole_object(schema: Schema, text: str) -> dict[str, Any] | None:
         return None
     missing = [n for n in schema.required if n not in value]
     if missing:
-        raise ArgError("the JSON input lacks required " + ", ".join(repr(m) for m in missing))
+        raise ArgError(_missing_message(missing))
     for name, item in value.items():
         _check_type(schema, name, item)
     return value
@@ -187,12 +203,7 @@ def _assign(schema: Schema, args: dict[str, Any], name: str, raw: str, *, repeat
     prop = schema.props.get(name, {})
     types = prop_types(prop)
     if "array" in types and not raw.lstrip().startswith("[") and repeated:
-        item_prop = prop.get("items") if isinstance(prop.get("items"), dict) else {}
-        if not item_prop:
-            for alt in prop.get("anyOf", []) or []:
-                if isinstance(alt, dict) and isinstance(alt.get("items"), dict):
-                    item_prop = alt["items"]
-        item = _convert(name, raw, prop_types(item_prop or {}), None)
+        item = _convert(name, raw, prop_types(_items(prop)), None)
         current = args.get(name)
         args[name] = [*current, item] if isinstance(current, list) else [item]
         return
@@ -303,8 +314,8 @@ def help_page(name: str, description: str, schema_dict: dict[str, Any]) -> str:
         prop = schema.props.get(prop_name, {})
         kind = prop_types(prop)
         shown = "|".join(kind)
-        if "array" in kind and isinstance(prop.get("items"), dict):
-            shown = shown.replace("array", f"array of {prop_types(prop['items'])[0]}")
+        if "array" in kind and _items(prop):
+            shown = shown.replace("array", f"array of {prop_types(_items(prop))[0]}")
         attrs = [shown, "required" if prop_name in schema.required else "optional"]
         if "default" in prop and prop["default"] is not None:
             attrs.append(f"default {json.dumps(prop['default'])}")

@@ -1,7 +1,7 @@
 """A real MCP server for the tests: every argument shape, every result shape.
 
 Run over stdio (default) or streamable HTTP:
-    python demo_server.py [--http PORT] [--name NAME] [--startup-delay SECONDS]
+    python demo_server.py [--http PORT] [--name NAME] [--startup-delay SECONDS] [--wait-for FILE]
 """
 
 from __future__ import annotations
@@ -110,9 +110,12 @@ def main() -> None:
     parser.add_argument("--http", type=int, default=None)
     parser.add_argument("--name", default="demo")
     parser.add_argument("--startup-delay", type=float, default=0.0)
+    parser.add_argument("--wait-for", default=None, help="start serving once this file exists")
     args = parser.parse_args()
     if args.startup_delay:
         time.sleep(args.startup_delay)
+    while args.wait_for and not os.path.exists(args.wait_for):  # noqa: PTH110
+        time.sleep(0.02)
     app = build(args.name)
     if args.http is not None:
         app.run("streamable-http", host="127.0.0.1", port=args.http)
