@@ -1,0 +1,676 @@
+/**
+ * Synapse for VS Code: starts the Synapse language server over stdio and
+ * shows its chat in a sidebar webview.
+ *
+ * Edits arrive as `workspace/applyEdit` and permission questions as
+ * `window/showMessageRequest`; vscode-languageclient handles both (buffers
+ * with undo; a notification with the three buttons).
+ */
+
+import { randomBytes } from 'node:crypto';
+import * as path from 'node:path';
+
+import * as vscode from 'vscode';
+import {
+  CloseAction,
+  DidChangeConfigurationNotification,
+  ErrorAction,
+  ExecuteCommandRequest,
+  LanguageClient,
+  ResponseError,
+  State,
+  TransportKind,
+  type LanguageClientOptions,
+  type ServerOptions,
+} from 'vscode-languageclient/node';
+
+import { Backoff, DEFAULT_API_KEY_ENV, describeLaunch, resolveServer } from './launch';
+import {
+  Commands,
+  SESSION_UPDATE_METHOD,
+  serverSettings,
+  type PromptResult,
+  type SessionInfo,
+  type SessionNewResult,
+  type SessionUpdateParams,
+  type StatusResult,
+} from './protocol';
+import { apply, busySessions, initialState, type Action, type ChatState, type ServerPhase } from './state';
+import { makeNonce, webviewHtml } from './webview/html';
+import { promptContext, type Attachment, type FromWebview, type ToWebview } from './webview/messages';
+
+const SECRET_KEY = 'synapse.apiKey';
+const VIEW_ID = 'synapse.chat';
+const RESTART_SETTINGS = ['synapse.server.command', 'synapse.pythonPath', 'synapse.apiKeyEnv'];
+
+let controller: SynapseController | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  controller = new SynapseController(context);
+  await controller.activate();
+}
+
+export async function deactivate(): Promise<void> {
+  await controller?.dispose();
+  controller = undefined;
+}
+
+class SynapseController implements vscode.WebviewViewProvider {
+  private readonly log: vscode.LogOutputChannel;
+  private readonly statusItem: vscode.StatusBarItem;
+  private readonly state: ChatState = initialState();
+  private readonly backoff = new Backoff();
+  private client: LanguageClient | undefined;
+  private view: vscode.WebviewView | undefined;
+  private restartTimer: NodeJS.Timeout | undefined;
+  private starting: Promise<void> | undefined;
+  private disposed = false;
+
+  constructor(private readonly context: vscode.ExtensionContext) {
+    this.log = vscode.window.createOutputChannel('Synapse', { log: true });
+    this.statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
+    this.statusItem.name = 'Synapse';
+    context.subscriptions.push(this.log, this.statusItem);
+  }
+
+  async activate(): Promise<void> {
+    const ctx = this.context;
+    ctx.subscriptions.push(
+      vscode.window.registerWebviewViewProvider(VIEW_ID, this),
+      vscode.commands.registerCommand('synapse.newChat', () => this.newChat()),
+      vscode.commands.registerCommand('synapse.openSession', () => this.openSessionPicker()),
+      vscode.commands.registerCommand('synapse.sendSelection', () => this.attach('selection', true)),
+      vscode.commands.registerCommand('synapse.addActiveFile', () => this.attach('file', true)),
+      vscode.commands.registerCommand('synapse.cancel', () => this.cancel(this.state.activeSessionId)),
+      vscode.commands.registerCommand('synapse.restartShell', () => this.restartShell()),
+      vscode.commands.registerCommand('synapse.refreshTools', () => this.refreshTools()),
+      vscode.commands.registerCommand('synapse.showLogs', () => this.log.show(true)),
+      vscode.commands.registerCommand('synapse.setApiKey', () => this.setApiKey()),
+      vscode.commands.registerCommand('synapse.clearApiKey', () => this.clearApiKey()),
+      vscode.commands.registerCommand('synapse.restartServer', () => this.restartServer('restart requested')),
+      vscode.commands.registerCommand('synapse.showStatus', () => this.showStatus()),
+      vscode.workspace.onDidChangeConfiguration((e) => this.onConfigurationChanged(e)),
+      this.context.secrets.onDidChange((e) => {
+        if (e.key === SECRET_KEY) void this.offerRestart('The stored API key changed.');
+      }),
+    );
+    this.updateStatusBar();
+    this.statusItem.show();
+    await this.startServer();
+  }
+
+  // ---- state ---------------------------------------------------------------
+
+  private dispatch(action: Action): void {
+    apply(this.state, action);
+    this.post({ type: 'action', action });
+    this.updateStatusBar();
+  }
+
+  private setPhase(phase: ServerPhase, message: string | null = null): void {
+    this.dispatch({ type: 'server', phase, message });
+  }
+
+  private updateStatusBar(): void {
+    const item = this.statusItem;
+    const phase = this.state.server.phase;
+    const busy = busySessions(this.state);
+    item.command = phase === 'failed' ? 'synapse.showLogs' : `${VIEW_ID}.focus`;
+    item.backgroundColor = undefined;
+    switch (phase) {
+      case 'starting':
+        item.text = '$(sync~spin) Synapse';
+        item.tooltip = 'Synapse: starting the language server…';
+        break;
+      case 'restarting':
+        item.text = '$(sync~spin) Synapse';
+        item.tooltip = `Synapse: ${this.state.server.message ?? 'restarting'}`;
+        item.backgroundColor = new vscode.ThemeColor('statusBarItem.warningBackground');
+        break;
+      case 'running':
+        item.text = busy > 0 ? `$(loading~spin) Synapse (${busy})` : '$(comment-discussion) Synapse';
+        item.tooltip = busy > 0 ? `Synapse: ${busy} chat(s) running` : 'Synapse: ready';
+        break;
+      case 'stopped':
+        item.text = '$(circle-slash) Synapse';
+        item.tooltip = 'Synapse: server stopped';
+        break;
+      case 'failed':
+        item.text = '$(error) Synapse';
+        item.tooltip = `Synapse: ${this.state.server.message ?? 'server failed'} — click for logs`;
+        item.backgroundColor = new vscode.ThemeColor('statusBarItem.errorBackground');
+        break;
+    }
+  }
+
+  // ---- server --------------------------------------------------------------
+
+  private config(): vscode.WorkspaceConfiguration {
+    return vscode.workspace.getConfiguration('synapse');
+  }
+
+  private serverSection(scope?: vscode.Uri): Record<string, unknown> {
+    const cfg = vscode.workspace.getConfiguration('synapse', scope);
+    const section: Record<string, unknown> = {};
+    for (const key of Object.keys(cfg)) {
+      const value = cfg.get(key);
+      if (typeof value !== 'function') section[key] = value;
+    }
+    return serverSettings(section);
+  }
+
+  private async startServer(): Promise<void> {
+    if (this.starting) return this.starting;
+    this.starting = this.doStart().finally(() => {
+      this.starting = undefined;
+    });
+    return this.starting;
+  }
+
+  private async doStart(): Promise<void> {
+    if (this.disposed) return;
+    clearTimeout(this.restartTimer);
+    this.restartTimer = undefined;
+    await this.disposeClient();
+    this.setPhase('starting');
+
+    const cfg = this.config();
+    const apiKey = await this.context.secrets.get(SECRET_KEY);
+    const folder = vscode.workspace.workspaceFolders?.[0];
+    const launch = resolveServer(
+      {
+        command: cfg.get<string[] | string>('server.command'),
+        pythonPath: cfg.get<string>('pythonPath'),
+        apiKeyEnv: cfg.get<string>('apiKeyEnv') || DEFAULT_API_KEY_ENV,
+      },
+      { apiKey, cwd: folder?.uri.scheme === 'file' ? folder.uri.fsPath : undefined },
+    );
+    const keyEnv = cfg.get<string>('apiKeyEnv') || DEFAULT_API_KEY_ENV;
+    this.log.info(`Starting ${describeLaunch(launch)}`);
+    this.log.info(
+      `API key: ${apiKey ? 'stored in VS Code (passed as ' + keyEnv + ')' : launch.env[keyEnv] ? 'from the environment (' + keyEnv + ')' : 'not set — use "Synapse: Set API Key"'}`,
+    );
+
+    const serverOptions: ServerOptions = {
+      command: launch.command,
+      args: launch.args,
+      transport: TransportKind.stdio,
+      options: { env: launch.env, cwd: launch.cwd },
+    };
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
+      outputChannel: this.log,
+      initializationOptions: this.serverSection(),
+      // The chat shows failures itself; don't pop the log for every error.
+      revealOutputChannelOn: 4 /* RevealOutputChannelOn.Never */,
+      errorHandler: {
+        error: () => ({ action: ErrorAction.Continue }),
+        closed: () => {
+          this.onServerClosed();
+          return { action: CloseAction.DoNotRestart, handled: true };
+        },
+      },
+      initializationFailedHandler: (error) => {
+        this.log.error(`initialize failed: ${String(error)}`);
+        return false;
+      },
+      middleware: {
+        workspace: {
+          // The `synapse` section also holds client-only keys (server.command,
+          // pythonPath, trace): the server gets its own keys only.
+          configuration: async (params, token, next) => {
+            const result = await next(params, token);
+            if (!Array.isArray(result)) return result;
+            return params.items.map((item, i) =>
+              item.section === 'synapse' && result[i] && typeof result[i] === 'object'
+                ? serverSettings(result[i] as Record<string, unknown>)
+                : result[i],
+            );
+          },
+        },
+      },
+    };
+
+    const client = new LanguageClient('synapse', 'Synapse', serverOptions, clientOptions);
+    this.client = client;
+    client.onNotification(SESSION_UPDATE_METHOD, (params: SessionUpdateParams) => {
+      if (client === this.client) this.dispatch({ type: 'update', params });
+    });
+    const started = Date.now();
+    try {
+      await client.start();
+    } catch (error) {
+      if (client !== this.client) return;
+      this.log.error(`The Synapse server did not start: ${errorMessage(error)}`);
+      this.onServerClosed(
+        `could not start ${launch.command} (${errorMessage(error)}). Install Synapse or set "synapse.server.command".`,
+      );
+      return;
+    }
+    if (client !== this.client) return;
+    this.log.info(`Server ready in ${Date.now() - started} ms`);
+    this.backoff.reset();
+    this.setPhase('running');
+    await this.refreshSessions();
+  }
+
+  /** The server went away on its own: restart with back-off, visibly. */
+  private onServerClosed(reason = 'the server process exited'): void {
+    if (this.disposed || this.restartTimer) return;
+    const delay = this.backoff.next();
+    if (delay === null) {
+      const message = `Synapse server stopped: ${reason}. It crashed repeatedly, so it was not restarted.`;
+      this.setPhase('failed', reason);
+      void vscode.window.showErrorMessage(message, 'Restart', 'Show Logs').then((choice) => {
+        if (choice === 'Restart') void this.restartServer('restart requested');
+        if (choice === 'Show Logs') this.log.show(true);
+      });
+      return;
+    }
+    const seconds = Math.round(delay / 1000);
+    this.setPhase('restarting', `${reason}; restarting in ${seconds} s`);
+    this.log.warn(`Server stopped (${reason}); restarting in ${seconds} s`);
+    void vscode.window
+      .showWarningMessage(`Synapse server stopped (${reason}); restarting in ${seconds} s.`, 'Show Logs')
+      .then((choice) => {
+        if (choice === 'Show Logs') this.log.show(true);
+      });
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
+      void this.startServer();
+    }, delay);
+  }
+
+  private async restartServer(why: string): Promise<void> {
+    this.log.info(`Restarting the server: ${why}`);
+    this.backoff.reset();
+    clearTimeout(this.restartTimer);
+    this.restartTimer = undefined;
+    await this.startServer();
+  }
+
+  private async disposeClient(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    if (!client) return;
+    try {
+      if (client.state === State.Running) await client.stop(5000);
+    } catch (error) {
+      this.log.warn(`Stopping the server: ${errorMessage(error)}`);
+    }
+    try {
+      await client.dispose();
+    } catch {
+      // already stopped
+    }
+  }
+
+  private async offerRestart(why: string): Promise<void> {
+    const choice = await vscode.window.showInformationMessage(
+      `${why} Restart the Synapse server to use it?`,
+      'Restart',
+    );
+    if (choice === 'Restart') await this.restartServer(why);
+  }
+
+  private onConfigurationChanged(e: vscode.ConfigurationChangeEvent): void {
+    if (!e.affectsConfiguration('synapse')) return;
+    if (RESTART_SETTINGS.some((key) => e.affectsConfiguration(key))) {
+      void this.offerRestart('The Synapse server settings changed.');
+      return;
+    }
+    const client = this.client;
+    if (client?.state === State.Running) {
+      void client.sendNotification(DidChangeConfigurationNotification.type, {
+        settings: { synapse: this.serverSection() },
+      });
+    }
+  }
+
+  /** `workspace/executeCommand` with the protocol's single-object argument. */
+  private async execute<T>(command: string, args: Record<string, unknown> = {}): Promise<T> {
+    if (!this.client || this.client.state !== State.Running) {
+      await this.startServer();
+    }
+    const client = this.client;
+    if (!client || client.state !== State.Running) {
+      throw new Error('The Synapse server is not running (see "Synapse: Show Logs").');
+    }
+    return (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [args] })) as T;
+  }
+
+  // ---- sessions ------------------------------------------------------------
+
+  private workspaceUri(): string | undefined {
+    const active = vscode.window.activeTextEditor?.document.uri;
+    const folder = (active && vscode.workspace.getWorkspaceFolder(active)) || vscode.workspace.workspaceFolders?.[0];
+    return folder?.uri.toString();
+  }
+
+  private async refreshSessions(): Promise<void> {
+    try {
+      const result = await this.execute<{ sessions: SessionInfo[] }>(Commands.sessionList);
+      this.dispatch({ type: 'sessions', sessions: result.sessions ?? [] });
+    } catch (error) {
+      this.log.warn(`Listing sessions: ${errorMessage(error)}`);
+    }
+  }
+
+  private async newChat(): Promise<string | null> {
+    await this.reveal();
+    try {
+      const ws = this.workspaceUri();
+      const session = await this.execute<SessionNewResult>(Commands.sessionNew, ws ? { workspaceUri: ws } : {});
+      this.dispatch({ type: 'sessionCreated', session });
+      this.post({ type: 'focusInput' });
+      return session.sessionId;
+    } catch (error) {
+      void vscode.window.showErrorMessage(`Synapse: could not start a chat: ${errorMessage(error)}`);
+      return null;
+    }
+  }
+
+  private async selectSession(sessionId: string): Promise<void> {
+    const live = this.state.byId[sessionId];
+    if (live?.loaded) {
+      this.dispatch({ type: 'select', sessionId });
+      return;
+    }
+    this.dispatch({ type: 'loadStarted', sessionId });
+    try {
+      const session = await this.execute<SessionNewResult>(Commands.sessionLoad, { sessionId });
+      this.dispatch({ type: 'sessionLoaded', session });
+    } catch (error) {
+      void vscode.window.showErrorMessage(`Synapse: could not open the chat: ${errorMessage(error)}`);
+    }
+  }
+
+  private async openSessionPicker(): Promise<void> {
+    await this.refreshSessions();
+    const items = this.state.sessions.map((s) => ({
+      label: s.title || 'Untitled chat',
+      description: s.busy ? '$(loading~spin) running' : undefined,
+      detail: [s.updatedAt ?? s.createdAt, s.workspaceUri ? vscode.Uri.parse(s.workspaceUri).fsPath : '']
+        .filter(Boolean)
+        .join(' · '),
+      sessionId: s.sessionId,
+    }));
+    if (items.length === 0) {
+      void vscode.window.showInformationMessage('Synapse: no stored chats yet.');
+      return;
+    }
+    const pick = await vscode.window.showQuickPick(items, { placeHolder: 'Open a Synapse chat' });
+    if (pick) {
+      await this.reveal();
+      await this.selectSession(pick.sessionId);
+    }
+  }
+
+  private async deleteSession(sessionId: string): Promise<void> {
+    const title = this.state.sessions.find((s) => s.sessionId === sessionId)?.title ?? sessionId;
+    const choice = await vscode.window.showWarningMessage(`Delete the chat "${title}"?`, { modal: true }, 'Delete');
+    if (choice !== 'Delete') return;
+    try {
+      await this.execute(Commands.sessionDelete, { sessionId });
+      this.dispatch({ type: 'sessionDeleted', sessionId });
+    } catch (error) {
+      void vscode.window.showErrorMessage(`Synapse: could not delete the chat: ${errorMessage(error)}`);
+    }
+  }
+
+  private async prompt(sessionId: string | null, text: string, attachments: Attachment[]): Promise<void> {
+    const id = sessionId ?? (await this.newChat());
+    if (!id) {
+      this.post({ type: 'restoreInput', text });
+      return;
+    }
+    const openFiles = vscode.window.visibleTextEditors
+      .map((e) => e.document.uri)
+      .filter((uri) => uri.scheme === 'file')
+      .map((uri) => uri.toString());
+    const context = promptContext(attachments, [...new Set(openFiles)]);
+    this.dispatch({ type: 'promptStarted', sessionId: id, text });
+    try {
+      const result = await this.execute<PromptResult>(Commands.sessionPrompt, {
+        sessionId: id,
+        text,
+        ...(context ? { context } : {}),
+      });
+      this.dispatch({ type: 'promptFinished', sessionId: id, result });
+    } catch (error) {
+      const busy = error instanceof ResponseError && (error.data as { reason?: string } | undefined)?.reason === 'session_busy';
+      this.dispatch({ type: 'promptFailed', sessionId: id, message: errorMessage(error), busy, text });
+      this.post({ type: 'restoreInput', text });
+    }
+    await this.refreshSessions();
+  }
+
+  private async cancel(sessionId: string | null): Promise<void> {
+    if (!sessionId) return;
+    this.dispatch({ type: 'cancelRequested', sessionId });
+    try {
+      await this.execute(Commands.sessionCancel, { sessionId });
+    } catch (error) {
+      this.log.warn(`Cancel: ${errorMessage(error)}`);
+    }
+  }
+
+  private async restartShell(): Promise<void> {
+    const sessionId = this.state.activeSessionId;
+    const ws = this.workspaceUri();
+    try {
+      await this.execute(Commands.shellRestart, sessionId ? { sessionId } : ws ? { workspaceUri: ws } : {});
+      void vscode.window.showInformationMessage('Synapse: shell restarted.');
+    } catch (error) {
+      void vscode.window.showErrorMessage(`Synapse: could not restart the shell: ${errorMessage(error)}`);
+    }
+  }
+
+  private async refreshTools(): Promise<void> {
+    const ws = this.workspaceUri();
+    await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: 'Synapse: refreshing tools…' },
+      async () => {
+        try {
+          const result = await this.execute<{ tools: number; errors?: string[] }>(Commands.toolsRefresh, {
+            ...(ws ? { workspaceUri: ws } : {}),
+            what: 'all',
+          });
+          const errors = result.errors ?? [];
+          if (errors.length > 0) {
+            for (const e of errors) this.log.warn(`tools: ${e}`);
+            void vscode.window.showWarningMessage(
+              `Synapse: ${result.tools} tools; ${errors.length} problem(s): ${errors[0]}`,
+              'Show Logs',
+            ).then((c) => c && this.log.show(true));
+          } else {
+            void vscode.window.showInformationMessage(`Synapse: ${result.tools} tools available.`);
+          }
+        } catch (error) {
+          void vscode.window.showErrorMessage(`Synapse: refreshing tools failed: ${errorMessage(error)}`);
+        }
+      },
+    );
+  }
+
+  private async showStatus(): Promise<void> {
+    try {
+      const s = await this.execute<StatusResult>(Commands.status);
+      const sessions = s.workspaces.reduce((n, w) => n + w.sessions, 0);
+      const tools = s.workspaces.reduce((n, w) => n + w.tools, 0);
+      void vscode.window.showInformationMessage(
+        `Synapse ${s.version} · model ${s.model} · API key ${s.apiKey ? 'set' : 'NOT set'} · ${s.workspaces.length} workspace(s), ${sessions} chat(s), ${tools} tools`,
+      );
+    } catch (error) {
+      void vscode.window.showErrorMessage(`Synapse: ${errorMessage(error)}`);
+    }
+  }
+
+  // ---- API key -------------------------------------------------------------
+
+  private async setApiKey(): Promise<void> {
+    const key = await vscode.window.showInputBox({
+      title: 'Synapse: API key',
+      prompt: 'Stored in VS Code\'s secret storage and passed to the Synapse server\'s environment only.',
+      password: true,
+      ignoreFocusOut: true,
+      validateInput: (v) => (v.trim() ? null : 'Enter a key'),
+    });
+    if (!key) return;
+    await this.context.secrets.store(SECRET_KEY, key.trim());
+    // secrets.onDidChange offers the restart.
+  }
+
+  private async clearApiKey(): Promise<void> {
+    await this.context.secrets.delete(SECRET_KEY);
+    void vscode.window.showInformationMessage('Synapse: the stored API key was removed.');
+  }
+
+  // ---- context attachments ------------------------------------------------
+
+  private async attach(kind: 'selection' | 'file', reveal: boolean): Promise<void> {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor) {
+      void vscode.window.showInformationMessage('Synapse: open a file first.');
+      return;
+    }
+    const doc = editor.document;
+    const name = path.basename(doc.uri.path) || doc.uri.toString();
+    let attachment: Attachment;
+    if (kind === 'selection' && !editor.selection.isEmpty) {
+      const sel = editor.selection;
+      attachment = {
+        kind: 'selection',
+        uri: doc.uri.toString(),
+        label: `${name}:${sel.start.line + 1}-${sel.end.line + 1}`,
+        range: {
+          start: { line: sel.start.line, character: sel.start.character },
+          end: { line: sel.end.line, character: sel.end.character },
+        },
+        text: doc.getText(sel),
+      };
+    } else {
+      attachment = { kind: 'file', uri: doc.uri.toString(), label: name };
+    }
+    if (reveal) await this.reveal();
+    this.post({ type: 'attach', attachment });
+    this.post({ type: 'focusInput' });
+  }
+
+  // ---- webview -------------------------------------------------------------
+
+  private async reveal(): Promise<void> {
+    if (this.view) this.view.show(true);
+    else await vscode.commands.executeCommand(`${VIEW_ID}.focus`);
+  }
+
+  resolveWebviewView(view: vscode.WebviewView): void {
+    this.view = view;
+    const dist = vscode.Uri.joinPath(this.context.extensionUri, 'dist');
+    view.webview.options = { enableScripts: true, localResourceRoots: [dist] };
+    view.webview.html = webviewHtml({
+      cspSource: view.webview.cspSource,
+      nonce: makeNonce((n) => randomBytes(n)),
+      scriptUri: view.webview.asWebviewUri(vscode.Uri.joinPath(dist, 'webview.js')).toString(),
+      styleUri: view.webview.asWebviewUri(vscode.Uri.joinPath(dist, 'webview.css')).toString(),
+    });
+    view.webview.onDidReceiveMessage((m: FromWebview) => void this.onMessage(m));
+    view.onDidDispose(() => {
+      if (this.view === view) this.view = undefined;
+    });
+  }
+
+  private post(message: ToWebview): void {
+    void this.view?.webview.postMessage(message);
+  }
+
+  private async onMessage(m: FromWebview): Promise<void> {
+    switch (m.type) {
+      case 'ready':
+        this.post({ type: 'snapshot', state: this.state });
+        break;
+      case 'newSession':
+        await this.newChat();
+        break;
+      case 'selectSession':
+        await this.selectSession(m.sessionId);
+        break;
+      case 'deleteSession':
+        await this.deleteSession(m.sessionId);
+        break;
+      case 'refreshSessions':
+        await this.refreshSessions();
+        break;
+      case 'prompt':
+        await this.prompt(m.sessionId, m.text, m.attachments ?? []);
+        break;
+      case 'cancel':
+        await this.cancel(m.sessionId);
+        break;
+      case 'addSelection':
+        await this.attach('selection', false);
+        break;
+      case 'addActiveFile':
+        await this.attach('file', false);
+        break;
+      case 'openLink':
+        await this.openLink(m.href);
+        break;
+      case 'openFile':
+        await this.openFile(m.path, m.line);
+        break;
+      case 'showLogs':
+        this.log.show(true);
+        break;
+      case 'restartServer':
+        await this.restartServer('restart requested from the chat');
+        break;
+      case 'setApiKey':
+        await this.setApiKey();
+        break;
+    }
+  }
+
+  private async openLink(href: string): Promise<void> {
+    let uri: vscode.Uri;
+    try {
+      uri = vscode.Uri.parse(href, true);
+    } catch {
+      return;
+    }
+    if (uri.scheme === 'http' || uri.scheme === 'https' || uri.scheme === 'mailto') {
+      await vscode.env.openExternal(uri);
+    } else if (uri.scheme === 'file') {
+      await this.openFile(uri.fsPath);
+    }
+  }
+
+  private async openFile(file: string, line?: number): Promise<void> {
+    const root = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    const abs = path.isAbsolute(file) || !root ? file : path.join(root, file);
+    const uri = vscode.Uri.file(abs);
+    try {
+      const stat = await vscode.workspace.fs.stat(uri);
+      if (stat.type & vscode.FileType.Directory) {
+        await vscode.commands.executeCommand('revealInExplorer', uri);
+        return;
+      }
+      const doc = await vscode.workspace.openTextDocument(uri);
+      const pos = new vscode.Position(Math.max(0, (line ?? 1) - 1), 0);
+      await vscode.window.showTextDocument(doc, { selection: new vscode.Range(pos, pos), preview: true });
+    } catch (error) {
+      void vscode.window.showWarningMessage(`Synapse: cannot open ${file}: ${errorMessage(error)}`);
+    }
+  }
+
+  async dispose(): Promise<void> {
+    this.disposed = true;
+    clearTimeout(this.restartTimer);
+    await this.disposeClient();
+  }
+}
+
+function errorMessage(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
+}

@@ -1,0 +1,53 @@
+/**
+ * Messages between the extension host and the chat webview (pure types).
+ */
+
+import type { PromptContext } from '../protocol';
+import type { Action, ChatState } from '../state';
+
+export type Attachment =
+  | {
+      kind: 'selection';
+      uri: string;
+      label: string;
+      range: NonNullable<PromptContext['selection']>['range'];
+      text: string;
+    }
+  | { kind: 'file'; uri: string; label: string };
+
+/** Extension host → webview. */
+export type ToWebview =
+  | { type: 'snapshot'; state: ChatState }
+  | { type: 'action'; action: Action }
+  | { type: 'attach'; attachment: Attachment }
+  | { type: 'focusInput' }
+  | { type: 'restoreInput'; text: string };
+
+/** Webview → extension host. */
+export type FromWebview =
+  | { type: 'ready' }
+  | { type: 'newSession' }
+  | { type: 'selectSession'; sessionId: string }
+  | { type: 'deleteSession'; sessionId: string }
+  | { type: 'refreshSessions' }
+  | { type: 'prompt'; sessionId: string | null; text: string; attachments: Attachment[] }
+  | { type: 'cancel'; sessionId: string }
+  | { type: 'addSelection' }
+  | { type: 'addActiveFile' }
+  | { type: 'openLink'; href: string }
+  | { type: 'openFile'; path: string; line?: number }
+  | { type: 'showLogs' }
+  | { type: 'restartServer' }
+  | { type: 'setApiKey' };
+
+/** Build the prompt `context` from the attachments the user added. */
+export function promptContext(attachments: readonly Attachment[], openFiles: readonly string[] = []): PromptContext | undefined {
+  const context: PromptContext = {};
+  for (const a of attachments) {
+    if (a.kind === 'selection') context.selection = { uri: a.uri, range: a.range, text: a.text };
+    else context.activeFile = a.uri;
+  }
+  if (context.selection && !context.activeFile) context.activeFile = context.selection.uri;
+  if (openFiles.length > 0) context.openFiles = [...openFiles];
+  return Object.keys(context).length > 0 ? context : undefined;
+}
