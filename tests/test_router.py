@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from pathlib import Path
 
@@ -308,8 +309,13 @@ async def test_task_bad_type_and_missing_prompt(router: BashRouter) -> None:
 # ----------------------------------------------------------- cancellation
 
 
-async def _wait_for_child_of(pid: int, name: str) -> int:
+async def _wait_for_child_of(shell: ShellSession, name: str) -> int:
+    # shell.pid is read on every pass: a restart inside route() replaces the bash.
     for _ in range(200):
+        pid = shell.pid
+        if pid is None:
+            await asyncio.sleep(0.02)
+            continue
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
@@ -319,8 +325,9 @@ async def _wait_for_child_of(pid: int, name: str) -> int:
             except OSError:
                 continue
             ppid_session = stat.rsplit(")", 1)[1].split()
-            if comm == name and int(ppid_session[3]) == os.getsid(pid):
-                return int(entry.name)
+            with contextlib.suppress(ProcessLookupError):
+                if comm == name and int(ppid_session[3]) == os.getsid(pid):
+                    return int(entry.name)
         await asyncio.sleep(0.02)
     raise AssertionError(f"no {name} process appeared")
 
@@ -330,7 +337,7 @@ async def test_cancel_interrupts_the_command_and_keeps_the_session(
 ) -> None:
     await router.route("cd / && export KEEP=1")
     task = asyncio.create_task(router.route("sleep 30"))
-    sleeper = await _wait_for_child_of(shell.pid, "sleep")
+    sleeper = await _wait_for_child_of(shell, "sleep")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -343,7 +350,7 @@ async def test_cancel_of_a_restart_route_cancels_the_inner_work(
     router: BashRouter, shell: ShellSession
 ) -> None:
     task = asyncio.create_task(router.route("sleep 30", restart=True))
-    sleeper = await _wait_for_child_of(shell.pid, "sleep")
+    sleeper = await _wait_for_child_of(shell, "sleep")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
