@@ -1,0 +1,519 @@
+"""The agent loop end to end: real SDK -> fake Messages API over HTTP, real bash via the router."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from synapse_lsp.agent import ChatSession, Selection, TurnContext
+from synapse_lsp.builtins import default_builtins
+from synapse_lsp.config import Settings
+from synapse_lsp.errors import SessionBusyError
+from synapse_lsp.events import (
+    Event,
+    Notice,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolOutput,
+    TurnFinished,
+    UsageUpdated,
+)
+from synapse_lsp.fakeapi import FakeAnthropic
+from synapse_lsp.model import ModelClient
+from synapse_lsp.prompts import SIMPLE_NATIVE_COMMANDS, bash_tool
+from synapse_lsp.router import BashRouter
+
+KEY = "sk-ant-agent-test-key"
+MakeSession = Callable[..., ChatSession]
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic([]) as server:
+        yield server
+
+
+@pytest.fixture
+async def make(
+    api: FakeAnthropic, router: BashRouter, settings: Settings
+) -> AsyncIterator[MakeSession]:
+    models: list[ModelClient] = []
+
+    def factory(script: list[Any] | None = None, **kw: Any) -> ChatSession:
+        if script:
+            api.add(*script)
+        model = ModelClient(
+            api_key=KEY,
+            base_url=api.base_url,
+            model="fake-model",
+            retry_base_delay=0.001,
+            max_attempts=kw.pop("max_attempts", 3),
+        )
+        models.append(model)
+        return ChatSession(
+            kw.pop("router", router), kw.pop("settings", settings), model=model, **kw
+        )
+
+    yield factory
+    for model in models:
+        await model.close()
+
+
+async def turn(session: ChatSession, text: str, context: TurnContext | None = None) -> list[Event]:
+    return [e async for e in session.run_turn(text, context)]
+
+
+def finished(events: list[Event]) -> TurnFinished:
+    last = events[-1]
+    assert isinstance(last, TurnFinished), last
+    assert sum(isinstance(e, TurnFinished) for e in events) == 1
+    return last
+
+
+def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    last = body["messages"][-1]
+    assert last["role"] == "user"
+    return [b for b in last["content"] if b["type"] == "tool_result"]
+
+
+def assert_history_valid(messages: list[dict[str, Any]]) -> None:
+    """Roles alternate, starting with the user; every tool_use is answered next."""
+    assert messages[0]["role"] == "user"
+    for a, b in zip(messages, messages[1:], strict=False):
+        assert a["role"] != b["role"]
+    for i, message in enumerate(messages):
+        ids = [b["id"] for b in message["content"] if b.get("type") == "tool_use"]
+        if ids:
+            answered = [
+                b["tool_use_id"] for b in messages[i + 1]["content"] if b["type"] == "tool_result"
+            ]
+            assert answered[: len(ids)] == ids
+
+
+# ----------------------------------------------------------------- streaming
+
+
+async def test_a_text_answer_streams_and_ends_the_turn(
+    api: FakeAnthropic, make: MakeSession
+) -> None:
+    session = make([{"text": "Hello from the model.", "chunk_size": 4}])
+    events = await turn(session, "hi")
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    assert "".join(deltas) == "Hello from the model."
+    assert len(deltas) > 1
+    assert any(isinstance(e, UsageUpdated) for e in events)
+    done = finished(events)
+    assert done.stop_reason == "end_turn" and done.error is None
+    assert done.usage.output_tokens > 0
+    body = api.message_requests[0]
+    assert body["tools"] == [bash_tool()]  # exactly the one Bash tool
+    assert body["tools"][0]["input_schema"]["required"] == ["command"]
+    assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert "Zone A" in body["system"][0]["text"]
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+        }
+    ]
+    assert session.messages[-1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Hello from the model."}],
+    }
+    assert session.title == "hi"
+
+
+async def test_thinking_streams_and_is_kept_with_its_signature(make: MakeSession) -> None:
+    session = make([{"thinking": "hmm, let me think", "text": "42"}])
+    events = await turn(session, "question")
+    assert "".join(e.text for e in events if isinstance(e, ThinkingDelta)) == "hmm, let me think"
+    assert session.messages[-1]["content"][0] == {
+        "type": "thinking",
+        "thinking": "hmm, let me think",
+        "signature": "fake-signature",
+    }
+
+
+# ---------------------------------------------------------------- tool loop
+
+
+async def test_a_multi_step_tool_turn_runs_every_call_in_order(
+    api: FakeAnthropic, make: MakeSession, workdir: Path
+) -> None:
+    session = make(
+        [
+            {
+                "text": "Let me set things up.",
+                "commands": ["mkdir sub && cd sub && echo one > f.txt", "pwd", "cat f.txt"],
+            },
+            {"commands": ["false", "read f.txt"]},
+            {"text": "All done."},
+        ]
+    )
+    events = await turn(session, "do it")
+    assert finished(events).stop_reason == "end_turn"
+    started = [e.command for e in events if isinstance(e, ToolCallStarted)]
+    assert started == [
+        "mkdir sub && cd sub && echo one > f.txt",
+        "pwd",
+        "cat f.txt",
+        "false",
+        "read f.txt",
+    ]
+    done = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert [d.exit_code for d in done] == [0, 0, 0, 1, 0]
+    assert [d.is_error for d in done] == [False, False, False, True, False]
+    assert [d.layer for d in done] == ["native", "native", "native", "native", "agent"]
+    assert done[1].text.strip() == str(workdir / "sub")  # the shell kept its cwd
+    assert any(isinstance(e, ToolOutput) and "one" in e.chunk for e in events)
+    # the model got every result, paired with its tool_use, in order
+    first, second, third = api.message_requests
+    assistant = second["messages"][1]["content"]
+    ids = [b["id"] for b in assistant if b["type"] == "tool_use"]
+    results = tool_results(second)
+    assert [r["tool_use_id"] for r in results] == ids
+    assert [r["is_error"] for r in results] == [False, False, False]
+    assert results[2]["content"].strip() == "one"
+    failed = tool_results(third)
+    assert [r["is_error"] for r in failed] == [True, False]
+    assert "Hint: Run `false --help`" in failed[0]["content"]
+    assert "one" in failed[1]["content"]
+    assert_history_valid(session.messages)
+
+
+async def test_bad_tool_input_is_an_error_result_not_a_crash(
+    api: FakeAnthropic, make: MakeSession
+) -> None:
+    session = make(
+        [
+            {
+                "content": [
+                    {"type": "tool_use", "name": "Bash", "input": {"cmd": "ls"}},
+                    {"type": "tool_use", "name": "Python", "input": {"code": "1"}},
+                ]
+            },
+            "ok",
+        ]
+    )
+    events = await turn(session, "x")
+    assert finished(events).stop_reason == "end_turn"
+    results = tool_results(api.message_requests[1])
+    assert all(r["is_error"] for r in results)
+    assert 'needs a non-empty string "command"' in results[0]["content"]
+    assert "the only tool is Bash" in results[1]["content"]
+
+
+# ------------------------------------------------------------ stop reasons
+
+
+async def test_max_tokens_ends_the_turn_with_a_notice(make: MakeSession) -> None:
+    session = make([{"text": "The answer is cut he", "stop_reason": "max_tokens"}])
+    events = await turn(session, "long please")
+    assert finished(events).stop_reason == "max_tokens"
+    assert any(isinstance(e, Notice) and "output limit" in e.message for e in events)
+
+
+async def test_a_refusal_ends_the_turn(make: MakeSession) -> None:
+    session = make([{"text": "I can't help with that.", "stop_reason": "refusal"}])
+    events = await turn(session, "bad")
+    assert finished(events).stop_reason == "refusal"
+
+
+async def test_the_turn_limit_stops_a_looping_model(
+    api: FakeAnthropic, make: MakeSession, settings: Settings
+) -> None:
+    limited = dataclasses.replace(settings, max_turns=3)
+    session = make([{"commands": ["true"]}] * 5, settings=limited)
+    events = await turn(session, "loop forever")
+    assert finished(events).stop_reason == "max_turns"
+    assert api.calls == 3
+    assert any(isinstance(e, Notice) and "turn limit" in e.message for e in events)
+    assert_history_valid(session.messages)
+
+
+# -------------------------------------------------------------- API errors
+
+
+async def test_retries_are_shown_as_notices_then_the_answer_arrives(
+    api: FakeAnthropic, make: MakeSession
+) -> None:
+    session = make(
+        [
+            {
+                "error": {
+                    "status": 429,
+                    "type": "rate_limit_error",
+                    "message": "slow",
+                    "retry_after": 0,
+                }
+            },
+            {"text": "half an ans", "drop_after": 4},
+            {"text": "The full answer."},
+        ],
+        max_attempts=3,
+    )
+    events = await turn(session, "q")
+    assert finished(events).stop_reason == "end_turn"
+    notices = [e.message for e in events if isinstance(e, Notice)]
+    assert len(notices) == 2
+    assert "429" in notices[0] and "attempt 2 of 3" in notices[0]
+    assert "stream dropped" in notices[1] and "discarded" in notices[1]
+    assert session.messages[-1]["content"] == [{"type": "text", "text": "The full answer."}]
+    assert api.calls == 3
+
+
+async def test_retries_exhausted_end_the_turn_and_keep_the_users_text(
+    api: FakeAnthropic, make: MakeSession
+) -> None:
+    overloaded = {"error": {"status": 529, "type": "overloaded_error", "message": "Overloaded"}}
+    session = make([overloaded] * 3, max_attempts=3)
+    events = await turn(session, "my precious question")
+    done = finished(events)
+    assert done.stop_reason == "error"
+    assert done.error is not None
+    assert "after 3 attempts" in done.error and "overloaded_error" in done.error
+    assert session.messages == [
+        {"role": "user", "content": [{"type": "text", "text": "my precious question"}]}
+    ]
+    # the next turn sends both texts: nothing typed was lost
+    api.add("Answering both.")
+    events = await turn(session, "and another")
+    assert finished(events).stop_reason == "end_turn"
+    texts = [b["text"] for b in api.message_requests[-1]["messages"][0]["content"]]
+    assert texts == ["my precious question", "and another"]
+
+
+async def test_no_api_key_ends_the_turn_with_how_to_set_one(
+    router: BashRouter, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    session = ChatSession(router, settings)
+    events = await turn(session, "hello?")
+    done = finished(events)
+    assert done.stop_reason == "error"
+    assert done.error is not None and "export ANTHROPIC_API_KEY=" in done.error
+    assert session.messages[0]["content"][0]["text"] == "hello?"
+
+
+# ------------------------------------------------------------------ cancel
+
+
+async def test_cancel_during_a_long_command_interrupts_it_and_keeps_history_valid(
+    api: FakeAnthropic, make: MakeSession, router: BashRouter
+) -> None:
+    session = make([{"commands": ["sleep 30", "echo never"]}])
+    events: list[Event] = []
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    async for event in session.run_turn("wait"):
+        events.append(event)
+        if isinstance(event, ToolCallStarted):
+            await asyncio.sleep(0.3)  # let sleep start
+            session.cancel()
+    assert loop.time() - started < 20  # the sleep was interrupted, not waited out
+    assert finished(events).stop_reason == "cancelled"
+    cancelled = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert [c.status for c in cancelled] == ["cancelled"]
+    results = session.messages[-1]["content"]
+    assert [r["is_error"] for r in results] == [True, True]
+    assert "[Cancelled]" in results[0]["content"] and "interrupted" in results[0]["content"]
+    assert "Not run" in results[1]["content"]
+    assert_history_valid(session.messages)
+    assert not session.busy
+    # the shell survived and the next turn sends a valid history
+    api.add({"commands": ["echo alive"]}, "fine")
+    events = await turn(session, "again")
+    assert finished(events).stop_reason == "end_turn"
+    assert "alive" in tool_results(api.message_requests[-1])[0]["content"]
+    assert_history_valid(api.message_requests[-1]["messages"])
+
+
+async def test_cancel_mid_stream_keeps_the_partial_text(
+    api: FakeAnthropic, make: MakeSession
+) -> None:
+    session = make([{"text": "one two three four five six", "chunk_size": 4, "hang_after": 5}])
+    events: list[Event] = []
+    async for event in session.run_turn("talk"):
+        events.append(event)
+        if isinstance(event, TextDelta):
+            session.cancel()
+    assert finished(events).stop_reason == "cancelled"
+    last = session.messages[-1]
+    assert last["role"] == "assistant"
+    assert last["content"][0]["text"].startswith("one ")
+    assert "[interrupted by the user]" in last["content"][0]["text"]
+    api.add("ok")
+    assert finished(await turn(session, "go on")).stop_reason == "end_turn"
+
+
+async def test_a_second_turn_while_busy_is_refused(make: MakeSession) -> None:
+    session = make([{"text": "slow", "delay": 0.3}, "second"])
+    stream = session.run_turn("first")
+    with pytest.raises(SessionBusyError):
+        session.run_turn("second")
+    events = [e async for e in stream]
+    assert finished(events).stop_reason == "end_turn"
+    assert not session.busy
+    assert finished(await turn(session, "second")).stop_reason == "end_turn"
+
+
+async def test_leaving_the_stream_early_cancels_the_turn(make: MakeSession) -> None:
+    session = make([{"commands": ["sleep 30"]}, "unused"])
+    stream = session.run_turn("x")
+    async for event in stream:
+        if isinstance(event, ToolCallStarted):
+            break
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert not session.busy
+    assert_history_valid(session.messages)
+
+
+# --------------------------------------------------------------- sub-agents
+
+
+async def test_bdd_nested_task_inside_a_subagent_is_blocked(
+    api: FakeAnthropic, make: MakeSession
+) -> None:
+    """Seeds 002/003: outer call succeeds (isError=false) with the child's final text and
+    the model is called exactly twice."""
+    session = make(
+        [
+            {"commands": ['task:skill:search --prompt "find pdf skills" --description "nested"']},
+            {"text": "General task finished without nested task execution."},
+        ]
+    )
+    result = await session.router.route(
+        'task:general --prompt "analyze route" --description "guard recursion"'
+    )
+    assert result.is_error is False
+    assert result.exit_code == 0
+    assert "General task finished without nested task execution." in result.text
+    assert api.calls == 2
+    first, second = api.message_requests
+    assert "task:general" in first["system"][0]["text"]
+    assert first["messages"][0]["content"][0]["text"] == "analyze route"
+    blocked = tool_results(second)[0]
+    assert blocked["is_error"] is False
+    assert "Nested task not run" in blocked["content"]
+
+
+async def test_a_subagent_streams_tagged_events_and_returns_its_final_text(
+    api: FakeAnthropic, make: MakeSession
+) -> None:
+    session = make(
+        [
+            {"commands": ['task:explore --prompt "where is f?" --description "find f"']},
+            {"text": "Looking.", "commands": ["ls"]},
+            {"text": "f is nowhere."},
+            {"text": "The sub-agent says f is nowhere."},
+        ]
+    )
+    events = await turn(session, "find f")
+    assert finished(events).stop_reason == "end_turn"
+    task_id = next(e.tool_call_id for e in events if isinstance(e, ToolCallStarted))
+    child = [e for e in events if getattr(e, "parent_tool_call_id", None) == task_id]
+    assert any(isinstance(e, ToolCallStarted) and e.command == "ls" for e in child)
+    assert "".join(e.text for e in child if isinstance(e, TextDelta)) == "Looking.f is nowhere."
+    outer = [e for e in events if isinstance(e, ToolCallFinished) and e.tool_call_id == task_id]
+    assert outer[0].is_error is False and "f is nowhere." in outer[0].text
+    assert outer[0].data["subagent"]["model_calls"] == 2
+    assert api.calls == 4
+    # the child's history stayed out of the parent's
+    assert len(api.message_requests[3]["messages"]) == 3
+
+
+async def test_explore_subagents_cannot_change_files(
+    api: FakeAnthropic, make: MakeSession, workdir: Path
+) -> None:
+    session = make(
+        [
+            {"commands": ["write x.txt hi", "echo hi > y.txt", "ls", "git status"]},
+            {"text": "Could not write."},
+        ]
+    )
+    result = await session.router.route('task:explore --prompt "try" --description "ro"')
+    assert result.exit_code == 0
+    results = tool_results(api.message_requests[1])
+    assert [r["is_error"] for r in results][:3] == [True, True, False]
+    assert "read-only" in results[0]["content"]
+    assert not (workdir / "x.txt").exists() and not (workdir / "y.txt").exists()
+
+
+# ------------------------------------------------------------ context, prompt
+
+
+async def test_the_editor_context_is_given_to_the_model(
+    api: FakeAnthropic, make: MakeSession
+) -> None:
+    session = make(["seen"])
+    context = TurnContext(
+        active_file="file:///proj/src/app.py",
+        selection=Selection("file:///proj/src/app.py", "def main():\n    pass", 9, 0, 10, 8),
+        open_files=("file:///proj/src/app.py", "file:///proj/README.md"),
+    )
+    await turn(session, "explain this", context)
+    blocks = api.message_requests[0]["messages"][0]["content"]
+    assert blocks[-1]["text"] == "explain this"
+    editor = blocks[0]["text"]
+    assert "<editor_context>" in editor
+    assert "Active file: /proj/src/app.py" in editor
+    assert "Open files: /proj/src/app.py, /proj/README.md" in editor
+    assert "lines 10-11" in editor and "def main():" in editor
+
+
+async def test_the_system_prompt_holds_every_builtins_help_and_the_whitelist(
+    api: FakeAnthropic, make: MakeSession
+) -> None:
+    session = make(["ok"])
+    await turn(session, "x")
+    system = api.message_requests[0]["system"]
+    text = system[0]["text"]
+    for command in default_builtins():
+        assert command.help().strip() in text
+    assert ", ".join(SIMPLE_NATIVE_COMMANDS) in text
+    assert "Zone B" in text and "command:search" in text and "skill:load" in text
+    assert "file system is your memory" in text
+    assert "cache_control" not in system[1]  # the environment comes after the breakpoint
+
+
+# -------------------------------------------------------------- compaction
+
+
+async def test_a_long_history_is_compacted_by_a_model_summary(
+    api: FakeAnthropic, make: MakeSession
+) -> None:
+    big = {"input_tokens": 9000, "output_tokens": 10}
+    session = make(
+        [
+            {"commands": ["echo turn one"]},
+            {"text": "first answer"},
+            {"text": "second answer"},
+            {"text": "third answer", "usage": big},  # now the context is 90 % full
+            {"text": "SUMMARY: the user ran echo turn one."},
+            {"text": "fourth answer"},
+        ],
+        context_window=10_000,
+    )
+    for prompt in ("one", "two", "three"):
+        assert finished(await turn(session, prompt)).stop_reason == "end_turn"
+    events = await turn(session, "four")
+    assert finished(events).stop_reason == "end_turn"
+    assert any(isinstance(e, Notice) and "Compacted" in e.message for e in events)
+    summarise = api.message_requests[4]
+    assert "tools" not in summarise
+    assert "summarising" in summarise["system"]
+    assert "echo turn one" in summarise["messages"][0]["content"]
+    after = api.message_requests[5]["messages"]
+    assert "SUMMARY: the user ran echo turn one." in after[0]["content"][0]["text"]
+    user_texts = [
+        b["text"] for m in after if m["role"] == "user" for b in m["content"] if "text" in b
+    ]
+    assert user_texts[-2:] == ["three", "four"]  # the recent turns are kept verbatim
+    assert_history_valid(after)
