@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from tree_sitter import Tree
+
 from synapse_lsp import cmdline
 from synapse_lsp.parse_command import (
     Edit,
@@ -28,7 +30,7 @@ from synapse_lsp.parse_command import (
     parse_shell_script,
     short_display_path,
 )
-from synapse_lsp.shell_words import bash_parser, parse_plain_shell_script, shlex_join
+from synapse_lsp.shell_words import parse_bash, parse_plain_shell_script, shlex_join
 
 # Wrappers that run a tool: `uv run pytest`, `npx eslint`, `python -m pytest`.
 _RUNNERS: dict[tuple[str, ...], int] = {
@@ -274,7 +276,7 @@ _HARMLESS_REDIRECT = re.compile(
 )
 
 
-def fallback_for_script(script: str) -> list[ParsedCommand] | None:
+def fallback_for_script(script: str, tree: Tree | None = None) -> list[ParsedCommand] | None:
     """A summary for a script Codex leaves `unknown` because it is not word-only:
 
     - one of our own commands fed by a heredoc (`write f <<'EOF' … EOF`) or with
@@ -282,10 +284,10 @@ def fallback_for_script(script: str) -> list[ParsedCommand] | None:
     - a word-only script once redirections that only silence or merge output
       (`2>&1`, `>/dev/null`, `2>/dev/null`, `</dev/null`) are removed.
     Returns None when nothing better than `unknown` can honestly be said."""
-    own = _own_command_line(script)
+    own = _own_command_line(script) if _starts_like_ours(script) else None
     if own is not None:
         return [own]
-    stripped = _strip_harmless_redirects(script)
+    stripped = _strip_harmless_redirects(script, tree)
     if stripped is None or parse_plain_shell_script(stripped) is None:
         return None
     from synapse_lsp.parse_command import _finish
@@ -314,15 +316,26 @@ def _own_command_line(script: str) -> ParsedCommand | None:
     return own_command(argv) if argv else None
 
 
+def _starts_like_ours(script: str) -> bool:
+    """Cheap pre-check before the quote-aware first word."""
+    text = script.lstrip()
+    return text.startswith(_OUR_STARTS) or text[:1] in ("'", '"')
+
+
+_OUR_STARTS = ("read", "write", "edit", "plan", "todo", "tools", "skill", "mcp:", "task:",
+               "command:")  # fmt: skip
+
+
 def _looks_like_ours(word: str) -> bool:
     return word in ("read", "write", "edit", "plan", "todo", "tools", "skill") or (
         word.startswith(("mcp:", "skill:", "task:", "command:"))
     )
 
 
-def _strip_harmless_redirects(script: str) -> str | None:
+def _strip_harmless_redirects(script: str, tree: Tree | None) -> str | None:
     source = script.encode("utf-8")
-    tree = bash_parser().parse(source)
+    if tree is None:
+        tree = parse_bash(script)
     if tree.root_node.has_error:
         return None
     cuts: list[tuple[int, int]] = []

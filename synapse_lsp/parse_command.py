@@ -18,9 +18,11 @@ from typing import Any, ClassVar
 from synapse_lsp.shell_words import (
     extract_bash_script,
     extract_powershell_script,
+    parse_bash,
     parse_plain_shell_script,
     shlex_join,
     shlex_split,
+    word_only_commands,
 )
 
 # ------------------------------------------------------------------ variants
@@ -168,20 +170,27 @@ def parse_command(argv: Sequence[str], *, codex_only: bool = False) -> list[Pars
     `codex_only=True` gives exactly Codex's answer. By default Synapse's extra kinds
     replace an `unknown` answer when every stage is then understood."""
     argv = list(argv)
-    codex = _finish(argv, _parse_impl(argv, None))
+    script = extract_bash_script(argv)
+    if script is None:
+        codex = _finish(argv, _parse_impl(argv, None))
+        if codex_only or not _has_unknown(codex):
+            return codex
+        from synapse_lsp.command_kinds import upgrade_stage
+
+        extended = _finish(argv, _parse_impl(argv, upgrade_stage))
+        return codex if _has_unknown(extended) else extended
+    # One tree-sitter parse serves Codex's answer, the extended one and the fallback.
+    tree = parse_bash(script)
+    commands = word_only_commands(tree)
+    codex = _finish(argv, _parse_script(script, commands, None))
     if codex_only or not _has_unknown(codex):
         return codex
     from synapse_lsp.command_kinds import fallback_for_script, upgrade_stage
 
-    extended = _finish(argv, _parse_impl(argv, upgrade_stage))
-    if not _has_unknown(extended):
-        return extended
-    script = extract_bash_script(argv)
-    if script is not None:
-        fallback = fallback_for_script(script)
-        if fallback is not None:
-            return fallback
-    return codex
+    if commands:
+        extended = _finish(argv, _parse_script(script, commands, upgrade_stage))
+        return codex if _has_unknown(extended) else extended
+    return fallback_for_script(script, tree) or codex
 
 
 def _has_unknown(parsed: list[ParsedCommand]) -> bool:
@@ -224,7 +233,12 @@ def _parse_impl(argv: list[str], upgrade: Upgrade | None) -> list[ParsedCommand]
 
 def parse_shell_script(script: str, upgrade: Upgrade | None = None) -> list[ParsedCommand]:
     """Summaries of a bash script; `[unknown{script}]` unless it is the word-only subset."""
-    commands = parse_plain_shell_script(script)
+    return _parse_script(script, parse_plain_shell_script(script), upgrade)
+
+
+def _parse_script(
+    script: str, commands: list[list[str]] | None, upgrade: Upgrade | None
+) -> list[ParsedCommand]:
     if not commands:
         return [Unknown(script)]
     script_tokens = shlex_split(script)

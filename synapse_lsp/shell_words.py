@@ -8,11 +8,12 @@ match Codex byte for byte, so both rules are ported here.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Sequence
 
 import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Tree
 
 # ------------------------------------------------------------------ Rust shlex
 
@@ -21,9 +22,16 @@ class NulByteError(ValueError):
     """A word holds a NUL byte, which no shell can take as an argument."""
 
 
+_NEEDS_SLOW_SPLIT = re.compile(r"[\"'\\#]")
+_BLANKS = re.compile(r"[ \t\n]+")
+_BARE_WORD = re.compile(r"[A-Za-z0-9+\-./:@\]_]+")
+
+
 def shlex_split(text: str) -> list[str] | None:
     """Split like Rust `shlex::split`: POSIX-ish words, `#` comments at a word start,
     backslash escapes; None when a quote or a trailing backslash is left open."""
+    if not _NEEDS_SLOW_SPLIT.search(text):
+        return [w for w in _BLANKS.split(text) if w]
     words: list[str] = []
     i, n = 0, len(text)
     while True:
@@ -110,7 +118,7 @@ def shlex_quote(word: str) -> str:
         return "''"
     if "\0" in word:
         raise NulByteError("word contains a NUL byte")
-    if all(ch in _UNQUOTED_OK for ch in word):
+    if _BARE_WORD.fullmatch(word):
         return word
     out: list[str] = []
     i, n = 0, len(word)
@@ -185,13 +193,20 @@ def bash_parser() -> Parser:
     return parser
 
 
+def parse_bash(script: str) -> Tree:
+    return bash_parser().parse(script.encode("utf-8"))
+
+
 def parse_plain_shell_script(script: str) -> list[list[str]] | None:
     """The commands of a script made only of plain words joined by ``&& || ; |``.
 
     None for anything else: redirections, ``$`` expansions, substitutions, subshells,
     assignments, ``&``, or a parse error (Codex ``try_parse_word_only_commands_sequence``)."""
-    source = script.encode("utf-8")
-    tree = bash_parser().parse(source)
+    return word_only_commands(parse_bash(script))
+
+
+def word_only_commands(tree: Tree) -> list[list[str]] | None:
+    """`parse_plain_shell_script` on an already parsed tree."""
     root = tree.root_node
     if root.has_error:
         return None
