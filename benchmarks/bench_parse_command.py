@@ -69,7 +69,11 @@ def main() -> None:
     print(f"inputs: {len(plain)} plain argv, {len(bash)} bash -lc scripts; {CALLS:,} calls each")
     for label, items in (("plain argv", plain), ("bash -lc  ", bash)):
         for mode, codex_only in (("codex-only", True), ("extended  ", False)):
-            rate, us = _rate(items, lambda a, c=codex_only: parse_command(a, codex_only=c), CALLS)
+
+            def call(argv: list[str], codex_only: bool = codex_only) -> object:
+                return parse_command(argv, codex_only=codex_only)
+
+            rate, us = _rate(items, call, CALLS)
             print(f"parse_command {label} {mode}: {rate:>9,.0f} commands/s  ({us:6.1f} µs)")
     scripts = [extract_bash_script(a) or "" for a in bash]
     parser = bash_parser()
