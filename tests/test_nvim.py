@@ -195,5 +195,6 @@ async def test_deny_prevents_the_command(project: Path, tmp_path: Path) -> None:
     transcript = result["transcript"]
     header = transcript.index(f"#### Tool: {title} [failed, exit 126]")
     assert transcript[header + 1] == "    $ touch created.txt"
-    assert "denied by the user" in transcript[header + 2]
+    body = transcript[header + 1 : transcript.index("", header)]
+    assert "    Not run: denied by the user" in body, body
     assert transcript[-2:] == ["Understood.", ""]

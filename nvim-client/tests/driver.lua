@@ -51,12 +51,19 @@ local function settle(chat)
   end, 5)
 end
 
+local T0 = vim.loop.hrtime()
+local function mark(name)
+  result.timings = result.timings or {}
+  result.timings[name] = math.floor((vim.loop.hrtime() - T0) / 1e6)
+end
+
 local function ready_client()
   local root = synapse.current_root()
   wait_for("the server to initialize", function()
     local id = synapse.client.clients[root]
     return id ~= nil and synapse.client.ready[id] == true
   end)
+  mark("ready")
   return vim.lsp.get_client_by_id(synapse.client.clients[root]), root
 end
 
@@ -197,12 +204,22 @@ local function main()
       permission = config.permission,
       chat = { prompt = "buffer" },
     })
+    if os.getenv("SYN_TRACE") then
+      local inner = synapse.client.on_update
+      result.trace = {}
+      synapse.client.on_update = function(params, id)
+        local u = params.update or {}
+        table.insert(result.trace, math.floor((vim.loop.hrtime() - T0) / 1e6) .. " " .. tostring(u.sessionUpdate) .. " " .. tostring(u.status or ""))
+        inner(params, id)
+      end
+    end
     scenarios[scenario]()
   end)
+  mark("done")
   result.ok = ok
+  result.messages = vim.api.nvim_exec("messages", true)
   if not ok then
     result.error = tostring(err)
-    result.messages = vim.api.nvim_exec("messages", true)
   end
   finish()
 end
