@@ -175,7 +175,7 @@ class BoundedCapture:
         self._write(data)
         self._tail += data
         if len(self._tail) > 2 * self._tb + 65536:
-            del self._tail[: len(self._tail) - self._tb]
+            self._trim_tail()
 
     def _spill(self) -> None:
         head = _head(self._all, self._hb, self._hl)
@@ -184,8 +184,14 @@ class BoundedCapture:
         self._open_spill()
         self._write(bytes(self._all))
         self._all = bytearray()
-        if len(self._tail) > self._tb:
-            del self._tail[: len(self._tail) - self._tb]
+        self._trim_tail()
+
+    def _trim_tail(self) -> None:
+        # Keep a little more than the tail budget: `_tail()` looks one byte before its
+        # cut to start on a line boundary, exactly as `bound_text` does on the whole text.
+        keep = self._tb + 1024
+        if len(self._tail) > keep:
+            del self._tail[: len(self._tail) - keep]
 
     def _open_spill(self) -> None:
         try:

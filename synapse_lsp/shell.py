@@ -182,9 +182,7 @@ class ShellSession:
         self._signal_foreground(run, signal.SIGKILL)
 
     async def _escalate(self, run: _Run) -> None:
-        await asyncio.wait({run.done}, timeout=INTERRUPT_GRACE_S)
-        if not run.done.done():
-            self._kill_groups(run)
+        await self._stop(run, interrupted=True)
 
     # ------------------------------------------------------------------- run
 
@@ -274,15 +272,16 @@ class ShellSession:
             duration=time.perf_counter() - started,
         )
 
-    async def _stop(self, run: _Run) -> None:
+    async def _stop(self, run: _Run, *, interrupted: bool = False) -> None:
         """SIGINT the foreground job; then SIGKILL its group; then replace a stuck bash.
         Survivors of the signalled groups (e.g. background grandchildren) are killed."""
-        self._signal_foreground(run, signal.SIGINT)
+        if not interrupted:
+            self._signal_foreground(run, signal.SIGINT)
         await asyncio.wait({run.done}, timeout=INTERRUPT_GRACE_S)
         if not run.done.done():
             self._kill_groups(run)
             await asyncio.wait({run.done}, timeout=KILL_GRACE_S)
-        if not run.done.done():
+        if not run.done.done() and self._run is run:
             log.warning("bash did not come back after SIGKILL of the command; restarting it")
             self._terminate()
         self._kill_groups(run)
@@ -642,7 +641,11 @@ class ShellSession:
 
 def _raw_output() -> None:
     """In the child, before bash starts (so bash saves these as the terminal's state):
-    bytes out exactly as written (no \\n -> \\r\\n), no echo of what we send."""
+    bytes out exactly as written (no \\n -> \\r\\n), no echo of what we send. Python
+    ignores SIGPIPE and SIGXFSZ; children must not inherit that (`yes | head` would
+    complain of a broken pipe)."""
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
     attrs = termios.tcgetattr(0)
     attrs[1] &= ~termios.OPOST
     attrs[3] &= ~(termios.ECHO | termios.ECHONL)
