@@ -1,0 +1,409 @@
+"""`synapse chat`: the terminal face of the agent (SPEC §9).
+
+Interactive: a `You (N)>` prompt, the answer streamed, each tool call shown by
+its one-line summary, Ctrl-C cancels the running turn (not the program), and a
+line starting with `!` runs in this terminal directly (stdio attached, current
+directory) without touching the conversation. One-shot: `synapse chat -p
+"PROMPT"` prints the final answer on stdout, tool activity on stderr, and exits
+0 on success. Without an API key the interactive REPL starts the offline demo
+model (`--demo` forces it) so the loop can be seen working.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from synapse_lsp.config import Settings
+from synapse_lsp.errors import ModelError, SynapseError
+
+if TYPE_CHECKING:
+    from synapse_lsp.agent import ChatSession
+    from synapse_lsp.events import Event
+    from synapse_lsp.fakeapi import FakeAnthropic
+    from synapse_lsp.model import ModelClient
+    from synapse_lsp.router import BashRouter
+    from synapse_lsp.sessions import SessionStore
+    from synapse_lsp.shell import ShellSession
+
+HELP = """\
+Type a request and press Enter. Lines starting with ! run in this terminal directly
+(e.g. !git status) and are not sent to the agent. Ctrl-C cancels a running turn;
+Ctrl-D or /exit leaves.
+  /help            this help
+  /exit            leave (also /quit)
+  /sessions        list stored sessions
+  /resume ID       continue a stored session
+  /clear           start a new session (also /new)"""
+DEMO_BANNER = (
+    "Offline demo model: no ANTHROPIC_API_KEY is set, so a scripted stand-in answers "
+    "(it runs `ls` to show the tool loop). Set ANTHROPIC_API_KEY to talk to Claude."
+)
+EXIT_CODES = {"end_turn": 0, "cancelled": 130}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="synapse chat",
+        description="Chat with the Synapse agent in this terminal, or run one prompt with -p.",
+        epilog="Environment: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, SYNAPSE_HOME.",
+    )
+    parser.add_argument(
+        "-p", "--print", dest="prompt", metavar="PROMPT",
+        help="one-shot: run PROMPT, print the final answer on stdout, exit 0 on success",
+    )  # fmt: skip
+    parser.add_argument("--resume", metavar="ID", help="continue a stored session")
+    parser.add_argument("--list", action="store_true", help="list stored sessions and exit")
+    parser.add_argument(
+        "--demo", action="store_true", help="use the offline demo model instead of the API"
+    )
+    parser.add_argument("--model", help="model name (default from settings)")
+    parser.add_argument("--cwd", type=Path, help="working directory (default: .)")
+    parser.add_argument("--max-turns", type=int, help="model calls per turn before stopping")
+    return parser
+
+
+def _title(command: str) -> str:
+    try:
+        from synapse_lsp.summary import summarize
+    except ImportError:  # pragma: no cover - summaries ship with the package
+        return command
+    try:
+        return summarize(command).title
+    except Exception:  # a summary is cosmetic: never fail a turn over it
+        return command
+
+
+@dataclass
+class Runtime:
+    """Everything one `synapse chat` process owns; `close()` releases all of it."""
+
+    settings: Settings
+    cwd: Path
+    store: SessionStore
+    shell: ShellSession | None = None
+    router: BashRouter | None = None
+    model: ModelClient | None = None
+    demo: FakeAnthropic | None = None
+    registry: Any = None
+    session: ChatSession | None = None
+    notes: list[str] = field(default_factory=list)
+
+    async def start(self, *, demo: bool, allow_demo_fallback: bool) -> None:
+        from synapse_lsp.router import BashRouter
+        from synapse_lsp.shell import ShellSession
+
+        self.model = await self._model(demo=demo, allow_demo_fallback=allow_demo_fallback)
+        self.shell = ShellSession(self.cwd, self.settings)
+        await self.shell.start()
+        try:
+            from synapse_lsp.registry import ExtensionRegistry
+        except ImportError:  # the extension registry is optional for the REPL
+            self.router = BashRouter(self.shell, self.settings)
+            return
+        self.registry = ExtensionRegistry(self.settings, self.cwd)
+        try:
+            await self.registry.start()
+        except Exception as exc:  # extensions must not keep the chat from starting
+            self.notes.append(f"extensions unavailable: {exc}")
+            self.registry = None
+            self.router = BashRouter(self.shell, self.settings)
+            return
+        self.router = BashRouter(self.shell, self.settings, extensions=self.registry)
+        for command in self.registry.builtins():
+            self.router.register(command)
+
+    async def _model(self, *, demo: bool, allow_demo_fallback: bool) -> ModelClient:
+        from synapse_lsp.model import ModelClient
+
+        if not demo:
+            try:
+                return ModelClient.from_settings(self.settings)
+            except ModelError:
+                if not allow_demo_fallback:
+                    raise
+        from synapse_lsp.fakeapi import FakeAnthropic, demo_script
+
+        self.demo = await FakeAnthropic(demo_script()).start()
+        self.notes.append(DEMO_BANNER)
+        return ModelClient(api_key="demo", base_url=self.demo.base_url, model="synapse-demo")
+
+    def new_session(self) -> ChatSession:
+        from synapse_lsp.agent import ChatSession
+
+        assert self.router is not None
+        self.session = ChatSession(
+            self.router, self.settings, model=self.model, store=self.store, workspace_root=self.cwd
+        )
+        return self.session
+
+    def resume(self, session_id: str) -> ChatSession:
+        from synapse_lsp.agent import ChatSession
+
+        assert self.router is not None
+        self.session = ChatSession.resume(
+            self.store, session_id, self.router, self.settings, model=self.model,
+            workspace_root=self.cwd,
+        )  # fmt: skip
+        return self.session
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+        if self.registry is not None:
+            with contextlib.suppress(Exception):
+                await self.registry.close()
+        if self.shell is not None:
+            await self.shell.close()
+        if self.model is not None:
+            await self.model.close()
+        if self.demo is not None:
+            await self.demo.close()
+        self.store.close()
+
+
+class Renderer:
+    """Prints one turn's events. `answer_out` gets the answer; `activity` the rest."""
+
+    def __init__(self, answer_out: TextIO, activity: TextIO, *, one_shot: bool) -> None:
+        self.out = answer_out
+        self.activity = activity
+        self.one_shot = one_shot
+        self.buffer: list[str] = []  # one-shot: the current message's text
+        self.mid_line = False
+
+    def _line(self, text: str, stream: TextIO | None = None) -> None:
+        target = stream or self.activity
+        if self.mid_line:  # end the streamed text's line first
+            self.out.write("\n")
+            self.out.flush()
+            self.mid_line = False
+        target.write(text + "\n")
+        target.flush()
+
+    def show(self, event: Event) -> None:
+        from synapse_lsp.events import (
+            Notice,
+            PlanUpdated,
+            TextDelta,
+            ToolCallFinished,
+            ToolCallStarted,
+            TurnFinished,
+        )
+
+        nested = getattr(event, "parent_tool_call_id", None) is not None
+        indent = "    " if nested else ""
+        if isinstance(event, TextDelta):
+            if nested:
+                return  # a sub-agent's prose stays in its card; its tool calls are shown
+            if self.one_shot:
+                self.buffer.append(event.text)
+            else:
+                self.out.write(event.text)
+                self.out.flush()
+                self.mid_line = not event.text.endswith("\n")
+        elif isinstance(event, ToolCallStarted):
+            if self.one_shot and self.buffer:
+                self.activity.write("".join(self.buffer).rstrip() + "\n")
+                self.buffer.clear()
+            restart = " (restarting the shell)" if event.restart else ""
+            self._line(f"{indent}\u25b8 {_title(event.command)}{restart}")
+        elif isinstance(event, ToolCallFinished):
+            if event.is_error:
+                what = "cancelled" if event.status == "cancelled" else f"exit {event.exit_code}"
+                first = next((ln for ln in event.text.splitlines() if ln.strip()), "")
+                self._line(f"{indent}  \u2717 {what}: {first[:160]}")
+        elif isinstance(event, Notice):
+            self._line(f"{indent}[{event.level}] {event.message}")
+        elif isinstance(event, PlanUpdated):
+            marks = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+            lines = [f"{indent}Plan:"] + [
+                f"{indent}  {marks.get(e.status, '[ ]')} {e.step}" for e in event.entries
+            ]
+            self._line("\n".join(lines))
+        elif isinstance(event, TurnFinished):
+            if self.one_shot:
+                answer = "".join(self.buffer).strip()
+                if answer:
+                    self.out.write(answer + "\n")
+                    self.out.flush()
+            elif self.mid_line:
+                self.out.write("\n")
+                self.out.flush()
+                self.mid_line = False
+            if event.stop_reason == "error":
+                self._line(f"Error: {event.error}", sys.stderr)
+            elif event.stop_reason == "cancelled":
+                self._line("(turn cancelled)")
+            elif event.stop_reason != "end_turn":
+                self._line(f"(turn ended: {event.stop_reason})")
+
+
+async def run_turn(session: ChatSession, text: str, renderer: Renderer) -> str:
+    """Run one turn, printing it; Ctrl-C cancels it. Returns the stop reason."""
+    loop = asyncio.get_running_loop()
+    stop_reason = "error"
+    handler_set = False
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGINT, session.cancel)
+        handler_set = True
+    try:
+        async for event in session.run_turn(text):
+            renderer.show(event)
+            stop_reason = getattr(event, "stop_reason", stop_reason)
+    finally:
+        if handler_set:
+            loop.remove_signal_handler(signal.SIGINT)
+    return stop_reason
+
+
+def run_bang(command: str, cwd: Path, out: TextIO) -> int:
+    """`!cmd`: run in this terminal with stdio attached; nothing reaches the agent."""
+    if not command.strip():
+        return 0
+    previous = signal.signal(signal.SIGINT, _ignore)  # Ctrl-C is for the command, not us
+    try:
+        code = subprocess.call(["bash", "-c", command], cwd=cwd)
+    except OSError as exc:
+        out.write(f"Cannot run: {exc}\n")
+        return 127
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if code != 0:
+        shown = 128 - code if code < 0 else code  # killed by a signal: shell convention
+        out.write(f"Command exited with code {shown}\n")
+        out.flush()
+    return code
+
+
+def _ignore(signum: int, frame: Any) -> None:
+    return None
+
+
+def _print_sessions(store: SessionStore, out: TextIO) -> None:
+    infos = store.list()
+    if not infos:
+        out.write("No stored sessions.\n")
+        return
+    for info in infos:
+        out.write(f"{info.id}  {info.updated_at}  {info.title}\n")
+
+
+def interactive(
+    runtime: Runtime, loop: asyncio.AbstractEventLoop, read: Callable[[str], str]
+) -> int:
+    out = sys.stdout
+    renderer = Renderer(out, out, one_shot=False)
+    assert runtime.session is not None
+    out.write(f"Synapse chat \u2014 session {runtime.session.id}. /help for help.\n")
+    out.flush()
+    count = 1
+    while True:
+        try:
+            line = read(f"You ({count})> ")
+        except EOFError:
+            out.write("\n")
+            return 0
+        except KeyboardInterrupt:
+            out.write("\n")
+            continue
+        text = line.strip()
+        if not text:
+            continue
+        count += 1
+        if text.startswith("!"):
+            run_bang(text[1:].strip(), runtime.cwd, out)
+            continue
+        if text.startswith("/"):
+            word, _, rest = text.partition(" ")
+            if word in ("/exit", "/quit"):
+                return 0
+            if word == "/help":
+                out.write(HELP + "\n")
+            elif word == "/sessions":
+                _print_sessions(runtime.store, out)
+            elif word in ("/clear", "/new"):
+                loop.run_until_complete(runtime.session.close())
+                runtime.new_session()
+                out.write(f"New session {runtime.session.id}.\n")
+            elif word == "/resume":
+                if not rest.strip():
+                    out.write("Usage: /resume ID (see /sessions)\n")
+                else:
+                    try:
+                        loop.run_until_complete(runtime.session.close())
+                        runtime.resume(rest.strip())
+                        out.write(f"Resumed {runtime.session.id}: {runtime.session.title}\n")
+                    except SynapseError as exc:
+                        out.write(f"{exc.message}\n")
+                        runtime.new_session()
+            else:
+                out.write(f"Unknown command {word}; /help lists them.\n")
+            out.flush()
+            continue
+        loop.run_until_complete(run_turn(runtime.session, text, renderer))
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    settings = Settings()
+    overrides: dict[str, Any] = {}
+    if args.model:
+        overrides["model"] = args.model
+    if args.max_turns is not None:
+        overrides["maxTurns"] = args.max_turns
+    settings, problems = settings.with_overrides(overrides)
+    if problems:
+        print("synapse chat: " + "; ".join(problems), file=sys.stderr)
+        return 2
+    from synapse_lsp.sessions import SessionStore
+
+    store = SessionStore(settings.synapse_home / "sessions")
+    if args.list:
+        _print_sessions(store, sys.stdout)
+        return 0
+    cwd = (args.cwd or Path.cwd()).resolve()
+    if not cwd.is_dir():
+        print(f"synapse chat: --cwd {cwd}: not a directory", file=sys.stderr)
+        return 2
+    one_shot = args.prompt is not None
+    if one_shot and not args.prompt.strip():
+        print("synapse chat: -p needs a non-empty prompt", file=sys.stderr)
+        return 2
+    runtime = Runtime(settings, cwd, store)
+    loop = asyncio.new_event_loop()
+    try:
+        try:
+            loop.run_until_complete(runtime.start(demo=args.demo, allow_demo_fallback=not one_shot))
+            if args.resume:
+                runtime.resume(args.resume)
+            else:
+                runtime.new_session()
+        except SynapseError as exc:
+            print(f"synapse chat: {exc.message}", file=sys.stderr)
+            return 2
+        for note in runtime.notes:
+            print(note, file=sys.stderr)
+        assert runtime.session is not None
+        if one_shot:
+            renderer = Renderer(sys.stdout, sys.stderr, one_shot=True)
+            reason = loop.run_until_complete(run_turn(runtime.session, args.prompt, renderer))
+            return EXIT_CODES.get(reason, 1)
+        if sys.stdin.isatty():
+            with contextlib.suppress(ImportError):
+                import readline  # noqa: F401  (line editing and history for input())
+        return interactive(runtime, loop, input)
+    finally:
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(runtime.close())
+        loop.close()
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
