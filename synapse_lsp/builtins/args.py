@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 
@@ -16,7 +17,9 @@ class ParsedArgs:
     flags: set[str] = field(default_factory=set)
 
 
-def parse_args(argv: list[str], *, options: set[str], flags: set[str] = frozenset()) -> ParsedArgs:
+def parse_args(
+    argv: list[str], *, options: AbstractSet[str], flags: AbstractSet[str] = frozenset()
+) -> ParsedArgs:
     """Split argv into positionals, valued options and boolean flags.
 
     Anything that looks like `--name` and is not declared is an error (a typo the
