@@ -17,6 +17,7 @@ import contextlib
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _preload_sdk() -> None:
+    with contextlib.suppress(Exception):
+        import anthropic  # noqa: F401
+
+
 def _title(command: str) -> str:
     try:
         from synapse_lsp.summary import summarize
@@ -101,6 +107,8 @@ class Runtime:
         from synapse_lsp.router import BashRouter
         from synapse_lsp.shell import ShellSession
 
+        # The SDK takes ~1 s to import: overlap it with starting the shell.
+        threading.Thread(target=_preload_sdk, name="synapse-preload", daemon=True).start()
         self.model = await self._model(demo=demo, allow_demo_fallback=allow_demo_fallback)
         self.shell = ShellSession(self.cwd, self.settings)
         await self.shell.start()
