@@ -30,7 +30,8 @@ const builds = [
     platform: 'browser',
     format: 'iife',
     target: ['chrome114'],
-    loader: { '.css': 'css' },
+    loader: { '.css': 'css', '.ttf': 'file' },
+    assetNames: '[name]',
   },
 ];
 

@@ -2,6 +2,7 @@
  * Webview entry: wires the ChatView to the VS Code webview API.
  */
 
+import '@vscode/codicons/dist/codicon.css';
 import './style.css';
 
 import type { ToWebview } from './messages';

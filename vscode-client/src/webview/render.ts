@@ -39,17 +39,22 @@ export interface Host {
 const OUTPUT_TAIL_LINES = 40;
 const HISTORY_MAX = 100;
 
+/** Codicon per ACP tool kind (the icon font VS Code itself uses). */
 const KIND_ICONS: Record<ToolKind, string> = {
-  read: '📄',
-  edit: '✏️',
-  delete: '🗑️',
-  move: '↔️',
-  search: '🔍',
-  execute: '▶️',
-  think: '💭',
-  fetch: '🌐',
-  other: '⚙️',
+  read: 'file',
+  edit: 'edit',
+  delete: 'trash',
+  move: 'arrow-swap',
+  search: 'search',
+  execute: 'terminal',
+  think: 'lightbulb',
+  fetch: 'globe',
+  other: 'tools',
 };
+
+function icon(name: string, extra = ''): HTMLElement {
+  return h('span', { class: `codicon codicon-${name}${extra ? ' ' + extra : ''}`, 'aria-hidden': 'true' });
+}
 
 const STATUS_LABELS: Record<ToolStatus, string> = {
   pending: 'pending',
@@ -159,8 +164,10 @@ export class ChatView {
     root.textContent = '';
     this.header = h('header', { class: 'header' });
     this.sessionSelect = h('select', { class: 'session-select', title: 'Chats', 'aria-label': 'Chats' });
-    const newButton = h('button', { class: 'icon-button new-chat', title: 'New chat', 'aria-label': 'New chat' }, '+');
-    const deleteButton = h('button', { class: 'icon-button delete-chat', title: 'Delete this chat', 'aria-label': 'Delete this chat' }, '🗑');
+    const newButton = h('button', { class: 'icon-button new-chat', title: 'New chat', 'aria-label': 'New chat' });
+    newButton.appendChild(icon('add'));
+    const deleteButton = h('button', { class: 'icon-button delete-chat', title: 'Delete this chat', 'aria-label': 'Delete this chat' });
+    deleteButton.appendChild(icon('trash'));
     this.header.append(this.sessionSelect, newButton, deleteButton);
 
     this.banner = h('div', { class: 'banner', role: 'status', hidden: '' });
@@ -181,11 +188,15 @@ export class ChatView {
       'aria-label': 'Message',
     });
     const row = h('div', { class: 'composer-row' });
-    const addSelection = h('button', { class: 'chip-button add-selection', title: 'Add the editor selection as context' }, '+ Selection');
-    const addFile = h('button', { class: 'chip-button add-file', title: 'Add the active file as context' }, '+ File');
+    const addSelection = h('button', { class: 'chip-button add-selection', title: 'Add the editor selection as context' });
+    addSelection.append(icon('add'), ' Selection');
+    const addFile = h('button', { class: 'chip-button add-file', title: 'Add the active file as context' });
+    addFile.append(icon('add'), ' File');
     this.statusLine = h('span', { class: 'status-line' });
-    this.sendButton = h('button', { class: 'primary send', title: 'Send (Enter)' }, 'Send');
-    this.stopButton = h('button', { class: 'danger stop', title: 'Stop the running turn', hidden: '' }, '■ Stop');
+    this.sendButton = h('button', { class: 'primary send', title: 'Send (Enter)' });
+    this.sendButton.append(icon('send'), ' Send');
+    this.stopButton = h('button', { class: 'danger stop', title: 'Stop the running turn (Escape)', hidden: '' });
+    this.stopButton.append(icon('debug-stop'), h('span', { class: 'stop-label' }, ' Stop'));
     row.append(addSelection, addFile, this.statusLine, this.stopButton, this.sendButton);
     composer.append(this.attachmentsEl, this.input, row);
 
@@ -298,7 +309,7 @@ export class ChatView {
       for (const key of change.items) this.renderItemByKey(session, key);
       if (change.plan) this.renderPlan(session);
     }
-    if (change.status || change.structure) this.renderComposer();
+    if (change.status || change.structure || change.server) this.renderComposer();
     if (stick) this.scrollToBottom();
     this.schedulePersist();
     this.onRendered?.();
@@ -481,7 +492,7 @@ export class ChatView {
     details.dataset.toolCallId = toolCallId;
     const summary = h('summary', { class: 'tool-summary' });
     summary.append(
-      h('span', { class: 'tool-icon', 'aria-hidden': 'true' }),
+      icon('tools', 'tool-icon'),
       h('span', { class: 'tool-title' }),
       h('span', { class: 'tool-exit' }),
       h('span', { class: 'tool-status' }),
@@ -513,7 +524,8 @@ export class ChatView {
     el.dataset.status = tool.status;
     const q = <T extends HTMLElement>(sel: string): T => el.querySelector(`:scope > ${sel}`) as T;
     const summary = q<HTMLElement>('summary');
-    (summary.querySelector('.tool-icon') as HTMLElement).textContent = KIND_ICONS[tool.kind] ?? KIND_ICONS.other;
+    (summary.querySelector('.tool-icon') as HTMLElement).className =
+      `codicon codicon-${KIND_ICONS[tool.kind] ?? KIND_ICONS.other} tool-icon`;
     const title = summary.querySelector('.tool-title') as HTMLElement;
     const titleText = tool.title || tool.command || 'Tool call';
     if (title.dataset.src !== titleText) {
@@ -669,13 +681,14 @@ export class ChatView {
   private renderComposer(): void {
     const session = activeSession(this.state);
     const running = session?.running ?? false;
-    const serverUp = this.state.server.phase === 'running';
+    const phase = this.state.server.phase;
+    const serverUp = phase !== 'failed' && phase !== 'stopped';
     this.input.disabled = running;
     this.sendButton.hidden = running;
     this.sendButton.disabled = !serverUp;
     this.stopButton.hidden = !running;
     this.stopButton.disabled = session?.cancelling ?? false;
-    this.stopButton.textContent = session?.cancelling ? 'Stopping…' : '■ Stop';
+    (this.stopButton.querySelector('.stop-label') as HTMLElement).textContent = session?.cancelling ? ' Stopping…' : ' Stop';
     this.root.classList.toggle('running', running);
     const usage = session?.running ? usageText(session.turnUsage) : usageText(session?.totalUsage.outputTokens ? session.totalUsage : null);
     this.statusLine.textContent = running ? `Working…${usage ? ' ' + usage : ''}` : usage;
@@ -692,7 +705,8 @@ export class ChatView {
     this.ui.attachments.forEach((a, i) => {
       const chip = h('span', { class: `chip chip-${a.kind}`, title: a.kind === 'selection' ? a.text.slice(0, 500) : a.uri });
       chip.append(
-        h('span', { class: 'chip-label' }, `${a.kind === 'selection' ? '✂' : '📄'} ${a.label}`),
+        icon(a.kind === 'selection' ? 'list-selection' : 'file'),
+        h('span', { class: 'chip-label' }, a.label),
         h('button', { class: 'chip-remove', 'data-action': 'removeAttachment', 'data-index': String(i), 'aria-label': `Remove ${a.label}` }, '×'),
       );
       el.appendChild(chip);

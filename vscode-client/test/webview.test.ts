@@ -1,0 +1,249 @@
+/**
+ * The chat webview in headless Chromium: the built bundle under its real CSP,
+ * a stand-in acquireVsCodeApi, and the stream recorded from the real server
+ * (test/fixtures/recorded-stream.json) replayed as the extension posts it.
+ */
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import type { Action } from '../src/state';
+import { foldAll } from '../src/state';
+import {
+  CLIENT_DIR,
+  OUTPUT_DIR,
+  buildWebview,
+  chromiumUnavailable,
+  launchBrowser,
+  openWebview,
+  writeWebviewPage,
+  type Browser,
+} from './browser';
+
+const skipReason = chromiumUnavailable();
+const stream: Action[] = JSON.parse(
+  fs.readFileSync(path.join(CLIENT_DIR, 'test', 'fixtures', 'recorded-stream.json'), 'utf8'),
+) as Action[];
+
+type Posted = { type: string; [k: string]: unknown };
+
+async function post(page: Page, messages: unknown[]): Promise<void> {
+  await page.evaluate((ms) => {
+    for (const data of ms) window.dispatchEvent(new MessageEvent('message', { data }));
+    (window as unknown as { synapseChat: { flush(): void } }).synapseChat.flush();
+  }, messages);
+}
+
+async function replay(page: Page, actions: Action[]): Promise<void> {
+  await post(
+    page,
+    actions.map((action) => ({ type: 'action', action })),
+  );
+}
+
+async function posted(page: Page): Promise<Posted[]> {
+  return page.evaluate(() => (window as unknown as { __posted: Posted[] }).__posted);
+}
+
+describe.skipIf(skipReason !== null)('chat webview in headless Chromium', () => {
+  let browser: Browser;
+  let url: string;
+  let page: Page;
+
+  beforeAll(async () => {
+    buildWebview();
+    url = writeWebviewPage();
+    browser = await launchBrowser();
+    page = await openWebview(browser.context, url);
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+  });
+
+  it('loads under its CSP and says ready', async () => {
+    const messages = await posted(page);
+    expect(messages[0]).toEqual({ type: 'ready' });
+    expect(await page.locator('.empty-title').textContent()).toContain('Ask Synapse');
+    expect(await page.evaluate(() => (window as unknown as { __errors: string[] }).__errors)).toEqual([]);
+  });
+
+  it('replays the recorded real-server stream: text, one card per call, plan, Stop', async () => {
+    // Up to the second prompt: the turn is running.
+    const secondPrompt = stream.findIndex((a, i) => a.type === 'promptStarted' && i > stream.findIndex((b) => b.type === 'promptStarted'));
+    const sleepCall = stream.findIndex((a) => a.type === 'update' && a.params.update.sessionUpdate === 'tool_call' && JSON.stringify(a).includes('sleep 30'));
+    expect(secondPrompt).toBeGreaterThan(0);
+    expect(sleepCall).toBeGreaterThan(secondPrompt);
+    await replay(page, stream.slice(0, sleepCall + 1));
+
+    // Running: input disabled, Stop shown, the sleep card running.
+    expect(await page.locator('textarea.input').isDisabled()).toBe(true);
+    expect(await page.locator('button.stop').isVisible()).toBe(true);
+    expect(await page.locator('button.send').isVisible()).toBe(false);
+    const running = page.locator('.tool[data-status="in_progress"]');
+    expect(await running.count()).toBe(1);
+    expect(await running.locator('.tool-command').textContent()).toBe('sleep 30');
+    await page.screenshot({ path: path.join(OUTPUT_DIR, 'webview-running.png') });
+
+    await page.locator('button.stop').click();
+    const cancel = (await posted(page)).filter((m) => m.type === 'cancel');
+    const sessionId = stream.find((a): a is Extract<Action, { type: 'sessionCreated' }> => a.type === 'sessionCreated')!.session.sessionId;
+    expect(cancel).toEqual([{ type: 'cancel', sessionId }]);
+
+    // The rest of the stream, including the session reload (replay).
+    await replay(page, stream.slice(sleepCall + 1));
+    const expected = foldAll(stream);
+    const session = expected.byId[sessionId];
+
+    // Streamed Markdown: bold, inline code, a highlighted code block, a link.
+    const agent = page.locator('.msg.agent');
+    expect(await agent.count()).toBeGreaterThan(0);
+    const agentText = (await agent.allTextContents()).join('\n');
+    expect(agentText).toContain("I'll look around first.");
+    expect(await page.locator('.msg.agent strong', { hasText: 'alpha' }).count()).toBe(1);
+    expect(await page.locator('.msg.agent code', { hasText: 'beta' }).count()).toBe(1);
+    expect(await page.locator('.msg.agent pre.code-block code.language-python .hljs-keyword', { hasText: 'def' }).count()).toBe(1);
+    expect(await page.locator('.msg.agent a[href="https://example.com/docs"]').count()).toBe(1);
+
+    // One card per tool call, with the state's status.
+    const cards = page.locator('.transcript > .tool');
+    const tools = Object.values(session.tools);
+    expect(await cards.count()).toBe(tools.length);
+    for (const tool of tools) {
+      const card = page.locator(`.tool[data-tool-call-id="${tool.id}"]`);
+      expect(await card.count()).toBe(1);
+      expect(await card.getAttribute('data-status')).toBe(tool.status);
+      expect(await card.locator('.tool-command').textContent()).toBe(tool.command);
+    }
+    const statuses = tools.map((t) => t.status);
+    expect(statuses).toEqual(['completed', 'failed', 'completed', 'cancelled']);
+    // The failed call shows its exit code; the first shows its output with stderr marked.
+    const failed = page.locator('.tool[data-status="failed"]');
+    expect(await failed.locator('.tool-exit').textContent()).toMatch(/^exit [1-9]/);
+    const first = page.locator(`.tool[data-tool-call-id="${tools[0].id}"]`);
+    await first.locator('summary').click();
+    expect(await first.locator('.tool-output').textContent()).toContain('alpha\nbeta\n');
+    expect(await first.locator('.tool-output .stderr').textContent()).toContain('oops');
+
+    // Plan checklist.
+    const plan = page.locator('.plan li');
+    expect(await plan.count()).toBe(3);
+    expect(await plan.evaluateAll((els) => els.map((e) => [e.textContent, e.getAttribute('data-status')]))).toEqual([
+      ['☑Look at the files', 'completed'],
+      ['◐Fix parse()', 'in_progress'],
+      ['☐Run the tests', 'pending'],
+    ]);
+
+    // Idle again, the cancelled turn marked.
+    expect(await page.locator('textarea.input').isDisabled()).toBe(false);
+    expect(await page.locator('.turn-end.stop-cancelled').count()).toBe(1);
+    await page.screenshot({ path: path.join(OUTPUT_DIR, 'webview.png') });
+  });
+
+  it('never executes script from Markdown (recorded payload and more)', async () => {
+    // The recorded answer carried <img onerror> and <script>: shown as text.
+    expect(await page.locator('.msg.agent').allTextContents()).toEqual(
+      expect.arrayContaining([expect.stringContaining('<img src=x onerror="window.__pwned=1">')]),
+    );
+    const sessionId = (await page.evaluate(() => (window as unknown as { synapseChat: { getState(): { activeSessionId: string } } }).synapseChat.getState().activeSessionId));
+    const payload = [
+      '<img src=x onerror="window.__pwned=3">',
+      '<script>window.__pwned=4</script>',
+      '[click](javascript:window.__pwned=5)',
+      '![x](javascript:window.__pwned=6)',
+      '<a href="javascript:window.__pwned=7">a</a>',
+      '<svg onload="window.__pwned=8"></svg>',
+      '<iframe src="javascript:window.__pwned=9"></iframe>',
+      '```html\n<img src=x onerror="window.__pwned=10">\n```',
+    ].join('\n\n');
+    await replay(page, [
+      { type: 'update', params: { sessionId, update: { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: payload } } } },
+      { type: 'update', params: { sessionId, update: { sessionUpdate: 'tool_call', toolCallId: 'evil', title: 'Run `<img src=x onerror="window.__pwned=11">`', kind: 'execute', rawInput: { command: '<script>window.__pwned=12</script>' } } } },
+      { type: 'update', params: { sessionId, update: { sessionUpdate: 'tool_call_update', toolCallId: 'evil', output: { stream: 'stdout', text: '<img src=x onerror="window.__pwned=13">' } } } },
+      { type: 'update', params: { sessionId, update: { sessionUpdate: 'turn_finished', stopReason: 'end_turn' } } },
+    ]);
+    await page.waitForTimeout(200);
+    expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
+    expect(await page.locator('.transcript script, .transcript iframe, .transcript svg').count()).toBe(0);
+    expect(await page.locator('.transcript [onerror], .transcript [onload]').count()).toBe(0);
+    const hrefs = await page.locator('.transcript a[href]').evaluateAll((els) => els.map((e) => e.getAttribute('href')));
+    expect(hrefs.filter((h) => /^javascript:/i.test(h ?? ''))).toEqual([]);
+    expect(await page.locator('.tool[data-tool-call-id="evil"] .tool-output').textContent()).toBe('<img src=x onerror="window.__pwned=13">');
+  });
+
+  it('sends with Enter, adds lines with Shift+Enter, recalls history, keeps attachments', async () => {
+    const sessionId = await page.evaluate(() => (window as unknown as { synapseChat: { getState(): { activeSessionId: string } } }).synapseChat.getState().activeSessionId);
+    await post(page, [
+      {
+        type: 'attach',
+        attachment: { kind: 'selection', uri: 'file:///p/parse.py', label: 'parse.py:1-2', text: 'def parse(s):', range: { start: { line: 0, character: 0 }, end: { line: 1, character: 0 } } },
+      },
+    ]);
+    expect(await page.locator('.chip-selection').textContent()).toContain('parse.py:1-2');
+    const input = page.locator('textarea.input');
+    await input.click();
+    await input.type('first line');
+    await input.press('Shift+Enter');
+    await input.type('second line');
+    await input.press('Enter');
+    const prompts = (await posted(page)).filter((m) => m.type === 'prompt');
+    expect(prompts.at(-1)).toMatchObject({
+      type: 'prompt',
+      sessionId,
+      text: 'first line\nsecond line',
+      attachments: [expect.objectContaining({ kind: 'selection', label: 'parse.py:1-2' })],
+    });
+    expect(await input.inputValue()).toBe('');
+    expect(await page.locator('.chip').count()).toBe(0);
+    await input.press('ArrowUp');
+    expect(await input.inputValue()).toBe('first line\nsecond line');
+    await input.press('ArrowDown');
+    await input.press('ArrowDown');
+    expect(await input.inputValue()).toBe('');
+
+    await page.locator('button.add-selection').click();
+    await page.locator('button.add-file').click();
+    const kinds = (await posted(page)).map((m) => m.type);
+    expect(kinds).toContain('addSelection');
+    expect(kinds).toContain('addActiveFile');
+  });
+
+  it('restores its state when hidden and shown again (setState/getState)', async () => {
+    await page.locator('textarea.input').fill('a draft');
+    await page.waitForTimeout(700); // persisted at most every 500 ms
+    const before = await page.locator('.transcript > *').count();
+    await page.reload();
+    await page.waitForFunction(() => (window as unknown as { synapseChat?: unknown }).synapseChat !== undefined);
+    // Before any snapshot from the extension, the last view is back.
+    expect(await page.locator('.transcript > *').count()).toBe(before);
+    expect(await page.locator('textarea.input').inputValue()).toBe('a draft');
+    expect(await page.locator('.plan li').count()).toBe(3);
+    expect(await posted(page)).toEqual([{ type: 'ready' }]);
+  });
+
+  it('fits a narrow sidebar without horizontal scrolling', async () => {
+    await page.setViewportSize({ width: 220, height: 700 });
+    await page.waitForTimeout(50);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    expect(overflow).toBeLessThanOrEqual(0);
+    await page.screenshot({ path: path.join(OUTPUT_DIR, 'webview-narrow.png') });
+    await page.setViewportSize({ width: 420, height: 900 });
+  });
+
+  it('shows the server state and offers a restart when it failed', async () => {
+    await post(page, [{ type: 'action', action: { type: 'server', phase: 'failed', message: 'could not start python3' } }]);
+    expect(await page.locator('.banner').textContent()).toContain('could not start python3');
+    await page.locator('.banner [data-action="restartServer"]').click();
+    expect((await posted(page)).at(-1)).toEqual({ type: 'restartServer' });
+    expect(await page.locator('button.send').isDisabled()).toBe(true);
+  });
+});
+
+if (skipReason !== null) {
+  describe('chat webview in headless Chromium', () => {
+    it.skip(`skipped: ${skipReason}`, () => undefined);
+  });
+}
