@@ -241,9 +241,6 @@ def _parse_script(
 ) -> list[ParsedCommand]:
     if not commands:
         return [Unknown(script)]
-    script_tokens = shlex_split(script)
-    if script_tokens is None:
-        script_tokens = [script]
     had_multiple = len(commands) > 1
     filtered = [c for c in commands if not is_small_formatting_command(c)]
     if not filtered:
@@ -255,6 +252,10 @@ def _parse_script(
     parsed = _apply_upgrade(stages, upgrade)
     if len(parsed) != 1:
         return parsed
+    # Only a single remaining summary needs the script's own words (Codex's display rule).
+    script_tokens = shlex_split(script)
+    if script_tokens is None:
+        script_tokens = [script]
     had_connectors = had_multiple or bool(_CONNECTORS.intersection(script_tokens))
     only = parsed[0]
     if not had_connectors:
