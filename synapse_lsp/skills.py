@@ -330,8 +330,10 @@ async def run_script(
     """Run one script in its own process group; kill the group on timeout or cancel."""
     env = dict(ctx.env) if ctx.env else dict(os.environ)
     env.setdefault("SYNAPSE_SKILL_DIR", str(script.path.parent.parent))
-    try:
-        proc = await asyncio.create_subprocess_exec(
+    # Shielded: a cancel while asyncio connects the pipes would otherwise wait for the
+    # child to exit on its own; instead we let the spawn finish and kill the group.
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
             *script.argv(args),
             cwd=str(ctx.cwd),
             env=env,
@@ -340,6 +342,13 @@ async def run_script(
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
+    )
+    try:
+        proc = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await _kill_group(await spawn)
+        raise
     except (FileNotFoundError, PermissionError) as exc:
         program = script.interpreter[0] if script.interpreter else str(script.path)
         return CommandOutput(
