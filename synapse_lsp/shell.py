@@ -5,8 +5,10 @@ text, heredocs and syntax errors need no quoting and cannot eat the protocol's
 input. Completion is seen when bash's `PROMPT_COMMAND` prints a line carrying a
 per-session random nonce, the command's sequence number, `$?` and `$PWD` — the
 prompt is printed even after Ctrl-C, unlike a marker appended to the command.
-stdout arrives on the PTY; stderr goes to a FIFO read concurrently. Why a PTY and
-not pipes, with the measurements: docs/architecture.md "The shell".
+bash sits on the PTY (job control: each command is a process group we can signal);
+the command's stdout and stderr go to two FIFOs read concurrently, because a PTY
+moves bulk output 50x slower than a pipe here. The measurements and the reasons:
+docs/architecture.md "The persistent shell".
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ INTERRUPT_GRACE_S = 1.0
 KILL_GRACE_S = 2.0
 START_TIMEOUT_S = 10.0
 READ_SIZE = 1 << 16
+FIFO_READ_SIZE = 1 << 18
+DRAIN_LIMIT = 64
+F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, Linux; not exported before Python 3.10 on all builds
 # Output that arrives between commands (background jobs) is kept up to this size for
 # the next command; beyond it we stop reading so the job blocks instead of our memory growing.
 IDLE_BUFFER = 1 << 16
@@ -106,12 +111,15 @@ class ShellSession:
         self._dir: Path | None = None
         self._err_r = -1
         self._err_w = -1
+        self._out_r = -1
+        self._out_w = -1
         self._pidfd = -1
         self._script_fd = -1
         self._script_len = 0
         self._reading: set[int] = set()
         self._idle_out = bytearray()
         self._idle_err = bytearray()
+        self._idle_fifo = bytearray()
         self._run: _Run | None = None
         self._closed = False
         self._exit_note: str | None = None
@@ -231,7 +239,7 @@ class ShellSession:
         self._begin(run)
         timed_out = False
         try:
-            self._send(f"__syn_seq={run.seq}; . {_quote(str(self._dir / 'cmd'))} </dev/null\n")
+            self._send(self._line_template.format(seq=run.seq))
             await asyncio.wait({run.done}, timeout=timeout)
             if not run.done.done():
                 timed_out = True
@@ -287,7 +295,8 @@ class ShellSession:
         self._kill_groups(run)
 
     def _finish_capture(self, run: _Run) -> None:
-        self._drain_stderr(run)
+        self._drain(run, self._out_r, "stdout")
+        self._drain(run, self._err_r, "stderr")
         for name, decoder in (("stdout", run.out_decoder), ("stderr", run.err_decoder)):
             tail = decoder.decode(b"", final=True)
             if tail:
@@ -345,6 +354,7 @@ class ShellSession:
                 "MANPAGER": "cat",
                 "SYSTEMD_PAGER": "cat",
                 "NO_COLOR": "1",
+                "PYTHONUNBUFFERED": "1",  # stdout is a pipe: stream Python output live
                 "GIT_TERMINAL_PROMPT": "0",
                 "PS1": "",
                 "PS2": "",
@@ -368,10 +378,23 @@ class ShellSession:
         self._script_fd = os.open(self._cmd_path, os.O_WRONLY | os.O_CREAT, 0o600)
         self._script_len = 0
         fifo = self._dir / "stderr"
+        out_fifo = self._dir / "stdout"
         os.mkfifo(fifo, 0o600)
-        # Our own write end keeps the FIFO from reporting EOF between commands.
+        os.mkfifo(out_fifo, 0o600)
+        # Our own write ends keep the FIFOs from reporting EOF between commands.
         self._err_r = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
         self._err_w = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        self._out_r = os.open(out_fifo, os.O_RDONLY | os.O_NONBLOCK)
+        self._out_w = os.open(out_fifo, os.O_WRONLY | os.O_NONBLOCK)
+        with contextlib.suppress(OSError):  # fewer wake-ups for big outputs
+            fcntl.fcntl(self._out_r, F_SETPIPE_SZ, 1 << 20)
+        self._line_template = (
+            "__syn_seq={seq}; . "
+            + _quote(self._cmd_path).replace("{", "{{").replace("}", "}}")
+            + " </dev/null >"
+            + _quote(str(out_fifo)).replace("{", "{{").replace("}", "}}")
+            + "\n"
+        )
         cwd = self._cwd if self._cwd.is_dir() else self._initial_cwd
         bash = shutil.which("bash") or "/bin/bash"
         try:
@@ -397,6 +420,7 @@ class ShellSession:
         self._seq = 0
         self._idle_out.clear()
         self._idle_err.clear()
+        self._idle_fifo.clear()
         self._reading.clear()
         run = _Run(
             seq=0,
@@ -444,11 +468,19 @@ class ShellSession:
         self._cleanup_files()
 
     def _cleanup_files(self) -> None:
-        for fd in (self._err_r, self._err_w, self._pidfd, self._script_fd):
+        for fd in (
+            self._err_r,
+            self._err_w,
+            self._out_r,
+            self._out_w,
+            self._pidfd,
+            self._script_fd,
+        ):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self._err_r = self._err_w = self._pidfd = self._script_fd = -1
+        self._err_r = self._err_w = self._out_r = self._out_w = -1
+        self._pidfd = self._script_fd = -1
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -470,11 +502,14 @@ class ShellSession:
     def _begin(self, run: _Run) -> None:
         """Make `run` the receiver of output; what arrived while idle is its first input."""
         self._run = run
-        out, err = bytes(self._idle_out), bytes(self._idle_err)
+        out, err, fifo = bytes(self._idle_out), bytes(self._idle_err), bytes(self._idle_fifo)
         self._idle_out.clear()
         self._idle_err.clear()
+        self._idle_fifo.clear()
         if err:
             run.stderr.feed(err)
+        if fifo:
+            run.stdout.feed(fifo)
         if out:
             self._on_stdout_bytes(run, out)
         self._attach()
@@ -491,6 +526,7 @@ class ShellSession:
         for fd, callback in (
             (self._fd, self._on_pty),
             (self._err_r, self._on_stderr),
+            (self._out_r, self._on_stdout_fifo),
             (self._pidfd, self._on_exit),
         ):
             if fd >= 0 and fd not in self._reading:
@@ -519,7 +555,14 @@ class ShellSession:
         if run is None:
             self._read_idle(self._err_r, self._idle_err)
             return
-        self._drain_stderr(run, limit=8)
+        self._drain(run, self._err_r, "stderr", limit=8)
+
+    def _on_stdout_fifo(self) -> None:
+        run = self._run
+        if run is None:
+            self._read_idle(self._out_r, self._idle_fifo)
+            return
+        self._drain(run, self._out_r, "stdout", limit=8)
 
     def _read_idle(self, fd: int, buf: bytearray) -> None:
         try:
@@ -535,20 +578,22 @@ class ShellSession:
         if len(buf) >= IDLE_BUFFER:
             self._pause(fd)
 
-    def _drain_stderr(self, run: _Run, limit: int = 1 << 30) -> None:
+    def _drain(self, run: _Run, fd: int, stream: str, limit: int = DRAIN_LIMIT) -> None:
+        """Read a FIFO until it is empty (at most `limit` chunks: a background job that
+        writes without pause must not hold us here)."""
+        capture = run.stdout if stream == "stdout" else run.stderr
+        decoder = run.out_decoder if stream == "stdout" else run.err_decoder
         for _ in range(limit):
-            if self._err_r < 0:
+            if fd < 0:
                 return
             try:
-                data = os.read(self._err_r, READ_SIZE)
-            except BlockingIOError:
-                return
-            except OSError:
+                data = os.read(fd, FIFO_READ_SIZE)
+            except OSError:  # BlockingIOError: empty for now
                 return
             if not data:
                 return
-            run.stderr.feed(data)
-            self._emit(run, "stderr", run.err_decoder.decode(data))
+            capture.feed(data)
+            self._emit(run, stream, decoder.decode(data))
 
     def _on_pty(self) -> None:
         run = self._run
@@ -633,7 +678,8 @@ class ShellSession:
             # No pidfd: give it a moment to be reaped.
             time.sleep(0.01)
         status = _exit_status(proc)
-        self._drain_stderr(run)
+        self._drain(run, self._out_r, "stdout")
+        self._drain(run, self._err_r, "stderr")
         run.shell_exit = status
         run.done.set_result(status)
         self._terminate()
