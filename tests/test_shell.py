@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from synapse_lsp.config import OutputLimits, Settings
+from synapse_lsp.errors import ShellError
 from synapse_lsp.output import BoundedCapture, bound_text
 from synapse_lsp.shell import ShellSession
 
@@ -462,3 +463,33 @@ def test_capture_memory_stays_bounded(tmp_path: Path) -> None:
     assert capture.full_output_path is not None
     assert capture.full_output_path.stat().st_size == 1600 * len(chunk)
     assert peak < 2_000_000  # a few chunks, never the stream
+
+
+async def test_kill_stops_the_command_at_once(shell: ShellSession, workdir: Path) -> None:
+    task = asyncio.create_task(
+        shell.run("bash -c \"trap '' INT; echo \\$\\$ > deaf.pid; sleep 60\"", timeout=30)
+    )
+    deaf = int(await _wait_for_file(workdir / "deaf.pid"))
+    shell.kill()
+    result = await task
+    assert result.cancelled and not result.timed_out and result.exit_code != 0
+    assert await _wait_gone(deaf)
+    assert (await shell.run("echo ok")).stdout == "ok\n"
+
+
+async def test_restart_ends_a_running_command(shell: ShellSession, workdir: Path) -> None:
+    task = asyncio.create_task(shell.run("echo $$ > bash.pid; sleep 60", timeout=30))
+    old = int(await _wait_for_file(workdir / "bash.pid"))
+    await shell.restart()
+    result = await task
+    assert result.exit_code != 0 and not result.timed_out
+    assert await _wait_gone(old)
+    assert (await shell.run("echo fresh")).stdout == "fresh\n"
+
+
+async def test_run_after_close_is_a_clear_error(workdir: Path, settings: Settings) -> None:
+    session = ShellSession(workdir, settings)
+    await session.start()
+    await session.close()
+    with pytest.raises(ShellError, match="closed"):
+        await session.run("true")
