@@ -1,0 +1,199 @@
+"""Permission policy for commands run from the editor, asked through the editor.
+
+Policies (setting `permission`): `auto` never asks; `ask-writes-outside-workspace`
+(default) asks before `write`/`edit` of a path outside the workspace and before
+native commands that obviously write outside it; `ask-all-native` asks before
+every native command. `deny` globs always win; `allow` globs must match every
+simple command of the line, so `git status*` never allows `git status && rm -rf /`.
+"Allow for this session" remembers the exact command line for the gate's owner
+(one gate per chat session, one for the workspace's direct commands).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import shlex
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from synapse_lsp import cmdline
+from synapse_lsp.commands import Layer
+from synapse_lsp.config import Settings
+
+POLICIES = ("auto", "ask-writes-outside-workspace", "ask-all-native")
+ALLOW_ONCE = "Allow once"
+ALLOW_SESSION = "Allow for this session"
+DENY = "Deny"
+ACTIONS = (ALLOW_ONCE, ALLOW_SESSION, DENY)
+
+# (message, actions) -> the chosen action's title, or None when dismissed
+Asker = Callable[[str, tuple[str, ...]], Awaitable[str | None]]
+
+# Native commands whose non-option arguments are paths they write, delete or move.
+_WRITERS = frozenset(
+    {
+        "rm",
+        "rmdir",
+        "mv",
+        "cp",
+        "touch",
+        "mkdir",
+        "tee",
+        "ln",
+        "chmod",
+        "chown",
+        "chgrp",
+        "truncate",
+        "install",
+        "rsync",
+        "shred",
+        "unlink",
+        "dd",
+    }
+)
+_REDIRECT = re.compile(r"(?:^|[^<>&0-9])\d*(?:>>?|&>>?|>\|)\s*([^\s;&|<>()]+)")
+_HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+
+
+def segments(line: str) -> list[str]:
+    """The simple commands of a line, cut at top-level `&& || ; | &` and newlines."""
+    out: list[str] = []
+    rest = line
+    while True:
+        split = cmdline.split_top_level(rest)
+        if split.head.strip():
+            out.append(split.head.strip())
+        if split.operator is None or not split.rest.strip():
+            return out
+        rest = split.rest
+
+
+def _is_plain(segment: str) -> bool:
+    """No substitutions, subshells or redirections: what an allow glob may vouch for."""
+    if any(tok in segment for tok in ("$(", "`", "<(", ">(")):
+        return False
+    return not cmdline.has_redirection(segment)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        Path(os.path.realpath(path)).relative_to(os.path.realpath(root))
+    except ValueError:
+        return False
+    return True
+
+
+def writes_outside(line: str, layer: Layer, cwd: Path, root: Path) -> list[str]:
+    """Paths outside `root` that `line` obviously writes (best effort; [] if none seen)."""
+    outside: list[str] = []
+
+    def check(arg: str) -> None:
+        if not arg or arg in _HARMLESS_TARGETS:
+            return
+        path = Path(arg).expanduser()
+        if not path.is_absolute():
+            path = cwd / path
+        if not _inside(path, root):
+            outside.append(str(path))
+
+    if layer is Layer.AGENT:
+        heredoc = cmdline.extract_heredoc(line)
+        try:
+            argv = cmdline.split_argv(heredoc[0] if heredoc is not None else line)
+        except ValueError:
+            return []
+        if argv and argv[0] in ("write", "edit"):
+            positional = [a for a in argv[1:] if not a.startswith("--")]
+            if positional:
+                check(positional[0])
+        return outside
+    if layer is not Layer.NATIVE:
+        return outside
+    for segment in segments(line):
+        for match in _REDIRECT.finditer(segment):
+            check(match.group(1).strip("'\""))
+        try:
+            words = shlex.split(segment, posix=True)
+        except ValueError:
+            continue
+        while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+            words = words[1:]
+        if words and words[0] == "sudo":
+            words = words[1:]
+        if not words:
+            continue
+        name = Path(words[0]).name
+        args = [w for w in words[1:] if not w.startswith("-") and not set(w) <= set("<>&|")]
+        if name == "sed" and any(w == "-i" or w.startswith("-i") for w in words[1:]):
+            for arg in args[1:]:
+                check(arg)
+        elif name == "dd":
+            for w in words[1:]:
+                if w.startswith("of="):
+                    check(w[3:])
+        elif name in _WRITERS:
+            if name in ("chmod", "chown", "chgrp") and args:
+                args = args[1:]
+            for arg in args:
+                check(arg)
+    return outside
+
+
+class EditorPermissionGate:
+    """`commands.PermissionGate` for the LSP face: policy + globs + asking the user."""
+
+    def __init__(
+        self,
+        settings: Callable[[], Settings],
+        workspace_root: Path,
+        ask: Asker,
+    ) -> None:
+        self._settings = settings
+        self._root = workspace_root
+        self._ask = ask
+        self.remembered: set[str] = set()
+
+    def _needs_asking(self, line: str, layer: Layer, cwd: Path, policy: str) -> str | None:
+        """Why the user must be asked, or None."""
+        if policy == "auto":
+            return None
+        if policy == "ask-all-native":
+            return "native command" if layer is Layer.NATIVE else None
+        outside = writes_outside(line, layer, cwd, self._root)
+        if outside:
+            return "writes outside the workspace: " + ", ".join(outside[:3])
+        return None
+
+    async def check(self, command: str, layer: Layer, cwd: Path) -> str | None:
+        settings = self._settings()
+        line = command.strip()
+        parts = segments(line) or [line]
+        for pattern in settings.deny:
+            if fnmatch.fnmatchcase(line, pattern) or any(
+                fnmatch.fnmatchcase(p, pattern) for p in parts
+            ):
+                return f"denied by the `deny` setting (pattern {pattern!r})"
+        if settings.allow and all(
+            _is_plain(p) and any(fnmatch.fnmatchcase(p, pat) for pat in settings.allow)
+            for p in parts
+        ):
+            return None
+        if line in self.remembered:
+            return None
+        policy = settings.permission if settings.permission in POLICIES else POLICIES[1]
+        reason = self._needs_asking(line, layer, cwd, policy)
+        if reason is None:
+            return None
+        message = f"Synapse wants to run:\n  {line}\nin {cwd}\n({reason})"
+        try:
+            answer = await self._ask(message, ACTIONS)
+        except Exception as exc:  # the editor could not ask: do not run
+            return f"denied: the editor could not ask the user ({exc})"
+        if answer == ALLOW_SESSION:
+            self.remembered.add(line)
+            return None
+        if answer == ALLOW_ONCE:
+            return None
+        return "denied by the user"
