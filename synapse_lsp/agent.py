@@ -399,8 +399,12 @@ class _Loop:
                     if isinstance(item, StreamText):
                         parts.append(item.text)
                         emit(TextDelta(item.text, parent))
+                        # Let the consumer run now: the SDK parses a buffered burst without
+                        # yielding, which would hold deltas back until the burst ends.
+                        await asyncio.sleep(0)
                     elif isinstance(item, StreamThinking):
                         emit(ThinkingDelta(item.text, parent))
+                        await asyncio.sleep(0)
                     elif isinstance(item, StreamRetry):
                         discard = " The partial answer above is discarded." if parts else ""
                         parts.clear()
