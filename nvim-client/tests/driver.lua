@@ -12,12 +12,25 @@ vim.cmd("runtime plugin/synapse.lua")
 local out_path = os.getenv("SYN_OUT")
 local scenario = os.getenv("SYN_SCENARIO")
 local config = vim.fn.json_decode(os.getenv("SYN_CONFIG") or "{}")
-local WAIT = tonumber(os.getenv("SYN_WAIT_MS") or "40000")
+local WAIT = tonumber(os.getenv("SYN_WAIT_MS") or "90000")
 
 local result = { scenario = scenario, nvim = tostring(vim.version().major) .. "." .. tostring(vim.version().minor) }
 
 local function finish()
   vim.fn.writefile({ vim.fn.json_encode(result) }, out_path)
+  -- let the servers shut down cleanly (shutdown + exit) before quitting
+  local ids = vim.tbl_values(require("synapse.client").clients)
+  if #ids > 0 then
+    vim.lsp.stop_client(ids)
+    vim.wait(3000, function()
+      for _, id in ipairs(ids) do
+        if vim.lsp.get_client_by_id(id) then
+          return false
+        end
+      end
+      return true
+    end, 20)
+  end
   vim.cmd("qa!")
 end
 
@@ -193,6 +206,64 @@ function scenarios.deny()
   result.asked = asked
   result.transcript = transcript(chat)
   result.created = read_disk(root .. "/created.txt") ~= vim.NIL
+end
+
+function scenarios.sessions()
+  ready_client()
+  vim.cmd("SynapseChat remember this")
+  local first = synapse.current_chat(false)
+  wait_for("the first turn", function()
+    return first.turns >= 1
+  end)
+  settle(first)
+  result.original = transcript(first)
+  result.first_session = first.session_id
+  vim.cmd("SynapseNew")
+  local second = synapse.current_chat(false)
+  wait_for("the new session", function()
+    return second.session_id ~= nil
+  end)
+  result.new_is_other = second ~= first and second.session_id ~= first.session_id
+  result.new_transcript = transcript(second)
+  -- pick the first session in the list; forget its chat so it is loaded and replayed
+  require("synapse.chat").by_session[first.session_id] = nil
+  local listed
+  vim.ui.select = function(items, opts, on_choice)
+    listed = {}
+    for _, it in ipairs(items) do
+      listed[#listed + 1] = { id = it.sessionId, label = opts.format_item(it) }
+    end
+    for _, it in ipairs(items) do
+      if it.sessionId == first.session_id then
+        return on_choice(it)
+      end
+    end
+    on_choice(nil)
+  end
+  vim.cmd("SynapseSessions")
+  wait_for("the replay", function()
+    local c = synapse.current_chat(false)
+    return c ~= second and c ~= first and c.session_id == first.session_id and #transcript(c) > 1
+  end)
+  local replayed = synapse.current_chat(false)
+  vim.wait(300, function()
+    return false
+  end)
+  settle(replayed)
+  result.listed = listed
+  result.replayed = transcript(replayed)
+  result.shown = vim.api.nvim_win_get_buf(vim.fn.win_findbuf(replayed.buf)[1]) == replayed.buf
+end
+
+function scenarios.ask()
+  ready_client()
+  vim.cmd("1,2SynapseAsk what does this do?")
+  local chat = synapse.current_chat(false)
+  wait_for("the turn to finish", function()
+    return chat.turns >= 1
+  end)
+  settle(chat)
+  result.transcript = transcript(chat)
 end
 
 local function main()
