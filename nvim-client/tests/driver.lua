@@ -266,6 +266,45 @@ function scenarios.ask()
   result.transcript = transcript(chat)
 end
 
+-- Benchmark (benchmarks/bench_nvim.py): one long streamed answer end to end.
+function scenarios.stream_bench()
+  ready_client()
+  local chat_mod = require("synapse.chat")
+  local uv = vim.uv or vim.loop
+  chat_mod.reset_stats()
+  local probe = uv.new_timer()
+  local last_tick = uv.hrtime()
+  local max_gap = 0
+  probe:start(1, 1, function()
+    local now = uv.hrtime()
+    if now - last_tick > max_gap then
+      max_gap = now - last_tick
+    end
+    last_tick = now
+  end)
+  local t0 = uv.hrtime()
+  vim.cmd("SynapseChat stream please")
+  local chat = synapse.current_chat(false)
+  wait_for("the turn to finish", function()
+    return chat.turns >= 1
+  end)
+  settle(chat)
+  local t1 = uv.hrtime()
+  probe:stop()
+  probe:close()
+  local s = chat_mod.stats
+  result.bench = {
+    total_ms = (t1 - t0) / 1e6,
+    handler_calls = s.handler_calls,
+    handler_max_ms = s.handler_max_ns / 1e6,
+    flushes = s.flushes,
+    flush_max_ms = s.flush_max_ns / 1e6,
+    loop_max_gap_ms = max_gap / 1e6,
+    lines = vim.api.nvim_buf_line_count(chat.buf),
+  }
+  result.transcript_tail = vim.api.nvim_buf_get_lines(chat.buf, -4, -1, false)
+end
+
 local function main()
   local ok, err = pcall(function()
     synapse.setup({
