@@ -105,8 +105,7 @@ def test_long_synapse_home_gets_a_short_socket_path(tmp_path: Path) -> None:
 
 
 def _entry(name: str, summary: str) -> IndexEntry:
-    kind = "mcp" if name.startswith("mcp:") else "skill"
-    return IndexEntry(name, summary, kind, name.lower(), summary.lower())
+    return IndexEntry.of(name, summary)
 
 
 ENTRIES = [

@@ -8,33 +8,123 @@ the description. Name matches rank before description-only matches.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from synapse_lsp.builtins.args import ArgError, non_negative_int, parse_args
 from synapse_lsp.commands import CommandContext, CommandOutput
-from synapse_lsp.registry import IndexEntry
+
+if TYPE_CHECKING:
+    from synapse_lsp.registry import IndexEntry
 
 DEFAULT_LIMIT = 50
 _REGEX_CHARS = set(".*+?[](){}|^$\\")
 
 
 class SearchSource(Protocol):
-    def index(self) -> list[IndexEntry]: ...
+    def search_index(self) -> SearchIndex: ...
 
     def notes(self) -> list[str]: ...
 
 
-def compile_query(query: str) -> Callable[[str], bool]:
-    """A predicate over lowercase text, by the rule in the module docstring."""
-    if set(query) & _REGEX_CHARS:
-        try:
-            pattern = re.compile(query, re.IGNORECASE)
-        except re.error:
-            pass
+class SearchIndex:
+    """Entries (sorted by name) plus one lowercase text blob per kind, so a query is a
+    C-speed scan (`str.find` / `re.search` from a position) instead of a Python loop."""
+
+    def __init__(self, entries: list[IndexEntry]) -> None:
+        self.entries = entries
+        self._blobs: dict[str | None, tuple[list[IndexEntry], str, list[int]]] = {}
+
+    def _blob(self, kind: str | None) -> tuple[list[IndexEntry], str, list[int]]:
+        cached = self._blobs.get(kind)
+        if cached is None:
+            pool = self.entries if kind is None else [e for e in self.entries if e.kind == kind]
+            starts: list[int] = []
+            parts: list[str] = []
+            pos = 0
+            for entry in pool:
+                starts.append(pos)
+                parts.append(entry.haystack)
+                pos += len(entry.haystack) + 1
+            cached = (pool, "\n".join(parts), starts)
+            self._blobs[kind] = cached
+        return cached
+
+    def find(
+        self, query: str, kind: str | None = None, limit: int | None = None
+    ) -> list[IndexEntry]:
+        """Matching entries ranked: exact name, name prefix, name match, description match."""
+        pool, blob, starts = self._blob(kind)
+        pattern = _regex(query)
+        words = query.lower().split()
+        in_name: Callable[[IndexEntry], bool]
+        if pattern is not None:
+            # Rare hits in a big blob: let the regex engine skip ahead in C.
+            locate = pattern.search
+            hits = self._scan(pool, starts, lambda pos: _start(locate(blob, pos)))
+            hits = [e for e in hits if locate(e.haystack)]  # no match across entries
+            in_name = lambda e: locate(e.name_lower) is not None  # noqa: E731
         else:
-            return lambda text: pattern.search(text) is not None
+            hits = list(pool)
+            for word in words:
+                hits = [e for e in hits if word in e.haystack]
+            in_name = lambda e: all(w in e.name_lower for w in words)  # noqa: E731
+        q = query.lower()
+        buckets: list[list[IndexEntry]] = [[], [], [], []]
+        for entry in hits:
+            if entry.name_lower == q:
+                buckets[0].append(entry)
+            elif q and entry.name_lower.startswith(q):
+                buckets[1].append(entry)
+            elif in_name(entry):
+                buckets[2].append(entry)
+            else:
+                buckets[3].append(entry)
+        found = [e for bucket in buckets for e in bucket]
+        return found if limit is None else found[:limit]
+
+    @staticmethod
+    def _scan(
+        pool: list[IndexEntry], starts: list[int], next_hit: Callable[[int], int]
+    ) -> list[IndexEntry]:
+        hits: list[IndexEntry] = []
+        pos = 0
+        while True:
+            at = next_hit(pos)
+            if at < 0:
+                return hits
+            index = bisect.bisect_right(starts, at) - 1
+            hits.append(pool[index])
+            if index + 1 >= len(starts):
+                return hits
+            pos = starts[index + 1]
+
+
+def _start(match: re.Match[str] | None) -> int:
+    return -1 if match is None else match.start()
+
+
+def _regex(query: str) -> re.Pattern[str] | None:
+    """The rule: a query with a regex metacharacter that compiles is a regex.
+
+    Entries are stored lowercase, so an all-lowercase pattern needs no IGNORECASE
+    (which would switch off the engine's literal-prefix search)."""
+    if set(query) & _REGEX_CHARS:
+        flags = re.MULTILINE | (re.IGNORECASE if query != query.lower() else 0)
+        try:
+            return re.compile(query, flags)
+        except re.error:
+            return None
+    return None
+
+
+def compile_query(query: str) -> Callable[[str], bool]:
+    """A predicate over lowercase text by the module's rule (for callers without an index)."""
+    pattern = _regex(query)
+    if pattern is not None:
+        return lambda text: pattern.search(text) is not None
     words = query.lower().split()
     return lambda text: all(w in text for w in words)
 
@@ -42,23 +132,8 @@ def compile_query(query: str) -> Callable[[str], bool]:
 def search(
     entries: list[IndexEntry], query: str, kind: str | None = None, limit: int | None = None
 ) -> list[IndexEntry]:
-    """Matching entries, ranked: exact name, name prefix, name match, description match."""
-    matches = compile_query(query)
-    q = query.lower()
-    ranked: list[tuple[int, IndexEntry]] = []
-    for entry in entries:
-        if kind is not None and entry.kind != kind:
-            continue
-        if matches(entry.name_lower):
-            rank = 0 if entry.name_lower == q else 1 if entry.name_lower.startswith(q) else 2
-        elif matches(entry.summary_lower) or matches(f"{entry.name_lower} {entry.summary_lower}"):
-            rank = 3
-        else:
-            continue
-        ranked.append((rank, entry))
-    ranked.sort(key=lambda pair: (pair[0], pair[1].name))
-    found = [entry for _, entry in ranked]
-    return found if limit is None else found[:limit]
+    """One-off search (builds an index); the registry keeps a cached one."""
+    return SearchIndex(sorted(entries, key=lambda e: e.name)).find(query, kind, limit)
 
 
 class CommandSearchCommand:
@@ -104,13 +179,13 @@ Examples:
         except ArgError as exc:
             return CommandOutput.usage_error(self.name, str(exc))
         query = args.positional[0]
-        entries = self.source.index()
-        found = search(entries, query, kind, None)
+        index = self.source.search_index()
+        found = index.find(query, kind, None)
         shown = found[:limit]
         lines = [f"{e.name}  {e.summary}" if e.summary else e.name for e in shown]
         if not found:
             what = f"{kind} commands" if kind else "extension commands"
-            lines.append(f"No {what} match {query!r} ({len(entries)} commands known).")
+            lines.append(f"No {what} match {query!r} ({len(index.entries)} commands known).")
         elif len(found) > len(shown):
             lines.append(f"[{len(found) - len(shown)} more; narrow the query or raise --limit]")
         lines += self.source.notes()
