@@ -1,12 +1,15 @@
-"""The Neovim plugin's pure transcript model (nvim-client/lua/synapse/state.lua), run headless.
+"""The Neovim plugin's parts that need no server, run in real headless Neovim.
 
-The Lua cases live in nvim-client/tests/state_spec.lua; this test runs them in
-the real Neovim (Debian's 0.7 in CI) and reports each failing case by name.
+- nvim-client/tests/state_spec.lua: the pure transcript model (synapse.state);
+- nvim-client/tests/client_spec.lua: root detection, settings, the stale-edit guard;
+- the plugin loads, defines its commands, and `:help synapse` resolves.
+Each failing Lua case is reported by name. SYNAPSE_TEST_NVIM picks another Neovim.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT = ROOT / "nvim-client"
-NVIM = shutil.which("nvim")
+NVIM = os.environ.get("SYNAPSE_TEST_NVIM") or shutil.which("nvim")
 
 pytestmark = pytest.mark.skipif(
     NVIM is None, reason="nvim is not installed (apt-get install neovim)"
@@ -44,14 +47,47 @@ def run_lua_file(script: Path, out: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_state_model_cases(tmp_path: Path) -> None:
-    out = tmp_path / "state.json"
-    proc = run_lua_file(CLIENT / "tests" / "state_spec.lua", out)
+@pytest.mark.parametrize(("spec", "cases"), [("state_spec.lua", 10), ("client_spec.lua", 7)])
+def test_lua_spec_cases(spec: str, cases: int, tmp_path: Path) -> None:
+    out = tmp_path / "result.json"
+    proc = run_lua_file(CLIENT / "tests" / spec, out)
     assert out.exists(), f"no result file; stderr:\n{proc.stderr}"
     result = json.loads(out.read_text())
     assert result["failed"] == {}, "\n\n".join(f"{k}:\n{v}" for k, v in result["failed"].items())
-    assert len(result["passed"]) >= 10
+    assert len(result["passed"]) == cases
     assert proc.returncode == 0
+
+
+def test_help_tags_resolve(tmp_path: Path) -> None:
+    """`:helptags` accepts doc/synapse.txt and `:help :SynapseRun` opens it."""
+    assert NVIM is not None
+    doc = tmp_path / "synapse" / "doc"
+    shutil.copytree(CLIENT / "doc", doc)
+    out = tmp_path / "help.txt"
+    proc = subprocess.run(
+        [
+            NVIM,
+            "--headless",
+            "--clean",
+            "--cmd",
+            f"set rtp^={doc.parent}",
+            "-c",
+            f"helptags {doc}",
+            "-c",
+            "help :SynapseRun",
+            "-c",
+            f"call writefile([expand('%:t'), getline('.')], '{out}')",
+            "-c",
+            "qa!",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.exists(), proc.stderr
+    name, line = out.read_text().splitlines()
+    assert name == "synapse.txt"
+    assert "*:SynapseRun*" in line
 
 
 def test_plugin_loads_without_a_server(tmp_path: Path) -> None:

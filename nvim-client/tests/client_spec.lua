@@ -1,0 +1,108 @@
+-- synapse.client pieces that need Neovim but no server: root detection and
+-- the stale-edit guard in front of Neovim's workspace/applyEdit handler.
+-- Run like state_spec.lua; writes {"passed": [...], "failed": {...}} to argv[1].
+local client = require("synapse.client")
+
+local cases = {}
+local function case(name, fn)
+  cases[#cases + 1] = { name = name, fn = fn }
+end
+local function eq(expected, actual, what)
+  if not vim.deep_equal(expected, actual) then
+    error((what or "value") .. ": expected " .. vim.inspect(expected) .. ", got " .. vim.inspect(actual), 2)
+  end
+end
+
+local tmp = vim.fn.tempname()
+vim.fn.mkdir(tmp .. "/proj/.git", "p")
+vim.fn.mkdir(tmp .. "/proj/src/deep", "p")
+vim.fn.mkdir(tmp .. "/loose", "p")
+vim.fn.writefile({ "x = 1", "foo = 2" }, tmp .. "/proj/src/deep/a.py")
+
+case("root is the nearest folder with a marker", function()
+  client.config = { root_markers = { ".git" } }
+  eq(tmp .. "/proj", client.root_for_path(tmp .. "/proj/src/deep/a.py"))
+end)
+
+case("root falls back to the file's folder outside the cwd", function()
+  client.config = { root_markers = { ".git" } }
+  eq(tmp .. "/loose", client.root_for_path(tmp .. "/loose/b.txt"))
+end)
+
+case("root_dir option wins", function()
+  client.config = { root_dir = function() return tmp .. "/loose/" end }
+  eq(tmp .. "/loose", client.root_for_path(tmp .. "/proj/src/deep/a.py"))
+  client.config = {}
+end)
+
+case("permission shortcut becomes the permission setting", function()
+  client.config = { settings = { model = "m" }, permission = "ask-all-native" }
+  eq({ model = "m", permission = "ask-all-native" }, client.server_settings())
+  client.config = { permission = { policy = "auto", deny = { "rm *" } } }
+  eq({ permission = "auto", deny = { "rm *" } }, client.server_settings())
+  client.config = {}
+end)
+
+case("scratch and URL buffers are not synced", function()
+  local scratch = vim.api.nvim_create_buf(false, true)
+  eq(false, client.is_file_buffer(scratch))
+  local named = vim.api.nvim_create_buf(true, false)
+  vim.api.nvim_buf_set_name(named, "synapse://chat/99")
+  eq(false, client.is_file_buffer(named))
+end)
+
+case("an edit made for an older buffer version is refused, buffer untouched", function()
+  local path = tmp .. "/proj/src/deep/a.py"
+  vim.cmd("edit " .. vim.fn.fnameescape(path))
+  local buf = vim.api.nvim_get_current_buf()
+  vim.api.nvim_buf_set_lines(buf, 0, 1, false, { "x = 10" })
+  if vim.lsp.util.buf_versions then
+    vim.lsp.util.buf_versions[buf] = 7
+  end
+  local called = false
+  local orig = vim.lsp.handlers["workspace/applyEdit"]
+  vim.lsp.handlers["workspace/applyEdit"] = function()
+    called = true
+    return { applied = true }
+  end
+  local res = client.apply_edit(nil, {
+    edit = { documentChanges = { {
+      textDocument = { uri = vim.uri_from_fname(path), version = 1 },
+      edits = { { range = { start = { line = 1, character = 0 }, ["end"] = { line = 1, character = 3 } }, newText = "bar" } },
+    } } },
+  }, { client_id = 0 })
+  vim.lsp.handlers["workspace/applyEdit"] = orig
+  eq(false, res.applied)
+  eq(false, called, "Neovim's handler called")
+  assert(res.failureReason:find("changed in the editor", 1, true), res.failureReason)
+  eq({ "x = 10", "foo = 2" }, vim.api.nvim_buf_get_lines(buf, 0, -1, false))
+end)
+
+case("a current version goes to Neovim's own handler", function()
+  local path = tmp .. "/proj/src/deep/a.py"
+  local seen
+  local orig = vim.lsp.handlers["workspace/applyEdit"]
+  vim.lsp.handlers["workspace/applyEdit"] = function(_, params)
+    seen = params.label
+    return { applied = true }
+  end
+  local res = client.apply_edit(nil, {
+    label = "Synapse: edit a.py",
+    edit = { documentChanges = { { textDocument = { uri = vim.uri_from_fname(path), version = vim.NIL }, edits = {} } } },
+  }, { client_id = 0 })
+  vim.lsp.handlers["workspace/applyEdit"] = orig
+  eq(true, res.applied)
+  eq("Synapse: edit a.py", seen)
+end)
+
+local passed, failed = {}, {}
+for _, c in ipairs(cases) do
+  local ok, err = pcall(c.fn)
+  if ok then
+    passed[#passed + 1] = c.name
+  else
+    failed[c.name] = tostring(err)
+  end
+end
+vim.fn.writefile({ vim.fn.json_encode({ passed = passed, failed = vim.tbl_isempty(failed) and vim.empty_dict() or failed }) }, vim.fn.argv()[1])
+vim.cmd(vim.tbl_isempty(failed) and "qa!" or "cq")
