@@ -1,0 +1,302 @@
+"""The LSP server end to end over real stdio (pytest-lsp): workspaces, direct shell
+commands, edits landing in the editor's buffers, permissions, settings, robustness."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+
+from tests.lsp_client import alive, descendants, editor
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "synapse-home"
+
+
+@pytest.fixture
+def proj(tmp_path: Path) -> Path:
+    path = tmp_path / "proj"
+    (path / "sub").mkdir(parents=True)
+    (path / "a.py").write_text("x = 1\n")
+    return path
+
+
+async def test_initialize_two_folders_each_with_its_own_shell(
+    home: Path, proj: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    async with editor(home, [proj, other]) as ed:
+        assert ed.init_result is not None
+        caps = ed.init_result.capabilities
+        assert caps.text_document_sync is not None
+        assert caps.text_document_sync.change == types.TextDocumentSyncKind.Incremental  # type: ignore[union-attr]
+        assert caps.execute_command_provider is not None
+        assert "synapse.session.prompt" in caps.execute_command_provider.commands
+        status = await ed.command("synapse.status")
+        assert [w["uri"] for w in status["workspaces"]] == [proj.as_uri(), other.as_uri()]
+        assert status["apiKey"] is False
+
+        one = await ed.command(
+            "synapse.shell.run", {"workspaceUri": proj.as_uri(), "command": "pwd"}
+        )
+        two = await ed.command(
+            "synapse.shell.run", {"workspaceUri": other.as_uri(), "command": "pwd"}
+        )
+        assert one["stdout"].strip() == str(proj.resolve())
+        assert two["stdout"].strip() == str(other.resolve())
+        # A file URI selects the folder that contains it.
+        three = await ed.command(
+            "synapse.shell.run", {"workspaceUri": (proj / "a.py").as_uri(), "command": "pwd"}
+        )
+        assert three["stdout"].strip() == str(proj.resolve())
+        with pytest.raises(JsonRpcException) as missing:
+            await ed.command("synapse.shell.run", {"command": "pwd"})
+        assert missing.value.code == -32602
+        assert "workspaceUri" in missing.value.message
+
+
+async def test_shell_run_ls_and_cd_persist(home: Path, proj: Path) -> None:
+    async with editor(home, [proj]) as ed:
+        listing = await ed.command("synapse.shell.run", {"command": "ls"})
+        assert listing == {
+            "exitCode": 0,
+            "stdout": "a.py\nsub\n",
+            "stderr": "",
+            "isError": False,
+            "layer": "native",
+            "category": None,
+            "text": "a.py\nsub\n",
+        }
+        await ed.command("synapse.shell.run", {"command": "cd sub && export X=42"})
+        where = await ed.command("synapse.shell.run", {"command": 'pwd; echo "$X"'})
+        assert where["stdout"] == f"{(proj / 'sub').resolve()}\n42\n"
+        failed = await ed.command("synapse.shell.run", {"command": "ls nope"})
+        assert failed["isError"] is True and failed["exitCode"] != 0
+        assert "Hint: Run `ls --help`" in failed["text"]
+        await ed.command("synapse.shell.restart", {})
+        after = await ed.command("synapse.shell.run", {"command": "pwd"})
+        assert after["stdout"].strip() == str(proj.resolve())
+
+
+async def test_edit_lands_in_the_open_buffer_with_unsaved_text(home: Path, proj: Path) -> None:
+    async with editor(home, [proj]) as ed:
+        uri = ed.open(proj / "a.py")
+        ed.type_text(uri, "y = 2  # unsaved, ünïcode 😀 here\nz = 3\n")
+        result = await ed.command(
+            "synapse.shell.run", {"command": "edit a.py 'here\nz = 3' 'there\nz = 4'"}
+        )
+        assert result["isError"] is False, result
+        assert len(ed.edits) == 1
+        change = ed.edits[0].edit.document_changes[0]  # type: ignore[index]
+        assert isinstance(change, types.TextDocumentEdit)
+        assert change.text_document.uri == uri
+        assert change.text_document.version == 2  # the version the server synced
+        assert ed.docs[uri].text == "x = 1\ny = 2  # unsaved, ünïcode 😀 there\nz = 4\n"
+        assert (proj / "a.py").read_text() == "x = 1\n"  # disk untouched
+        # The edit is minimal: only what differs, in UTF-16 columns.
+        spans = [
+            (e.range.start.line, e.range.start.character, e.range.end.line, e.range.end.character)
+            for e in change.edits
+            if isinstance(e, types.TextEdit)
+        ]
+        assert spans == [(1, 29, 2, 5)]
+        # The server follows the buffer: read sees the edited, unsaved text.
+        read = await ed.command("synapse.shell.run", {"command": "read a.py"})
+        assert "there" in read["stdout"] and "z = 4" in read["stdout"]
+
+
+async def test_refused_edit_is_an_error_and_nothing_is_written(home: Path, proj: Path) -> None:
+    async with editor(home, [proj]) as ed:
+        uri = ed.open(proj / "a.py")
+        ed.refuse = "buffer changed"
+        result = await ed.command("synapse.shell.run", {"command": "edit a.py 'x = 1' 'x = 2'"})
+        assert result["isError"] is True
+        assert "refused" in result["stderr"] and "buffer changed" in result["stderr"]
+        assert ed.docs[uri].text == "x = 1\n"
+        assert (proj / "a.py").read_text() == "x = 1\n"
+        # A file that is not open is edited in the editor too (version null), not on disk.
+        (proj / "b.txt").write_text("alpha\nbeta\n")
+        ed.refuse = None
+        ok = await ed.command("synapse.shell.run", {"command": "edit b.txt beta gamma"})
+        assert ok["isError"] is False
+        change = ed.edits[-1].edit.document_changes[0]  # type: ignore[index]
+        assert isinstance(change, types.TextDocumentEdit)
+        assert change.text_document.version is None
+        assert (proj / "b.txt").read_text() == "alpha\nbeta\n"
+        assert ed.docs[(proj / "b.txt").as_uri()].text == "alpha\ngamma\n"
+
+
+async def test_write_sends_create_file_and_full_text(home: Path, proj: Path) -> None:
+    async with editor(home, [proj]) as ed:
+        result = await ed.command(
+            "synapse.shell.run", {"command": "write notes/todo.md '- ship it\n'"}
+        )
+        assert result["isError"] is False, result
+        target = (proj / "notes" / "todo.md").as_uri()
+        changes = ed.edits[0].edit.document_changes
+        assert changes is not None
+        assert isinstance(changes[0], types.CreateFile) and changes[0].uri == target
+        assert changes[0].options is not None and changes[0].options.overwrite is True
+        assert ed.created == [target]
+        assert ed.docs[target].text == "- ship it\n"
+        assert not (proj / "notes" / "todo.md").exists()
+        # write to an open buffer: one full replacement of what the editor holds
+        uri = ed.open(proj / "a.py", "unsaved buffer\nline two\n", version=5)
+        await ed.command("synapse.shell.run", {"command": "write a.py 'new'"})
+        last = ed.edits[-1].edit.document_changes
+        assert last is not None and len(last) == 1
+        assert isinstance(last[0], types.TextDocumentEdit)
+        assert last[0].text_document.version == 5
+        assert ed.docs[uri].text == "new"
+        assert (proj / "a.py").read_text() == "x = 1\n"
+
+
+async def test_without_apply_edit_capability_the_disk_is_written(home: Path, proj: Path) -> None:
+    async with editor(home, [proj], apply_edit=False) as ed:
+        result = await ed.command("synapse.shell.run", {"command": "edit a.py 'x = 1' 'x = 5'"})
+        assert result["isError"] is False
+        assert (proj / "a.py").read_text() == "x = 5\n"
+        assert ed.edits == []
+
+
+async def test_permission_ask_deny_is_not_run_and_session_memory(home: Path, proj: Path) -> None:
+    async with editor(home, [proj], init_options={"permission": "ask-all-native"}) as ed:
+        ed.answer = "Deny"
+        denied = await ed.command("synapse.shell.run", {"command": "touch made.txt"})
+        assert denied["exitCode"] == 126 and denied["isError"] is True
+        assert "Not run: denied by the user" in denied["stderr"]
+        assert denied["category"] == "permission_denied"
+        assert not (proj / "made.txt").exists()
+        assert len(ed.asks) == 1
+        ask = ed.asks[0]
+        assert "touch made.txt" in ask.message
+        assert [a.title for a in ask.actions or []] == [
+            "Allow once",
+            "Allow for this session",
+            "Deny",
+        ]
+        ed.answer = "Allow for this session"
+        await ed.command("synapse.shell.run", {"command": "touch made.txt"})
+        assert (proj / "made.txt").exists()
+        ed.answer = "Deny"  # remembered: not asked again for this exact line
+        again = await ed.command("synapse.shell.run", {"command": "touch made.txt"})
+        assert again["exitCode"] == 0 and len(ed.asks) == 2
+        # built-ins are not native: no ask under ask-all-native
+        await ed.command("synapse.shell.run", {"command": "read a.py"})
+        assert len(ed.asks) == 2
+
+
+async def test_default_policy_asks_only_for_writes_outside(
+    home: Path, proj: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    async with editor(home, [proj], init_options={"deny": ["rm -rf*"]}) as ed:
+        ed.answer = None  # dismissed = Deny
+        inside = await ed.command("synapse.shell.run", {"command": "echo hi > in.txt"})
+        assert inside["exitCode"] == 0 and ed.asks == []
+        out = await ed.command("synapse.shell.run", {"command": f"echo hi > {outside}"})
+        assert out["exitCode"] == 126 and not outside.exists()
+        out2 = await ed.command("synapse.shell.run", {"command": f"write {outside} hi"})
+        assert out2["exitCode"] == 126 and not outside.exists()
+        assert len(ed.asks) == 2
+        denied = await ed.command("synapse.shell.run", {"command": "rm -rf sub"})
+        assert "deny" in denied["stderr"] and (proj / "sub").is_dir()
+
+
+async def test_bad_settings_are_reported_and_defaults_kept(home: Path, proj: Path) -> None:
+    options = {"permission": "sometimes", "commandTimeout": -1, "bogus": 1}
+    async with editor(home, [proj], init_options=options) as ed:
+        deadline = time.monotonic() + 10
+        while not ed.client.messages and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        text = " ".join(m.message for m in ed.client.messages)
+        assert "permission" in text and "commandTimeout" in text and "bogus" in text
+        ok = await ed.command("synapse.shell.run", {"command": "echo fine"})
+        assert ok["stdout"] == "fine\n"
+
+
+async def test_malformed_requests_get_errors_and_the_server_lives_on(
+    home: Path, proj: Path
+) -> None:
+    async with editor(home, [proj]) as ed:
+        client = ed.client
+        with pytest.raises(JsonRpcException) as two_args:
+            await client.workspace_execute_command_async(
+                types.ExecuteCommandParams(command="synapse.shell.run", arguments=[1, 2])
+            )
+        assert two_args.value.code == -32602
+        with pytest.raises(JsonRpcException) as no_command:
+            await ed.command("synapse.shell.run", {"command": 42})
+        assert no_command.value.code == -32602 and "`command`" in no_command.value.message
+        with pytest.raises(JsonRpcException) as unknown:
+            await ed.command("synapse.nope")
+        assert unknown.value.code == -32601
+        with pytest.raises(JsonRpcException) as session:
+            await ed.command("synapse.session.prompt", {"sessionId": "missing", "text": "hi"})
+        assert session.value.code == -32602 and "missing" in session.value.message
+        # Params that do not even match the LSP schema: still an answer.
+        pending: Future[object] = Future()
+        client.protocol._request_futures["bad-1"] = pending
+        client.protocol._send_data(
+            {
+                "jsonrpc": "2.0",
+                "id": "bad-1",
+                "method": "workspace/executeCommand",
+                "params": {"arguments": [{"command": "ls"}]},
+            }
+        )
+        with pytest.raises(JsonRpcException) as raw:
+            await asyncio.wait_for(asyncio.wrap_future(pending), 10)
+        assert raw.value.code == -32602
+        status = await ed.command("synapse.status")
+        assert status["version"]
+
+
+async def test_shutdown_leaves_no_child_process(home: Path, proj: Path) -> None:
+    async with editor(home, [proj]) as ed:
+        await ed.command("synapse.shell.run", {"command": "sleep 300 &"})
+        await ed.command("synapse.shell.run", {"command": "true"})
+        server = ed.client._server
+        assert server is not None
+        children = descendants(server.pid)
+        assert children, "expected the workspace shell to be running"
+        await ed.client.shutdown_session()
+        assert server.returncode == 0
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in children) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert [pid for pid in children if alive(pid)] == []
+
+
+async def test_removed_folder_is_disposed(home: Path, proj: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    async with editor(home, [proj, other]) as ed:
+        await ed.command("synapse.shell.run", {"workspaceUri": other.as_uri(), "command": "true"})
+        server = ed.client._server
+        assert server is not None
+        before = descendants(server.pid)
+        ed.client.workspace_did_change_workspace_folders(
+            types.DidChangeWorkspaceFoldersParams(
+                event=types.WorkspaceFoldersChangeEvent(
+                    added=[],
+                    removed=[types.WorkspaceFolder(uri=other.as_uri(), name="other")],
+                )
+            )
+        )
+        status = await ed.command("synapse.status")
+        deadline = time.monotonic() + 5
+        while len(status["workspaces"]) != 1 and time.monotonic() < deadline:
+            status = await ed.command("synapse.status")
+        assert [w["uri"] for w in status["workspaces"]] == [proj.as_uri()]
+        while any(alive(p) for p in before) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert [p for p in before if alive(p)] == []
