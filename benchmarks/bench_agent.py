@@ -139,7 +139,8 @@ async def bench_tools(count: int, router: BashRouter, settings: Settings) -> Non
 
 async def bench_rss(turns: int, router: BashRouter, settings: Settings) -> None:
     script = {"loop": True, "responses": [{"commands": ["echo hi"]}, {"text": "ok " * 50}]}
-    async with FakeAnthropic(script) as api:
+    # The fake server keeps only the last request, so RSS measures the agent, not the recorder.
+    async with FakeAnthropic(script, keep_requests=1) as api:
         model = model_for(api)
         session = ChatSession(router, settings, model=model)
         start = time.perf_counter()

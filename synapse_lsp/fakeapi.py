@@ -220,8 +220,17 @@ class _Template(dict[str, str]):
 class FakeAnthropic:
     """`async with FakeAnthropic(script) as api:` -> `api.base_url`, `api.requests`."""
 
-    def __init__(self, script: Any = None, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        script: Any = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        keep_requests: int | None = None,
+    ) -> None:
+        """`keep_requests`: remember only the last N requests (long benchmarks); None = all."""
         parsed = Script.parse(script)
+        self.keep_requests = keep_requests
         self._queue: deque[JSON] = deque(parsed.responses)
         self._all = list(parsed.responses)
         self.loop = parsed.loop
@@ -392,6 +401,8 @@ class FakeAnthropic:
                 "body": body,
             }
         )
+        if self.keep_requests is not None and len(self.requests) > self.keep_requests:
+            del self.requests[: len(self.requests) - self.keep_requests]
         if route != "/v1/messages" or method != "POST":
             return await self._error(writer, 404, "not_found_error", f"no route {method} {path}")
         response = self._next()
