@@ -59,30 +59,34 @@ class SearchIndex:
         pool, blob, starts = self._blob(kind)
         pattern = _regex(query)
         words = query.lower().split()
-        in_name: Callable[[IndexEntry], bool]
         if pattern is not None:
             # Rare hits in a big blob: let the regex engine skip ahead in C.
             locate = pattern.search
             hits = self._scan(pool, starts, lambda pos: _start(locate(blob, pos)))
             hits = [e for e in hits if locate(e.haystack)]  # no match across entries
-            in_name = lambda e: locate(e.name_lower) is not None  # noqa: E731
+            named = [e for e in hits if locate(e.name_lower)]
+        elif not words:
+            hits = named = list(pool)
         else:
-            hits = list(pool)
-            for word in words:
+            first_word = words[0]
+            if blob.count(first_word) * 8 < len(pool):  # rare: skip ahead with str.find
+                hits = self._scan(pool, starts, lambda pos: blob.find(first_word, pos))
+            else:  # common: one pass in a comprehension is cheaper per hit
+                hits = [e for e in pool if first_word in e.haystack]
+            for word in words[1:]:
                 hits = [e for e in hits if word in e.haystack]
-            in_name = lambda e: all(w in e.name_lower for w in words)  # noqa: E731
-        q = query.lower()
-        buckets: list[list[IndexEntry]] = [[], [], [], []]
-        for entry in hits:
-            if entry.name_lower == q:
-                buckets[0].append(entry)
-            elif q and entry.name_lower.startswith(q):
-                buckets[1].append(entry)
-            elif in_name(entry):
-                buckets[2].append(entry)
+            if len(words) == 1:
+                named = [e for e in hits if first_word in e.name_lower]
             else:
-                buckets[3].append(entry)
-        found = [e for bucket in buckets for e in bucket]
+                named = [e for e in hits if all(w in e.name_lower for w in words)]
+        q = query.lower()
+        exact = [e for e in named if e.name_lower == q]
+        prefix = [e for e in named if e.name_lower.startswith(q) and e.name_lower != q]
+        first = {id(e) for e in exact} | {id(e) for e in prefix}
+        other_named = [e for e in named if id(e) not in first] if first else named
+        in_name = {id(e) for e in named}
+        described = [e for e in hits if id(e) not in in_name]
+        found = exact + prefix + other_named + described
         return found if limit is None else found[:limit]
 
     @staticmethod
