@@ -90,6 +90,7 @@ async def run_nvim(sc: Scenario, tmp: Path) -> None:
     sc.workdir = tmp / "proj"
     sc.workdir.mkdir(parents=True)
     (sc.workdir / "a.py").write_text("x = 1\nfoo = 2\n")
+    (sc.workdir / "b.py").write_text("old = 1\n")
     out = tmp / f"{sc.name}.json"
     async with FakeAnthropic(sc.script) as api:
         config = {
@@ -206,6 +207,17 @@ def test_run_edit_changes_the_modified_buffer_not_the_disk(runs: dict[str, Scena
     assert transcript[0] == "#### Run: edit a.py 'foo' 'bar' [completed]"
     assert transcript[-1] == ""
     assert any("a.py" in line for line in transcript[1:-1]), transcript
+    # files that were not loaded in Neovim are saved after the edit (write_unopened)
+    assert result["b_disk"] == "new = 1\n"
+    assert result["b_modified"] is False
+    # saved by Neovim, so 'fixendofline' adds the final newline, as on any :write
+    assert result["todo_disk"] == "ship it\n"
+    headers = [line for line in result["transcript_all"] if line.startswith("#### ")]
+    assert headers == [
+        "#### Run: edit a.py 'foo' 'bar' [completed]",
+        "#### Run: edit b.py 'old' 'new' [completed]",
+        "#### Run: write notes/todo.md 'ship it' [completed]",
+    ]
 
 
 def test_chat_turn_streams_into_the_transcript(runs: dict[str, Scenario]) -> None:

@@ -132,6 +132,21 @@ function scenarios.run_edit()
   result.modified = vim.bo[buf].modified
   result.disk = read_disk(root .. "/a.py")
   result.transcript = transcript(chat)
+  -- files not loaded in Neovim: the edit lands in a buffer that is then saved
+  vim.cmd("SynapseRun edit b.py 'old' 'new'")
+  vim.cmd("SynapseRun write notes/todo.md 'ship it'")
+  wait_for("the other runs", function()
+    return chat.runs_done >= 3
+  end)
+  settle(chat)
+  result.b_disk = read_disk(root .. "/b.py")
+  result.todo_disk = read_disk(root .. "/notes/todo.md")
+  local b = vim.fn.bufnr(root .. "/b.py")
+  if b ~= -1 then
+    result.b_modified = vim.bo[b].modified
+  end
+  result.transcript_all = transcript(chat)
+
 end
 
 function scenarios.chat()

@@ -162,6 +162,18 @@ function M.apply_edit(err, params, ctx, cfg)
       unopened[t.uri] = true
     end
   end
+  -- Neovim 0.7 creates files with io.open(): make the parent folders first
+  local changes = params and params.edit and params.edit.documentChanges
+  if type(changes) == "table" then
+    for _, change in ipairs(changes) do
+      if change.kind == "create" and type(change.uri) == "string" then
+        local dir = vim.fn.fnamemodify(vim.uri_to_fname(change.uri), ":h")
+        if vim.fn.isdirectory(dir) == 0 then
+          vim.fn.mkdir(dir, "p")
+        end
+      end
+    end
+  end
   local result = vim.lsp.handlers["workspace/applyEdit"](err, params, ctx, cfg)
   local cfg_all = M.config or {}
   if cfg_all.write_unopened ~= false and type(result) == "table" and result.applied then
