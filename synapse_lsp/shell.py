@@ -45,7 +45,7 @@ INTERRUPT_EXIT_CODE = 130
 # and how long after that before bash itself is presumed stuck and replaced.
 INTERRUPT_GRACE_S = 1.0
 KILL_GRACE_S = 2.0
-START_TIMEOUT_S = 10.0
+START_TIMEOUT_S = 30.0  # generous: a loaded CI machine can take seconds to fork
 READ_SIZE = 1 << 16
 FIFO_READ_SIZE = 1 << 18
 DRAIN_LIMIT = 64
