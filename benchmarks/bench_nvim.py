@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT = ROOT / "nvim-client"
 DELTAS = 2000
+REPEATS = int(os.environ.get("SYNAPSE_BENCH_REPEATS") or 5)
 
 
 def nvim_path() -> str | None:
@@ -123,11 +125,23 @@ async def end_to_end(nvim: str, tmp: Path) -> dict[str, Any]:
     return bench
 
 
+COLUMNS = ("total_ms", "handler_calls", "handler_max_ms", "flushes", "flush_max_ms")
+
+
 def row(name: str, r: dict[str, Any]) -> str:
     return (
-        f"{name:<22} {r['total_ms']:>9.1f} {r['handler_calls']:>8} {r['handler_max_ms']:>9.2f} "
+        f"{name:<26} {r['total_ms']:>9.1f} {r['handler_calls']:>8} {r['handler_max_ms']:>9.2f} "
         f"{r['flushes']:>8} {r['flush_max_ms']:>9.2f} {r['loop_max_gap_ms']:>9.1f}"
     )
+
+
+def aggregate(runs: list[dict[str, Any]], pick: str) -> dict[str, Any]:
+    """Median or worst of each figure over the repeats."""
+    out: dict[str, Any] = {}
+    for key in (*COLUMNS, "loop_max_gap_ms"):
+        values = sorted(r[key] for r in runs)
+        out[key] = values[-1] if pick == "worst" else statistics.median(values)
+    return out
 
 
 def main() -> int:
@@ -135,24 +149,26 @@ def main() -> int:
     if nvim is None:
         print("bench_nvim: nvim not found (apt-get install neovim); skipped")
         return 0
-    print(f"Neovim: {nvim_version(nvim)}  ({nvim})")
+    print(f"Neovim: {nvim_version(nvim)}  ({nvim}); load average {os.getloadavg()[0]:.1f}")
     print(f"{DELTAS} streamed deltas into the chat transcript (times in ms)")
     print(
-        f"{'run':<22} {'total':>9} {'updates':>8} {'hdl max':>9} "
+        f"{'run':<26} {'total':>9} {'updates':>8} {'hdl max':>9} "
         f"{'redraws':>8} {'draw max':>9} {'loop gap':>9}"
     )
     worst = 0.0
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         for mode in ("burst", "paced"):
-            r = synthetic(nvim, mode, tmp)
-            print(row(f"synthetic {mode}", r))
-            worst = max(worst, r["handler_max_ms"], r["flush_max_ms"])
+            runs = [synthetic(nvim, mode, tmp) for _ in range(REPEATS)]
+            print(row(f"{mode}, median of {REPEATS}", aggregate(runs, "median")))
+            w = aggregate(runs, "worst")
+            print(row(f"{mode}, worst of {REPEATS}", w))
+            worst = max(worst, w["handler_max_ms"], w["flush_max_ms"])
         if (ROOT / "synapse_lsp" / "server.py").exists():
             e2e_tmp = tmp / "e2e"
             e2e_tmp.mkdir()
             r = asyncio.run(end_to_end(nvim, e2e_tmp))
-            print(row("end to end (server)", r))
+            print(row("end to end via server", r))
             worst = max(worst, r["handler_max_ms"], r["flush_max_ms"])
         else:
             print("end to end: synapse_lsp/server.py missing; skipped")
