@@ -170,6 +170,27 @@ def parse_command(argv: Sequence[str], *, codex_only: bool = False) -> list[Pars
     `codex_only=True` gives exactly Codex's answer. By default Synapse's extra kinds
     replace an `unknown` answer when every stage is then understood."""
     argv = list(argv)
+    parsed = _parse_command(argv, codex_only)
+    if not codex_only and any(_mutating_find(p) for p in parsed):
+        return [_single_unknown(argv)]
+    return parsed
+
+
+# `find` actions that change or run things: a title saying "List"/"Search" would hide
+# them from the user, so Synapse (not Codex) shows such a command as unknown.
+_FIND_ACTIONS = frozenset(
+    {"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"}
+)
+
+
+def _mutating_find(parsed: ParsedCommand) -> bool:
+    if isinstance(parsed, Unknown):
+        return False
+    words = shlex_split(parsed.cmd) or []
+    return bool(words) and words[0] == "find" and not _FIND_ACTIONS.isdisjoint(words)
+
+
+def _parse_command(argv: list[str], codex_only: bool) -> list[ParsedCommand]:
     script = extract_bash_script(argv)
     if script is None:
         codex = _finish(argv, _parse_impl(argv, None))

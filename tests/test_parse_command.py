@@ -273,6 +273,20 @@ def test_still_unknown(command: str) -> None:
     assert _one(command) == {"type": "unknown", "cmd": command}
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "find . -name '*.pyc' -delete",
+        "find . -type f -exec rm {} +",
+        "ls && find src -execdir chmod +x {} ;",
+    ],
+)
+def test_find_that_changes_things_is_not_shown_as_a_listing(command: str) -> None:
+    codex = [p.to_dict() for p in parse_command(["bash", "-lc", command], codex_only=True)]
+    assert all(p["type"] != "unknown" for p in codex)  # Codex calls it a listing/search
+    assert _one(command) == {"type": "unknown", "cmd": command}
+
+
 def test_plain_argv_gets_extra_kinds_too() -> None:
     parsed = parse_command(["cargo", "test", "&&", "cargo", "clippy"])
     assert [p.to_dict() for p in parsed] == [
