@@ -32,7 +32,7 @@ class Settings:
     synapse_home: Path = field(default_factory=synapse_home)
     command_timeout: float = DEFAULT_TIMEOUT_S
     output: OutputLimits = field(default_factory=OutputLimits)
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-5-5"
     max_tokens: int = 8192
     base_url: str | None = None
     api_key_env: str = "ANTHROPIC_API_KEY"

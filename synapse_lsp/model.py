@@ -129,7 +129,7 @@ class ModelClient:
         *,
         api_key: str,
         base_url: str | None = None,
-        model: str = "claude-sonnet-4-5",
+        model: str = "claude-sonnet-5-5",
         max_tokens: int = 8192,
         max_attempts: int = 5,
         retry_base_delay: float = 1.0,
