@@ -649,7 +649,12 @@ class SynapseServer(LanguageServer):
         live.prompt_id = self.protocol.msg_id
         live.cancelled_by_request = False
         finished: TurnFinished | None = None
-        events = live.chat.run_turn(text, context)
+        try:
+            events = live.chat.run_turn(text, context)
+        except SessionBusyError as exc:
+            live.turn = None
+            live.prompt_id = None
+            raise request_failed(str(exc), "session_busy") from None
         try:
             await live.stream.put(user_message(text))
             async for event in events:

@@ -64,6 +64,10 @@ class LiveSession:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(asyncio.shield(self.turn), 5.0)
         await self.stream.close()
+        close = getattr(self.chat, "close", None)
+        if close is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(close(), 5.0)
         with contextlib.suppress(Exception):
             await self.shell.close()
 
@@ -167,6 +171,9 @@ class WorkspaceContext:
             self.router.settings = settings
         for live in self.sessions.values():
             live.router.settings = settings
+            chat_router = getattr(live.chat, "router", None)
+            if chat_router is not None:
+                chat_router.settings = settings
 
     async def run(self, command: str, *, timeout: float | None = None) -> RouteResult:
         router = await self.ensure()

@@ -218,7 +218,9 @@ def _plain(value: Any) -> Any:
     """Notification params arrive as dicts or attrs-like objects; make them plain."""
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if hasattr(value, "_asdict"):  # pygls turns unknown JSON objects into namedtuples
+        return _plain(value._asdict())
+    if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     if hasattr(value, "__dict__") and not isinstance(value, type):
         return {k: _plain(v) for k, v in vars(value).items()}

@@ -1,0 +1,271 @@
+"""Chat over LSP against the fake Anthropic server: streamed updates in order, edits in
+the editor, cancel (command and $/cancelRequest), concurrency, busy sessions,
+permissions and stored sessions (list / load replay / delete)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+
+from synapse_lsp.fakeapi import FakeAnthropic
+from tests.lsp_client import Editor, editor
+
+FAKE_KEY = "sk-ant-fake-lsp-test"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "synapse-home"
+
+
+@pytest.fixture
+def proj(tmp_path: Path) -> Path:
+    path = tmp_path / "proj"
+    path.mkdir()
+    (path / "a.py").write_text("x = 1\n")
+    (path / "notes.txt").write_text("hello\n")
+    return path
+
+
+def fake_env(api: FakeAnthropic) -> dict[str, str]:
+    return {"ANTHROPIC_API_KEY": FAKE_KEY, "ANTHROPIC_BASE_URL": api.base_url}
+
+
+async def wait_for(predicate: Any, timeout: float = 60.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+async def new_session(ed: Editor) -> str:
+    created = await ed.command("synapse.session.new", {})
+    sid: str = created["sessionId"]
+    return sid
+
+
+def kinds(updates: list[dict[str, Any]]) -> list[str]:
+    """Update kinds with consecutive duplicates collapsed (streams coalesce variably)."""
+    out: list[str] = []
+    for u in updates:
+        kind = u["sessionUpdate"]
+        if kind == "tool_call_update":
+            kind += ":" + ("output" if "output" in u else u["status"])
+        if kind in ("usage_update", "tool_call_update:output"):
+            continue
+        if not out or out[-1] != kind:
+            out.append(kind)
+    return out
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic([]) as server:
+        yield server
+
+
+async def test_prompt_streams_text_runs_ls_and_edits_the_open_buffer(
+    home: Path, proj: Path, api: FakeAnthropic
+) -> None:
+    api.add(
+        {"text": "Let me look.", "commands": ["ls"]},
+        {"commands": ["edit a.py 'y = 2' 'y = 3'"]},
+        {"text": "Done: a.py now sets y to 3."},
+    )
+    async with editor(home, [proj], env=fake_env(api)) as ed:
+        uri = ed.open(proj / "a.py")
+        ed.type_text(uri, "y = 2\n")  # unsaved in the editor
+        sid = await new_session(ed)
+        result = await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "Fix y"})
+        assert result["stopReason"] == "end_turn"
+        assert result["usage"]["outputTokens"] > 0
+        updates = ed.session_updates(sid)
+        assert kinds(updates) == [
+            "user_message_chunk",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update:completed",
+            "tool_call",
+            "tool_call_update:completed",
+            "agent_message_chunk",
+            "turn_finished",
+        ]
+        assert updates[0]["content"] == {"type": "text", "text": "Fix y"}
+        text = "".join(
+            u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"
+        )
+        assert text == "Let me look.Done: a.py now sets y to 3."
+        calls = [u for u in updates if u["sessionUpdate"] == "tool_call"]
+        assert calls[0]["rawInput"] == {"command": "ls", "restart": False}
+        assert calls[0]["status"] == "in_progress" and calls[0]["kind"]
+        ls_out = "".join(
+            u["output"]["text"]
+            for u in updates
+            if "output" in u and u["toolCallId"] == calls[0]["toolCallId"]
+        )
+        assert ls_out == "a.py\nnotes.txt\n"
+        done = [u for u in updates if u.get("status") == "completed"]
+        assert done[1]["rawOutput"]["edit"] == {"path": str(proj / "a.py"), "applied": True}
+        assert ed.docs[uri].text == "x = 1\ny = 3\n"
+        assert (proj / "a.py").read_text() == "x = 1\n"
+        assert updates[-1]["stopReason"] == "end_turn"
+        # The model saw the unsaved buffer through the edit's success, and got 3 calls.
+        assert len(api.message_requests) == 3
+
+
+async def test_cancel_by_command_and_by_cancel_request(
+    home: Path, proj: Path, api: FakeAnthropic
+) -> None:
+    api.add(
+        {"commands": ["sleep 30"]},
+        {"commands": ["sleep 31"]},
+        "after the cancels",
+    )
+    async with editor(home, [proj], env=fake_env(api)) as ed:
+        sid = await new_session(ed)
+
+        def started(command: str) -> bool:
+            return any(
+                u["sessionUpdate"] == "tool_call" and u["rawInput"]["command"] == command
+                for u in ed.session_updates(sid)
+            )
+
+        prompt = asyncio.create_task(
+            ed.command("synapse.session.prompt", {"sessionId": sid, "text": "wait"})
+        )
+        await wait_for(lambda: started("sleep 30"))
+        assert await ed.command("synapse.session.cancel", {"sessionId": sid}) == {"cancelled": True}
+        result = await asyncio.wait_for(prompt, 20)
+        assert result["stopReason"] == "cancelled"
+        ended = [u for u in ed.session_updates(sid) if u.get("status") == "cancelled"]
+        assert len(ended) == 1
+
+        # $/cancelRequest for the prompt request does the same.
+        protocol = ed.client.protocol
+        future = asyncio.ensure_future(
+            protocol.send_request_async(
+                "workspace/executeCommand",
+                types.ExecuteCommandParams(
+                    command="synapse.session.prompt",
+                    arguments=[{"sessionId": sid, "text": "again"}],
+                ),
+                msg_id="prompt-2",
+            )
+        )
+        await wait_for(lambda: started("sleep 31"))
+        protocol.notify("$/cancelRequest", types.CancelParams(id="prompt-2"))
+        with pytest.raises(JsonRpcException) as cancelled:
+            await asyncio.wait_for(future, 20)
+        assert cancelled.value.code == -32800
+        await wait_for(
+            lambda: [u.get("stopReason") for u in ed.session_updates(sid)].count("cancelled") == 2
+        )
+        # The session is usable afterwards and its history stayed valid.
+        final = await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "go on"})
+        assert final["stopReason"] == "end_turn"
+        assert await ed.command("synapse.session.cancel", {"sessionId": sid}) == {
+            "cancelled": False
+        }
+
+
+async def test_concurrent_sessions_and_busy_rejection(
+    home: Path, proj: Path, api: FakeAnthropic
+) -> None:
+    # Each session's command waits until both sessions' commands are running.
+    both = (
+        "touch started.$$; for i in $(seq 400); do "
+        '[ "$(ls started.* | wc -l)" -ge 2 ] && break; sleep 0.05; done; '
+        'if [ "$(ls started.* | wc -l)" -ge 2 ]; then echo both; else echo alone; fi'
+    )
+    api.add({"commands": [both]}, {"commands": [both]}, "finished", "finished")
+    async with editor(home, [proj], env=fake_env(api)) as ed:
+        one, two = await new_session(ed), await new_session(ed)
+        first = asyncio.create_task(
+            ed.command("synapse.session.prompt", {"sessionId": one, "text": "go"})
+        )
+        await wait_for(
+            lambda: any(u["sessionUpdate"] == "tool_call" for u in ed.session_updates(one))
+        )
+        with pytest.raises(JsonRpcException) as busy:
+            await ed.command("synapse.session.prompt", {"sessionId": one, "text": "again"})
+        assert busy.value.code == -32803
+        assert busy.value.data == {"reason": "session_busy"}
+        second = asyncio.create_task(
+            ed.command("synapse.session.prompt", {"sessionId": two, "text": "go"})
+        )
+        results = await asyncio.wait_for(asyncio.gather(first, second), 60)
+        assert [r["stopReason"] for r in results] == ["end_turn", "end_turn"]
+        for sid in (one, two):
+            outputs = "".join(u["output"]["text"] for u in ed.session_updates(sid) if "output" in u)
+            assert outputs == "both\n"
+        status = await ed.command("synapse.status")
+        assert status["workspaces"][0]["sessions"] == 2
+        assert status["workspaces"][0]["busySessions"] == 0
+
+
+async def test_permission_denied_tool_call_is_not_run(
+    home: Path, proj: Path, api: FakeAnthropic
+) -> None:
+    api.add({"commands": ["touch made-by-agent"]}, "I could not.")
+    options = {"permission": "ask-all-native"}
+    async with editor(home, [proj], env=fake_env(api), init_options=options) as ed:
+        ed.answer = "Deny"
+        sid = await new_session(ed)
+        result = await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "touch"})
+        assert result["stopReason"] == "end_turn"
+        assert len(ed.asks) == 1 and "touch made-by-agent" in ed.asks[0].message
+        finished = [u for u in ed.session_updates(sid) if u.get("status") == "failed"]
+        assert len(finished) == 1
+        assert finished[0]["rawOutput"]["exitCode"] == 126
+        assert "Not run: denied by the user" in finished[0]["content"][0]["content"]["text"]
+        assert not (proj / "made-by-agent").exists()
+
+
+async def test_no_api_key_ends_the_turn_with_a_clear_error(home: Path, proj: Path) -> None:
+    async with editor(home, [proj]) as ed:
+        sid = await new_session(ed)
+        result = await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "hi"})
+        assert result["stopReason"] == "error"
+        assert "ANTHROPIC_API_KEY" in result["error"]
+
+
+async def test_sessions_list_load_replay_and_delete(
+    home: Path, proj: Path, api: FakeAnthropic
+) -> None:
+    api.add({"text": "Listing.", "commands": ["ls"]}, "There are two files.")
+    async with editor(home, [proj], env=fake_env(api)) as ed:
+        sid = await new_session(ed)
+        await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "What is here?"})
+        listed = await ed.command("synapse.session.list", {})
+        assert [s["sessionId"] for s in listed["sessions"]] == [sid]
+        row = listed["sessions"][0]
+        assert row["title"] == "What is here?" and row["workspaceUri"] == proj.as_uri()
+        assert row["busy"] is False
+    # A new server process: the session is stored and replays.
+    async with editor(home, [proj], env=fake_env(api)) as ed:
+        loaded = await ed.command("synapse.session.load", {"sessionId": sid})
+        assert loaded == {"sessionId": sid, "title": "What is here?", "workspaceUri": proj.as_uri()}
+        replayed = [u for u in ed.updates if u["sessionId"] == sid]
+        assert replayed and all(u.get("replay") is True for u in replayed)
+        updates = [u["update"] for u in replayed]
+        assert kinds(updates) == [
+            "user_message_chunk",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update:completed",
+            "agent_message_chunk",
+            "turn_finished",
+        ]
+        assert updates[0]["content"]["text"] == "What is here?"
+        assert await ed.command("synapse.session.delete", {"sessionId": sid}) == {"deleted": True}
+        assert (await ed.command("synapse.session.list", {}))["sessions"] == []
+        with pytest.raises(JsonRpcException) as gone:
+            await ed.command("synapse.session.load", {"sessionId": sid})
+        assert gone.value.code == -32602
