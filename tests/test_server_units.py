@@ -1,0 +1,262 @@
+"""In-process parts of the LSP face: event -> update mapping, the paced bounded update
+stream, minimal TextEdits, and the permission policy."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types
+
+from synapse_lsp.commands import Layer
+from synapse_lsp.config import Settings
+from synapse_lsp.editor_files import apply_offset_edits, offset_edits, to_text_edits, utf16_units
+from synapse_lsp.events import (
+    Notice,
+    PlanEntry,
+    PlanUpdated,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolOutput,
+    TurnFinished,
+    Usage,
+    UserMessage,
+)
+from synapse_lsp.lsp_updates import MAX_OUTPUT_CHUNK, UpdateStream, event_to_update
+from synapse_lsp.permissions import EditorPermissionGate, writes_outside
+from tests.lsp_client import apply_edits
+
+
+def test_event_to_update_shapes() -> None:
+    def title(cmd: str) -> tuple[str, str, list[str]]:
+        return f"Run {cmd}", "execute", ["src"]
+
+    assert event_to_update(TextDelta("hi", parent_tool_call_id="toolu_p")) == {
+        "sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": "hi"},
+        "parentToolCallId": "toolu_p",
+    }
+    assert event_to_update(
+        ToolCallStarted("toolu_1", "rg x src"), summarize=title, cwd=Path("/p")
+    ) == {
+        "sessionUpdate": "tool_call",
+        "toolCallId": "toolu_1",
+        "title": "Run rg x src",
+        "kind": "execute",
+        "status": "in_progress",
+        "rawInput": {"command": "rg x src", "restart": False},
+        "locations": [{"path": "/p/src"}],
+    }
+    assert event_to_update(ToolOutput("toolu_1", "stderr", "oops\n")) == {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "toolu_1",
+        "output": {"stream": "stderr", "text": "oops\n"},
+    }
+    finished = ToolCallFinished(
+        "toolu_2", "completed", 0, False, "Replaced 1", "agent", None,
+        {"edit": {"kind": "edit", "path": "/p/a.py", "replacements": 1}},
+    )  # fmt: skip
+    assert event_to_update(finished) == {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "toolu_2",
+        "status": "completed",
+        "content": [{"type": "content", "content": {"type": "text", "text": "Replaced 1"}}],
+        "rawOutput": {
+            "exitCode": 0,
+            "isError": False,
+            "layer": "agent",
+            "category": None,
+            "edit": {"path": "/p/a.py", "applied": True},
+        },
+    }
+    plan = PlanUpdated((PlanEntry("Fix", "in_progress"),), "why")
+    assert event_to_update(plan) == {
+        "sessionUpdate": "plan",
+        "explanation": "why",
+        "entries": [{"content": "Fix", "priority": "medium", "status": "in_progress"}],
+    }
+    assert event_to_update(Notice("retrying", "warning")) == {
+        "sessionUpdate": "notice",
+        "level": "warning",
+        "message": "retrying",
+    }
+    assert event_to_update(TurnFinished("error", Usage(1, 2, 3, 4), "no key")) == {
+        "sessionUpdate": "turn_finished",
+        "stopReason": "error",
+        "usage": {
+            "inputTokens": 1,
+            "outputTokens": 2,
+            "cacheCreationInputTokens": 3,
+            "cacheReadInputTokens": 4,
+        },
+        "error": "no key",
+    }
+    assert event_to_update(UserMessage("q")) == {
+        "sessionUpdate": "user_message_chunk",
+        "content": {"type": "text", "text": "q"},
+    }
+
+
+def _text(kind: str, text: str) -> dict[str, Any]:
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+
+
+async def test_stream_coalesces_text_keeps_order_and_sends_the_first_chunk_at_once() -> None:
+    sent: list[dict[str, Any]] = []
+    stream = UpdateStream("s", sent.append, interval=0.05)
+    await stream.put(_text("agent_message_chunk", "a"))
+    await asyncio.sleep(0)  # the pump runs: the first chunk goes out without waiting
+    await asyncio.sleep(0)
+    assert [u["update"]["content"]["text"] for u in sent] == ["a"]
+    for ch in "bcd":
+        await stream.put(_text("agent_message_chunk", ch))
+    await stream.put({"sessionUpdate": "tool_call", "toolCallId": "t"})
+    for ch in "ef":
+        await stream.put(_text("agent_message_chunk", ch))
+    await stream.flush()
+    updates = [u["update"] for u in sent]
+    assert [u["sessionUpdate"] for u in updates] == [
+        "agent_message_chunk",
+        "agent_message_chunk",
+        "tool_call",
+        "agent_message_chunk",
+    ]
+    assert [u.get("content", {}).get("text") for u in updates] == ["a", "bcd", None, "ef"]
+    assert all(u["sessionId"] == "s" for u in sent)
+    await stream.close()
+
+
+def _output(text: str) -> dict[str, Any]:
+    return {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "t",
+        "output": {"stream": "stdout", "text": text},
+    }
+
+
+async def test_stream_output_chunks_are_bounded_and_complete() -> None:
+    sent: list[dict[str, Any]] = []
+    stream = UpdateStream("s", sent.append)
+    big = "".join(f"line {i} ünïcode\n" for i in range(5000))
+    await stream.put(_output(big))
+    for i in range(100):
+        await stream.put(_output(f"{i}\n"))
+    await stream.flush()
+    texts = [u["update"]["output"]["text"] for u in sent]
+    assert "".join(texts) == big + "".join(f"{i}\n" for i in range(100))
+    assert all(len(t.encode("utf-8")) <= MAX_OUTPUT_CHUNK for t in texts)
+    assert len(texts) < 20  # small chunks were merged
+    await stream.close()
+
+
+async def test_stream_is_bounded_when_the_client_stops_reading() -> None:
+    sent: list[dict[str, Any]] = []
+    reading = asyncio.Event()  # the transport never drains until we say so
+
+    async def drained() -> None:
+        await reading.wait()
+
+    stream = UpdateStream("s", sent.append, drained=drained, max_pending=8)
+
+    async def produce() -> None:
+        for i in range(100):
+            await stream.put({"sessionUpdate": "tool_call", "toolCallId": str(i)})
+
+    producer = asyncio.create_task(produce())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not producer.done()  # back-pressure: the producer waits
+    assert stream.pending <= 8 and sent == []
+    reading.set()
+    await asyncio.wait_for(producer, 5)
+    await stream.flush()
+    assert [u["update"]["toolCallId"] for u in sent] == [str(i) for i in range(100)]
+    await stream.close()
+
+
+def _lsp_apply(old: str, new: str) -> str:
+    edits = to_text_edits(old, offset_edits(old, new), utf16_units)
+    return apply_edits(old, edits)
+
+
+def test_minimal_edits_round_trip_random_texts() -> None:
+    rng = random.Random(7)
+    alphabet = ["a", "b", " ", "\n", "\r\n", "\r", "é", "😀", "\t"]
+    for _ in range(3000):
+        old = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        chars = list(old)
+        for _ in range(rng.randint(0, 4)):
+            i = rng.randint(0, len(chars))
+            if rng.random() < 0.5 or not chars:
+                chars.insert(i, rng.choice(alphabet))
+            else:
+                del chars[min(i, len(chars) - 1)]
+        new = "".join(chars)
+        edits = offset_edits(old, new)
+        assert apply_offset_edits(old, edits) == new
+        assert _lsp_apply(old, new) == new, (old, new)
+
+
+def test_edits_are_small_and_positions_are_utf16() -> None:
+    old = "".join(f"line {i}\n" for i in range(2000))
+    new = old.replace("line 10\n", "line ten\n").replace("line 1500\n", "LINE 1500\n")
+    edits = to_text_edits(old, offset_edits(old, new), utf16_units)
+    assert [(e.range.start.line, e.range.start.character, e.new_text) for e in edits] == [
+        (10, 5, "ten"),
+        (1500, 0, "LINE"),
+    ]
+    emoji = to_text_edits("😀x\n", offset_edits("😀x\n", "😀y\n"), utf16_units)
+    assert emoji == [
+        types.TextEdit(
+            range=types.Range(
+                start=types.Position(line=0, character=2), end=types.Position(line=0, character=3)
+            ),
+            new_text="y",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "layer", "outside"),
+    [
+        ("echo hi > out.txt", Layer.NATIVE, []),
+        ("echo hi > /tmp/x", Layer.NATIVE, ["/tmp/x"]),
+        ("echo hi 2>/dev/null", Layer.NATIVE, []),
+        ("rm -rf ../other", Layer.NATIVE, ["/ws/../other"]),
+        ("cd sub && cp a /etc/b", Layer.NATIVE, ["/etc/b"]),
+        ("sed -i s/a/b/ /etc/hosts", Layer.NATIVE, ["/etc/hosts"]),
+        ("cat /etc/hosts", Layer.NATIVE, []),
+        ("write /tmp/n.txt hi", Layer.AGENT, ["/tmp/n.txt"]),
+        ("edit a.py x y", Layer.AGENT, []),
+    ],
+)
+def test_writes_outside(line: str, layer: Layer, outside: list[str]) -> None:
+    found = writes_outside(line, layer, Path("/ws"), Path("/ws"))
+    assert [re.sub(r"^/ws/\.\./", "/ws/../", f) for f in found] == outside
+
+
+async def test_allow_globs_never_cover_chained_commands() -> None:
+    asked: list[str] = []
+
+    async def ask(message: str, actions: tuple[str, ...]) -> str | None:
+        asked.append(message)
+        return "Deny"
+
+    settings = Settings(permission="ask-all-native", allow=("git status*",), deny=("rm -rf /*",))
+    gate = EditorPermissionGate(lambda: settings, Path("/ws"), ask)
+    assert await gate.check("git status --short", Layer.NATIVE, Path("/ws")) is None
+    assert asked == []
+    denied = await gate.check("git status && rm -rf /", Layer.NATIVE, Path("/ws"))
+    assert denied is not None and "deny" in denied  # the deny glob matched a segment
+    assert await gate.check("git status; curl x | sh", Layer.NATIVE, Path("/ws")) == (
+        "denied by the user"
+    )
+    assert await gate.check("git status $(touch x)", Layer.NATIVE, Path("/ws")) == (
+        "denied by the user"
+    )
+    assert len(asked) == 2
