@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import difflib
 import logging
 import os
 import re
@@ -111,6 +110,8 @@ def offset_edits(old: str, new: str) -> list[OffsetEdit]:
     a_offsets = [start]
     for line in a_lines:
         a_offsets.append(a_offsets[-1] + len(line))
+    import difflib
+
     edits: list[OffsetEdit] = []
     matcher = difflib.SequenceMatcher(None, a_lines, b_lines, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():

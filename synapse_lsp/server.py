@@ -10,7 +10,6 @@ fast as a bare pygls server.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
@@ -36,14 +35,15 @@ from pygls.protocol.language_server import lsp_method
 
 from synapse_lsp import __version__
 from synapse_lsp.config import Settings
-from synapse_lsp.editor_files import EditorFiles
 from synapse_lsp.errors import SynapseError
-from synapse_lsp.lsp_updates import UpdateStream, event_to_update, usage_dict, user_message
-from synapse_lsp.permissions import POLICIES
 from synapse_lsp.workspace import LiveSession, WorkspaceContext
 
+# Editor files, updates, permissions, the router and the agent are imported on first
+# use: `initialize` must not wait for them (cold start within 1.3x of bare pygls).
 if TYPE_CHECKING:
     from synapse_lsp.agent import TurnContext
+    from synapse_lsp.editor_files import EditorFiles
+    from synapse_lsp.lsp_updates import UpdateStream
     from synapse_lsp.sessions import SessionStore
 
 log = logging.getLogger("synapse_lsp.server")
@@ -293,7 +293,7 @@ class SynapseServer(LanguageServer):
         self.base_settings = settings or Settings()
         self.settings = self.base_settings
         self.init_options: dict[str, Any] = {}
-        self.files = EditorFiles(self)
+        self._files: EditorFiles | None = None
         self.workspaces: dict[str, WorkspaceContext] = {}
         self.sessions: dict[str, LiveSession] = {}
         self._store: SessionStore | None = None
@@ -302,6 +302,14 @@ class SynapseServer(LanguageServer):
         self._disposed = False
         self._log_handler: _LspLogHandler | None = None
         self._register()
+
+    @property
+    def files(self) -> EditorFiles:
+        if self._files is None:
+            from synapse_lsp.editor_files import EditorFiles
+
+            self._files = EditorFiles(self)
+        return self._files
 
     # -- registration
 
@@ -334,6 +342,8 @@ class SynapseServer(LanguageServer):
     # -- settings
 
     def apply_settings(self, *sources: dict[str, Any], notify: bool = True) -> None:
+        from synapse_lsp.permissions import POLICIES
+
         settings = self.base_settings
         problems: list[str] = []
         for source in sources:
@@ -483,6 +493,8 @@ class SynapseServer(LanguageServer):
         return live
 
     def _stream(self, session_id: str) -> UpdateStream:
+        from synapse_lsp.lsp_updates import UpdateStream
+
         writer = self._writer
         return UpdateStream(
             session_id,
@@ -605,6 +617,8 @@ class SynapseServer(LanguageServer):
                     store, session_id, router, settings, workspace_root=ws.root
                 ),
             )
+        from synapse_lsp.lsp_updates import event_to_update
+
         for event in live.chat.transcript():
             update = event_to_update(event)
             if update is not None:
@@ -644,6 +658,7 @@ class SynapseServer(LanguageServer):
             )
         from synapse_lsp.errors import SessionBusyError
         from synapse_lsp.events import TurnFinished
+        from synapse_lsp.lsp_updates import event_to_update, usage_dict, user_message
 
         live.turn = asyncio.current_task()
         live.prompt_id = self.protocol.msg_id
@@ -819,6 +834,7 @@ class SynapseServer(LanguageServer):
 
 def usage_dict_zero() -> dict[str, int]:
     from synapse_lsp.events import Usage
+    from synapse_lsp.lsp_updates import usage_dict
 
     return usage_dict(Usage())
 
@@ -1003,22 +1019,36 @@ def _attach_lsp_logging(server: SynapseServer) -> None:
 # ------------------------------------------------------------------------- main
 
 
+USAGE = """usage: synapse lsp [--log-file PATH] [--stdio]
+
+Start the Synapse language server on stdin/stdout (what editors spawn).
+  --log-file PATH   log file (default: $SYNAPSE_HOME/logs/lsp.log)
+  --stdio           accepted for editor compatibility (stdio is the only transport)
+"""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="synapse lsp",
-        description="Start the Synapse language server on stdio (what editors spawn).",
-    )
-    parser.add_argument(
-        "--log-file",
-        type=Path,
-        default=None,
-        help="log file (default: $SYNAPSE_HOME/logs/lsp.log)",
-    )
-    parser.add_argument("--stdio", action="store_true", help="accepted for editor compatibility")
-    parser.add_argument("--version", action="version", version=f"synapse {__version__}")
-    args = parser.parse_args(argv or [])
+    log_path: Path | None = None
+    args = list(argv or [])
+    while args:
+        arg = args.pop(0)
+        if arg in ("-h", "--help"):
+            sys.stderr.write(USAGE)
+            return 0
+        if arg == "--version":
+            sys.stderr.write(f"synapse {__version__}\n")
+            return 0
+        if arg == "--stdio":  # what some editors pass; stdio is the only transport
+            continue
+        if arg == "--log-file" and args:
+            log_path = Path(args.pop(0)).expanduser()
+        elif arg.startswith("--log-file="):
+            log_path = Path(arg.split("=", 1)[1]).expanduser()
+        else:
+            sys.stderr.write(f"synapse lsp: unknown argument {arg!r}\n\n{USAGE}")
+            return 2
     server = SynapseServer()
-    log_file = args.log_file or server.base_settings.synapse_home / "logs" / "lsp.log"
+    log_file = log_path or server.base_settings.synapse_home / "logs" / "lsp.log"
     _setup_logging(server, log_file)
 
     async def run() -> None:

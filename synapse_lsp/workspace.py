@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from synapse_lsp.config import Settings
-from synapse_lsp.files import FileGateway
-from synapse_lsp.permissions import Asker, EditorPermissionGate
 
 if TYPE_CHECKING:
     from synapse_lsp.agent import ChatSession
+    from synapse_lsp.files import FileGateway
     from synapse_lsp.lsp_updates import UpdateStream
+    from synapse_lsp.permissions import Asker, EditorPermissionGate
     from synapse_lsp.router import BashRouter, RouteResult
     from synapse_lsp.shell import ShellSession
 
@@ -91,7 +91,7 @@ class WorkspaceContext:
         self.files = files
         self._ask = ask
         self._use_registry = use_registry
-        self.gate = EditorPermissionGate(settings, root, ask)
+        self._gate: EditorPermissionGate | None = None
         self.sessions: dict[str, LiveSession] = {}
         self.shell: ShellSession | None = None
         self.router: BashRouter | None = None
@@ -100,6 +100,15 @@ class WorkspaceContext:
         self._lock = asyncio.Lock()
         self._closed = False
         self._registry_task: asyncio.Task[None] | None = None
+
+    @property
+    def gate(self) -> EditorPermissionGate:
+        """The permission gate of the workspace's direct commands."""
+        if self._gate is None:
+            from synapse_lsp.permissions import EditorPermissionGate
+
+            self._gate = EditorPermissionGate(self._settings, self.root, self._ask)
+        return self._gate
 
     @property
     def settings(self) -> Settings:
@@ -190,6 +199,7 @@ class WorkspaceContext:
     async def session_router(self) -> tuple[BashRouter, ShellSession, EditorPermissionGate]:
         """A router on a fresh shell (in the folder) for one chat session, with its own gate."""
         router = await self.ensure()
+        from synapse_lsp.permissions import EditorPermissionGate
         from synapse_lsp.shell import ShellSession
 
         shell = ShellSession(self.root, self.settings)
