@@ -101,9 +101,28 @@ class SynapseController implements vscode.WebviewViewProvider {
 
   // ---- state ---------------------------------------------------------------
 
+  private outbox: Action[] = [];
+  private outboxScheduled = false;
+
+  /**
+   * Fold an action here (authoritative state) and forward it to the webview.
+   * Actions are posted in batches, one per turn of the event loop: a burst
+   * (a replayed session, one stdout read full of notifications) costs the
+   * webview one message, not hundreds.
+   */
   private dispatch(action: Action): void {
     apply(this.state, action);
-    this.post({ type: 'action', action });
+    this.outbox.push(action);
+    if (!this.outboxScheduled) {
+      this.outboxScheduled = true;
+      setImmediate(() => {
+        this.outboxScheduled = false;
+        const actions = this.outbox;
+        this.outbox = [];
+        if (actions.length === 1) this.post({ type: 'action', action: actions[0] });
+        else if (actions.length > 1) this.post({ type: 'actions', actions });
+      });
+    }
     this.updateStatusBar();
   }
 
@@ -587,6 +606,8 @@ class SynapseController implements vscode.WebviewViewProvider {
   private async onMessage(m: FromWebview): Promise<void> {
     switch (m.type) {
       case 'ready':
+        // The snapshot already contains whatever is still queued.
+        this.outbox = [];
         this.post({ type: 'snapshot', state: this.state });
         break;
       case 'newSession':

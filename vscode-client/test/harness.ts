@@ -32,7 +32,7 @@ import {
 import { resolveServer, type ServerLaunch } from '../src/launch';
 import { SESSION_UPDATE_METHOD, serverSettings, type SessionUpdateParams } from '../src/protocol';
 
-export const CLIENT_DIR = path.resolve(__dirname, '..');
+export const CLIENT_DIR = process.env.SYNAPSE_CLIENT_DIR || path.resolve(__dirname, '..');
 export const REPO_ROOT = path.resolve(CLIENT_DIR, '..');
 
 /** The Python that has synapse_lsp: $SYNAPSE_PYTHON, else the repo's .venv. */

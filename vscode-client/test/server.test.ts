@@ -219,12 +219,11 @@ describe.skipIf(skipReason !== null)('real Synapse server over LSP', () => {
     const session = await client.execute<SessionNewResult>(Commands.sessionNew, {});
     const first = client.execute<PromptResult>(Commands.sessionPrompt, { sessionId: session.sessionId, text: 'one' });
     await new Promise((r) => setTimeout(r, 50));
-    let error: { code?: number; data?: { reason?: string } } | null = null;
-    try {
-      await client.execute(Commands.sessionPrompt, { sessionId: session.sessionId, text: 'two' });
-    } catch (e) {
-      error = e as typeof error;
-    }
+    type RpcError = { code?: number; data?: { reason?: string } };
+    const error = await client.execute(Commands.sessionPrompt, { sessionId: session.sessionId, text: 'two' }).then(
+      () => null,
+      (e: unknown) => e as RpcError,
+    );
     await first;
     // Either the first turn was still running (busy) or it had already finished.
     if (error) {

@@ -33,7 +33,9 @@ type Posted = { type: string; [k: string]: unknown };
 async function post(page: Page, messages: unknown[]): Promise<void> {
   await page.evaluate((ms) => {
     for (const data of ms) window.dispatchEvent(new MessageEvent('message', { data }));
-    (window as unknown as { synapseChat: { flush(): void } }).synapseChat.flush();
+    const view = (window as unknown as { synapseChat: { flush(): void; behind: boolean } }).synapseChat;
+    view.flush();
+    while (view.behind) view.flush(); // rendering is time-sliced across frames
   }, messages);
 }
 
@@ -116,7 +118,10 @@ describe.skipIf(skipReason !== null)('chat webview in headless Chromium', () => 
       const card = page.locator(`.tool[data-tool-call-id="${tool.id}"]`);
       expect(await card.count()).toBe(1);
       expect(await card.getAttribute('data-status')).toBe(tool.status);
+      // Closed cards render their body when opened.
+      if (!(await card.evaluate((el) => (el as HTMLDetailsElement).open))) await card.locator('summary').click();
       expect(await card.locator('.tool-command').textContent()).toBe(tool.command);
+      await card.locator('summary').click();
     }
     const statuses = tools.map((t) => t.status);
     expect(statuses).toEqual(['completed', 'failed', 'completed', 'cancelled']);
@@ -124,7 +129,7 @@ describe.skipIf(skipReason !== null)('chat webview in headless Chromium', () => 
     const failed = page.locator('.tool[data-status="failed"]');
     expect(await failed.locator('.tool-exit').textContent()).toMatch(/^exit [1-9]/);
     const first = page.locator(`.tool[data-tool-call-id="${tools[0].id}"]`);
-    await first.locator('summary').click();
+    if (!(await first.evaluate((el) => (el as HTMLDetailsElement).open))) await first.locator('summary').click();
     expect(await first.locator('.tool-output').textContent()).toContain('alpha\nbeta\n');
     expect(await first.locator('.tool-output .stderr').textContent()).toContain('oops');
 
@@ -171,7 +176,12 @@ describe.skipIf(skipReason !== null)('chat webview in headless Chromium', () => 
     expect(await page.locator('.transcript [onerror], .transcript [onload]').count()).toBe(0);
     const hrefs = await page.locator('.transcript a[href]').evaluateAll((els) => els.map((e) => e.getAttribute('href')));
     expect(hrefs.filter((h) => /^javascript:/i.test(h ?? ''))).toEqual([]);
-    expect(await page.locator('.tool[data-tool-call-id="evil"] .tool-output').textContent()).toBe('<img src=x onerror="window.__pwned=13">');
+    const evil = page.locator('.tool[data-tool-call-id="evil"]');
+    expect(await evil.locator('.tool-title code').textContent()).toBe('<img src=x onerror="window.__pwned=11">');
+    if (!(await evil.evaluate((el) => (el as HTMLDetailsElement).open))) await evil.locator('summary').click();
+    expect(await evil.locator('.tool-output').textContent()).toBe('<img src=x onerror="window.__pwned=13">');
+    expect(await evil.locator('.tool-command').textContent()).toBe('<script>window.__pwned=12</script>');
+    expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
   });
 
   it('sends with Enter, adds lines with Shift+Enter, recalls history, keeps attachments', async () => {

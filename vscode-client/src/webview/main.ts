@@ -5,6 +5,7 @@
 import '@vscode/codicons/dist/codicon.css';
 import './style.css';
 
+import { warmUp } from './markdown';
 import type { ToWebview } from './messages';
 import { ChatView, type UiState } from './render';
 
@@ -39,6 +40,9 @@ window.addEventListener('message', (event: MessageEvent<ToWebview>) => {
     case 'action':
       view.dispatch(m.action);
       break;
+    case 'actions':
+      for (const action of m.actions) view.dispatch(action);
+      break;
     case 'attach':
       view.attach(m.attachment);
       break;
@@ -55,3 +59,8 @@ window.addEventListener('message', (event: MessageEvent<ToWebview>) => {
 (window as unknown as { synapseChat: ChatView }).synapseChat = view;
 
 vscode.postMessage({ type: 'ready' });
+
+// Compile highlight grammars and the sanitiser config while nothing happens.
+const idle = (window as unknown as { requestIdleCallback?: (cb: () => void, o?: { timeout: number }) => void }).requestIdleCallback;
+if (idle) idle(() => warmUp(), { timeout: 500 });
+else setTimeout(warmUp, 50);

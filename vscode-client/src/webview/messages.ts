@@ -19,6 +19,8 @@ export type Attachment =
 export type ToWebview =
   | { type: 'snapshot'; state: ChatState }
   | { type: 'action'; action: Action }
+  /** Actions queued in one turn of the extension host's event loop, in order. */
+  | { type: 'actions'; actions: Action[] }
   | { type: 'attach'; attachment: Attachment }
   | { type: 'focusInput' }
   | { type: 'restoreInput'; text: string };

@@ -16,7 +16,7 @@ import {
   type SessionState,
   type ToolCallState,
 } from '../state';
-import { escapeHtml, highlight, renderInline, renderMarkdown, splitBlocks } from './markdown';
+import { escapeHtml, highlight, renderBlocks, splitBlocks } from './markdown';
 import type { Attachment, FromWebview } from './messages';
 
 /** What survives the view being hidden (vscode.setState). */
@@ -37,6 +37,12 @@ export interface Host {
 }
 
 const OUTPUT_TAIL_LINES = 40;
+/**
+ * Rendering work per animation frame before the rest waits for the next one:
+ * with layout and paint on top, a frame stays well under 50 ms.
+ */
+const FRAME_BUDGET_MS = 12;
+const PERSIST_DEBOUNCE_MS = 400;
 const HISTORY_MAX = 100;
 
 /** Codicon per ACP tool kind (the icon font VS Code itself uses). */
@@ -92,7 +98,7 @@ export function usageText(u: Usage | null | undefined): string {
 class MarkdownBlock {
   readonly el: HTMLElement;
   private sources: string[] = [];
-  private nodes: HTMLElement[] = [];
+  private nodes: Element[] = [];
 
   constructor(className: string) {
     this.el = h('div', { class: className });
@@ -100,17 +106,19 @@ class MarkdownBlock {
 
   set(text: string): void {
     const blocks = splitBlocks(text);
-    for (let i = 0; i < blocks.length; i++) {
-      if (this.sources[i] === blocks[i]) continue;
-      const html = renderMarkdown(blocks[i]);
-      let node = this.nodes[i];
-      if (!node) {
-        node = h('div', { class: 'md-block' });
+    const changed: number[] = [];
+    for (let i = 0; i < blocks.length; i++) if (this.sources[i] !== blocks[i]) changed.push(i);
+    if (changed.length > 0) {
+      const fragment = renderBlocks(changed.map((i) => blocks[i]));
+      const rendered = Array.from(fragment.children);
+      changed.forEach((i, n) => {
+        const node = rendered[n] ?? h('div', { class: 'md-block' });
+        const old = this.nodes[i];
+        if (old) old.replaceWith(node);
+        else this.el.appendChild(node);
         this.nodes[i] = node;
-        this.el.appendChild(node);
-      }
-      node.innerHTML = html;
-      this.sources[i] = blocks[i];
+        this.sources[i] = blocks[i];
+      });
     }
     while (this.nodes.length > blocks.length) this.nodes.pop()!.remove();
     this.sources.length = blocks.length;
@@ -131,6 +139,8 @@ export class ChatView {
   private historyIndex = -1;
   private renderedSessionId: string | null = null;
   private itemViews = new Map<number, ItemView>();
+  /** Items of the shown session whose DOM is behind the state, in transcript order. */
+  private dirty = new Set<number>();
 
   private readonly header: HTMLElement;
   private readonly sessionSelect: HTMLSelectElement;
@@ -306,22 +316,48 @@ export class ChatView {
     if (change.server) this.renderBanner();
     if (session && (change.sessionId === session.sessionId || change.sessionId === null)) {
       if (change.structure) this.reconcile(session);
-      for (const key of change.items) this.renderItemByKey(session, key);
+      for (const key of change.items) this.dirty.add(key);
       if (change.plan) this.renderPlan(session);
     }
     if (change.status || change.structure || change.server) this.renderComposer();
+    if (session) this.renderDirty(session);
     if (stick) this.scrollToBottom();
     this.schedulePersist();
     this.onRendered?.();
+  }
+
+  /** True while items wait for a later frame (a burst larger than one frame's budget). */
+  get behind(): boolean {
+    return this.dirty.size > 0;
+  }
+
+  /**
+   * Render dirty items in transcript order for at most FRAME_BUDGET_MS, so a
+   * burst (a replayed session, thousands of queued deltas) never blocks a
+   * frame; the rest goes to the next frame.
+   */
+  private renderDirty(session: SessionState): void {
+    const deadline = performance.now() + FRAME_BUDGET_MS;
+    for (const key of this.dirty) {
+      this.dirty.delete(key);
+      this.renderItemByKey(session, key);
+      if (performance.now() > deadline) break;
+    }
+    if (this.dirty.size > 0) {
+      this.pending ??= emptyChange();
+      if (!this.frame) this.frame = requestAnimationFrame(() => this.flush());
+    }
   }
 
   private renderAll(): void {
     const session = activeSession(this.state);
     this.renderedSessionId = session?.sessionId ?? null;
     this.itemViews.clear();
+    this.dirty.clear();
     this.transcript.textContent = '';
     if (session) {
-      for (const item of session.items) this.transcript.appendChild(this.itemView(session, item).el);
+      for (const item of session.items) this.transcript.appendChild(this.itemView(item).el);
+      this.renderDirty(session);
     }
     if (!session || session.items.length === 0) this.transcript.appendChild(this.empty);
     this.renderHeader();
@@ -388,7 +424,7 @@ export class ChatView {
     for (const item of session.items) {
       let view = this.itemViews.get(item.key);
       if (!view) {
-        view = this.itemView(session, item);
+        view = this.itemView(item);
         if (prev) prev.after(view.el);
         else this.transcript.prepend(view.el);
       }
@@ -399,11 +435,11 @@ export class ChatView {
   private renderItemByKey(session: SessionState, key: number): void {
     const view = this.itemViews.get(key);
     if (!view) return;
-    const item = session.items.find((i) => i.key === key);
+    const item = findItem(session.items, key);
     if (item) this.updateItem(session, item, view);
   }
 
-  private itemView(session: SessionState, item: Item): ItemView {
+  private itemView(item: Item): ItemView {
     let view: ItemView;
     switch (item.kind) {
       case 'user':
@@ -437,7 +473,8 @@ export class ChatView {
     }
     view.el.dataset.key = String(item.key);
     this.itemViews.set(item.key, view);
-    this.updateItem(session, item, view);
+    // Content is filled in by renderDirty (within the frame budget).
+    this.dirty.add(item.key);
     return view;
   }
 
@@ -511,6 +548,11 @@ export class ChatView {
     details.append(summary, body);
     details.addEventListener('toggle', () => {
       const id = details.dataset.toolCallId!;
+      const session = activeSession(this.state);
+      const tool = session?.tools[id];
+      if (details.open && details.dataset.bodyStale === '1' && session && tool) {
+        this.renderToolBody(session, details, tool);
+      }
       if (details.dataset.rendering === '1') return;
       this.ui.expanded[id] = details.open;
       this.schedulePersist();
@@ -529,7 +571,7 @@ export class ChatView {
     const title = summary.querySelector('.tool-title') as HTMLElement;
     const titleText = tool.title || tool.command || 'Tool call';
     if (title.dataset.src !== titleText) {
-      title.innerHTML = renderInline(titleText);
+      setCodeSpans(title, titleText);
       title.dataset.src = titleText;
     }
     title.title = tool.command;
@@ -540,7 +582,21 @@ export class ChatView {
     status.textContent = STATUS_LABELS[tool.status];
     status.className = `tool-status badge badge-${tool.status}`;
 
-    const body = q<HTMLElement>('.tool-body');
+    const choice = this.ui.expanded[tool.id];
+    const wantOpen = choice ?? (tool.status === 'in_progress' || tool.status === 'pending' || tool.status === 'failed');
+    if (el.open !== wantOpen) el.open = wantOpen;
+    // `toggle` fires asynchronously; clear the flag after it.
+    setTimeout(() => {
+      delete el.dataset.rendering;
+    }, 0);
+    // A closed card's body is rendered when it is opened.
+    if (el.open) this.renderToolBody(session, el, tool);
+    else el.dataset.bodyStale = '1';
+  }
+
+  private renderToolBody(session: SessionState, el: HTMLDetailsElement, tool: ToolCallState): void {
+    delete el.dataset.bodyStale;
+    const body = el.querySelector(':scope > .tool-body') as HTMLElement;
     const code = body.querySelector('.tool-command > code') as HTMLElement;
     if (code.dataset.src !== tool.command) {
       code.innerHTML = highlight(tool.command, 'bash');
@@ -579,14 +635,6 @@ export class ChatView {
     } else {
       children.hidden = true;
     }
-
-    const choice = this.ui.expanded[tool.id];
-    const wantOpen = choice ?? (tool.status === 'in_progress' || tool.status === 'pending' || tool.status === 'failed');
-    if (el.open !== wantOpen) el.open = wantOpen;
-    // `toggle` fires asynchronously; clear the flag after it.
-    setTimeout(() => {
-      delete el.dataset.rendering;
-    }, 0);
   }
 
   private renderOutput(body: HTMLElement, tool: ToolCallState): void {
@@ -846,13 +894,45 @@ export class ChatView {
     this.transcript.scrollTop = this.transcript.scrollHeight;
   }
 
+  /**
+   * Save UI state and a snapshot once things settle (trailing debounce):
+   * serialising the whole transcript on every streamed frame would cost more
+   * than the rendering. The extension keeps the authoritative state anyway.
+   */
   private schedulePersist(): void {
-    if (this.persistTimer !== undefined) return;
+    clearTimeout(this.persistTimer);
     this.persistTimer = setTimeout(() => {
       this.persistTimer = undefined;
       this.host.persist({ ...this.ui, snapshot: this.state });
-    }, 500);
+    }, PERSIST_DEBOUNCE_MS);
   }
+}
+
+/** Tool titles are plain text with `code` spans: built as nodes, never parsed as HTML. */
+function setCodeSpans(el: HTMLElement, text: string): void {
+  el.textContent = '';
+  const parts = text.split('`');
+  if (parts.length % 2 === 0) {
+    el.textContent = text; // an unmatched backtick: show it as it is
+    return;
+  }
+  parts.forEach((part, i) => {
+    if (part) el.appendChild(i % 2 === 1 ? h('code', {}, part) : document.createTextNode(part));
+  });
+}
+
+/** Top-level items are appended with increasing keys: binary search. */
+function findItem(items: Item[], key: number): Item | undefined {
+  let lo = 0;
+  let hi = items.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const k = items[mid].key;
+    if (k === key) return items[mid];
+    if (k < key) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return items.find((i) => i.key === key);
 }
 
 function planItem(entry: PlanEntry): HTMLElement {
