@@ -403,7 +403,12 @@ class SynapseServer(LanguageServer):
             return
         path = _path_of_uri(uri) or Path.cwd()
         self.workspaces[key] = WorkspaceContext(
-            key, path, lambda: self.settings, self.files, self.ask_user
+            key,
+            path,
+            lambda: self.settings,
+            lambda: self.files,
+            self.ask_user,
+            progress=self.work_progress,
         )
 
     async def remove_folder(self, uri: str) -> None:
@@ -518,6 +523,9 @@ class SynapseServer(LanguageServer):
             stream=self._stream(chat.id),
             router=router,
         )
+        from synapse_lsp.sessions import now_iso
+
+        live.extra["created"] = now_iso()
         ws.sessions[chat.id] = live
         self.sessions[chat.id] = live
         return live

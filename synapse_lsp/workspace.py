@@ -16,6 +16,7 @@ import importlib
 import logging
 import re
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,17 +81,19 @@ class WorkspaceContext:
         uri: str,
         root: Path,
         settings: Callable[[], Settings],
-        files: FileGateway,
+        files: Callable[[], FileGateway],
         ask: Asker,
         *,
         use_registry: bool = True,
+        progress: Callable[[str], AbstractAsyncContextManager[None]] | None = None,
     ) -> None:
         self.uri = uri
         self.root = root
         self._settings = settings
-        self.files = files
+        self._files = files
         self._ask = ask
         self._use_registry = use_registry
+        self._progress = progress
         self._gate: EditorPermissionGate | None = None
         self.sessions: dict[str, LiveSession] = {}
         self.shell: ShellSession | None = None
@@ -109,6 +112,10 @@ class WorkspaceContext:
 
             self._gate = EditorPermissionGate(self._settings, self.root, self._ask)
         return self._gate
+
+    @property
+    def files(self) -> FileGateway:
+        return self._files()
 
     @property
     def settings(self) -> Settings:
@@ -158,6 +165,9 @@ class WorkspaceContext:
         async def start() -> None:
             try:
                 await registry.start()
+                if self._progress is not None and registry.pending_servers():
+                    async with self._progress("Synapse: connecting MCP servers"):
+                        await registry.wait_for_mcp(60.0)
             except Exception as exc:
                 self.registry_error = f"extensions failed to start: {exc}"
                 log.warning("workspace %s: %s", self.uri, self.registry_error)
