@@ -7,7 +7,8 @@ block over 16 ms.
 
 1. synthetic, no server (nvim-client/bench/stream.lua): 2,000 deltas (a tool
    call with output every 200) delivered like Neovim's LSP client delivers
-   notifications, all at once ("burst") and one per millisecond ("paced");
+   notifications, all at once ("burst") and one per millisecond ("paced"), plus
+   the paced delivery with the handler left out (baseline for the loop gap);
 2. end to end: the real server (`python -m synapse_lsp`) streams a 2,000-delta
    answer from the fake Anthropic API into headless Neovim (the server coalesces
    text to one notification per 16 ms).
@@ -45,9 +46,11 @@ def nvim_version(nvim: str) -> str:
     return out.stdout.splitlines()[0]
 
 
-def synthetic(nvim: str, mode: str, tmp: Path) -> dict[str, Any]:
+def synthetic(nvim: str, mode: str, tmp: Path, *, noop: bool = False) -> dict[str, Any]:
     out = tmp / f"stream-{mode}.json"
+    out.unlink(missing_ok=True)
     env = dict(os.environ)
+    env["BENCH_NOOP"] = "1" if noop else "0"
     env.update(
         {
             "BENCH_OUT": str(out),
@@ -164,6 +167,10 @@ def main() -> int:
             w = aggregate(runs, "worst")
             print(row(f"{mode}, worst of {REPEATS}", w))
             worst = max(worst, w["handler_max_ms"], w["flush_max_ms"])
+        # the same delivery with the plugin's handler left out: what the loop gap is
+        # without any plugin work (OS scheduling, Neovim itself)
+        base = [synthetic(nvim, "paced", tmp, noop=True) for _ in range(REPEATS)]
+        print(row(f"paced, no handler, worst {REPEATS}", aggregate(base, "worst")))
         if (ROOT / "synapse_lsp" / "server.py").exists():
             e2e_tmp = tmp / "e2e"
             e2e_tmp.mkdir()

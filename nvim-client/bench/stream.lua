@@ -18,6 +18,7 @@ local uv = vim.uv or vim.loop
 local N = tonumber(os.getenv("BENCH_N") or "2000")
 local MODE = os.getenv("BENCH_MODE") or "burst"
 local OUT = os.getenv("BENCH_OUT")
+local NOOP = os.getenv("BENCH_NOOP") == "1" -- baseline: deliver, but do not handle
 
 local function run()
   local chat = chat_mod.new(vim.fn.getcwd(), "bench-session")
@@ -60,9 +61,13 @@ local function run()
 
   local t0 = uv.hrtime()
   local t_last = t0
+  local delivered = 0
   local function deliver(u)
     vim.schedule(function()
-      chat_mod.dispatch(u, 0)
+      delivered = delivered + 1
+      if not NOOP then
+        chat_mod.dispatch(u, 0)
+      end
       t_last = uv.hrtime()
     end)
   end
@@ -85,6 +90,9 @@ local function run()
   end
 
   local done = vim.wait(120000, function()
+    if NOOP then
+      return delivered == #updates
+    end
     if chat.pending or chat.state:has_changes() then
       return false
     end
