@@ -88,12 +88,17 @@ describe.skipIf(skipReason !== null)('chat webview in headless Chromium', () => 
     const running = page.locator('.tool[data-status="in_progress"]');
     expect(await running.count()).toBe(1);
     expect(await running.locator('.tool-command').textContent()).toBe('sleep 30');
+    await page.waitForTimeout(150); // let the view settle at the bottom
     await page.screenshot({ path: path.join(OUTPUT_DIR, 'webview-running.png') });
 
     await page.locator('button.stop').click();
+    await page.keyboard.press('Escape');
     const cancel = (await posted(page)).filter((m) => m.type === 'cancel');
     const sessionId = stream.find((a): a is Extract<Action, { type: 'sessionCreated' }> => a.type === 'sessionCreated')!.session.sessionId;
-    expect(cancel).toEqual([{ type: 'cancel', sessionId }]);
+    expect(cancel).toEqual([
+      { type: 'cancel', sessionId },
+      { type: 'cancel', sessionId },
+    ]);
 
     // The rest of the stream, including the session reload (replay).
     await replay(page, stream.slice(sleepCall + 1));
@@ -145,6 +150,7 @@ describe.skipIf(skipReason !== null)('chat webview in headless Chromium', () => 
     // Idle again, the cancelled turn marked.
     expect(await page.locator('textarea.input').isDisabled()).toBe(false);
     expect(await page.locator('.turn-end.stop-cancelled').count()).toBe(1);
+    await page.waitForTimeout(150);
     await page.screenshot({ path: path.join(OUTPUT_DIR, 'webview.png') });
   });
 

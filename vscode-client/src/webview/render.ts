@@ -234,6 +234,23 @@ export class ChatView {
       this.schedulePersist();
     });
     root.addEventListener('click', (e) => this.onClick(e));
+    // Escape stops a running turn (the input is disabled then, so listen on the document).
+    document.addEventListener('keydown', (e) => {
+      if (e.key === 'Escape' && activeSession(this.state)?.running) {
+        e.preventDefault();
+        this.stop();
+      }
+    });
+    this.transcript.addEventListener(
+      'scroll',
+      () => {
+        // Content growing under us is not the user scrolling away: only a move
+        // up from where we last put the view stops following.
+        if (this.nearBottom()) this.stick = true;
+        else if (this.transcript.scrollTop < this.autoScrollTop - 2) this.stick = false;
+      },
+      { passive: true },
+    );
 
     this.input.value = this.ui.draft;
     this.autosize();
@@ -311,7 +328,7 @@ export class ChatView {
       this.renderAll();
       return;
     }
-    const stick = this.nearBottom();
+    const stick = this.stick;
     if (change.sessions || change.status) this.renderHeader();
     if (change.server) this.renderBanner();
     if (session && (change.sessionId === session.sessionId || change.sessionId === null)) {
@@ -364,6 +381,7 @@ export class ChatView {
     this.renderBanner();
     this.renderPlan(session);
     this.renderComposer();
+    this.stick = true;
     this.scrollToBottom();
     this.schedulePersist();
     this.onRendered?.();
@@ -795,10 +813,6 @@ export class ChatView {
       this.send();
       return;
     }
-    if (e.key === 'Escape' && activeSession(this.state)?.running) {
-      this.stop();
-      return;
-    }
     const history = this.ui.history;
     if (e.key === 'ArrowUp' && history.length > 0 && this.caretOnFirstLine()) {
       e.preventDefault();
@@ -890,9 +904,35 @@ export class ChatView {
     return t.scrollHeight - t.scrollTop - t.clientHeight < 40;
   }
 
+  /**
+   * Follow the bottom. Items that come into view get their real height a frame
+   * later (content-visibility), so keep following for a few frames while the
+   * height still changes.
+   */
   private scrollToBottom(): void {
-    this.transcript.scrollTop = this.transcript.scrollHeight;
+    const t = this.transcript;
+    t.scrollTop = t.scrollHeight;
+    this.autoScrollTop = t.scrollTop;
+    if (this.settleFrame) return;
+    let frames = 0;
+    let last = t.scrollHeight;
+    const settle = (): void => {
+      this.settleFrame = 0;
+      if (!this.stick) return;
+      if (t.scrollHeight !== last || t.scrollTop + t.clientHeight < t.scrollHeight - 1) {
+        last = t.scrollHeight;
+        t.scrollTop = t.scrollHeight;
+        this.autoScrollTop = t.scrollTop;
+      }
+      if (++frames < 4) this.settleFrame = requestAnimationFrame(settle);
+    };
+    this.settleFrame = requestAnimationFrame(settle);
   }
+
+  private settleFrame = 0;
+  private autoScrollTop = 0;
+  /** Whether the view follows new content (the user has not scrolled up). */
+  private stick = true;
 
   /**
    * Save UI state and a snapshot once things settle (trailing debounce):
