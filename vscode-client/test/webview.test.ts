@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
-import type { Page } from 'playwright-core';
+import type { Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { Action } from '../src/state';
@@ -43,6 +43,18 @@ async function replay(page: Page, actions: Action[]): Promise<void> {
   await post(
     page,
     actions.map((action) => ({ type: 'action', action })),
+  );
+}
+
+/** Open a tool card (its body renders on the asynchronous `toggle` event). */
+async function openCard(card: Locator): Promise<void> {
+  if (!(await card.evaluate((el) => (el as HTMLDetailsElement).open))) await card.locator('summary').click();
+  await card.evaluate(
+    (el) =>
+      new Promise<void>((resolve) => {
+        const check = (): void => ((el as HTMLDetailsElement).open && !(el as HTMLElement).dataset.bodyStale ? resolve() : void setTimeout(check, 10));
+        check();
+      }),
   );
 }
 
@@ -124,7 +136,7 @@ describe.skipIf(skipReason !== null)('chat webview in headless Chromium', () => 
       expect(await card.count()).toBe(1);
       expect(await card.getAttribute('data-status')).toBe(tool.status);
       // Closed cards render their body when opened.
-      if (!(await card.evaluate((el) => (el as HTMLDetailsElement).open))) await card.locator('summary').click();
+      await openCard(card);
       expect(await card.locator('.tool-command').textContent()).toBe(tool.command);
       await card.locator('summary').click();
     }
@@ -134,7 +146,7 @@ describe.skipIf(skipReason !== null)('chat webview in headless Chromium', () => 
     const failed = page.locator('.tool[data-status="failed"]');
     expect(await failed.locator('.tool-exit').textContent()).toMatch(/^exit [1-9]/);
     const first = page.locator(`.tool[data-tool-call-id="${tools[0].id}"]`);
-    if (!(await first.evaluate((el) => (el as HTMLDetailsElement).open))) await first.locator('summary').click();
+    await openCard(first);
     expect(await first.locator('.tool-output').textContent()).toContain('alpha\nbeta\n');
     expect(await first.locator('.tool-output .stderr').textContent()).toContain('oops');
 
@@ -184,7 +196,7 @@ describe.skipIf(skipReason !== null)('chat webview in headless Chromium', () => 
     expect(hrefs.filter((h) => /^javascript:/i.test(h ?? ''))).toEqual([]);
     const evil = page.locator('.tool[data-tool-call-id="evil"]');
     expect(await evil.locator('.tool-title code').textContent()).toBe('<img src=x onerror="window.__pwned=11">');
-    if (!(await evil.evaluate((el) => (el as HTMLDetailsElement).open))) await evil.locator('summary').click();
+    await openCard(evil);
     expect(await evil.locator('.tool-output').textContent()).toBe('<img src=x onerror="window.__pwned=13">');
     expect(await evil.locator('.tool-command').textContent()).toBe('<script>window.__pwned=12</script>');
     expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
