@@ -253,8 +253,10 @@ def test_cancel_stops_a_running_turn(runs: dict[str, Scenario]) -> None:
     assert transcript[:3] == ["### You", "wait for it", ""]
     assert f"#### Tool: {title} [cancelled]" in transcript
     assert transcript[-2:] == ["*Turn ended: cancelled*", ""]
-    # the model was not called again after the cancel
+    # the model was not called again after the cancel, nor for the refused prompt
+    assert result["second_send"] is False
     assert len(sc.model_requests) == 1
+    assert "and another thing" not in "\n".join(transcript)
 
 
 def test_deny_prevents_the_command(runs: dict[str, Scenario]) -> None:

@@ -189,6 +189,8 @@ function scenarios.cancel()
     local id = first_tool(chat)
     return id ~= nil
   end)
+  -- a second prompt while the turn runs is refused, not queued
+  result.second_send = chat:send("and another thing")
   local t0 = vim.loop.hrtime()
   vim.cmd("SynapseCancel")
   wait_for("the turn to end", function()

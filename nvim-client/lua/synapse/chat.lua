@@ -385,7 +385,8 @@ function Chat:send(text, context)
     return false
   end
   if self.busy then
-    notify("a turn is running; :SynapseCancel stops it", vim.log.levels.WARN)
+    notify("a turn is running; :SynapseCancel stops it (your text is kept)", vim.log.levels.WARN)
+    self:restore_prompt(text)
     return false
   end
   self.busy = true
