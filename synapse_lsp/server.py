@@ -301,6 +301,7 @@ class SynapseServer(LanguageServer):
         self._writer: PipeWriter | None = None
         self._disposed = False
         self._log_handler: _LspLogHandler | None = None
+        self._configured: asyncio.Event | None = None
         self._register()
 
     @property
@@ -376,6 +377,13 @@ class SynapseServer(LanguageServer):
             )
         for problem in problems:
             log.warning("settings: %s", problem)
+
+    async def configured(self) -> None:
+        """Commands wait (bounded) for the first `workspace/configuration` answer, so
+        none runs under a permission policy the user has already changed."""
+        if self._configured is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._configured.wait(), 10.0)
 
     async def read_configuration(self) -> None:
         caps = self.client_capabilities.workspace
@@ -903,6 +911,7 @@ def _kill_leftovers(pids: list[int]) -> None:
 
 def _command_handler(name: str, method: str) -> Callable[..., Any]:
     async def handler(ls: SynapseServer, *args: Any) -> Any:
+        await ls.configured()
         try:
             return await getattr(ls, method)(Args(name, args))
         except SynapseError as exc:
@@ -930,7 +939,11 @@ def _on_initialize(ls: SynapseServer, params: types.InitializeParams) -> None:
 
 
 async def _on_initialized(ls: SynapseServer, params: types.InitializedParams) -> None:
-    await ls.read_configuration()
+    ls._configured = asyncio.Event()
+    try:
+        await ls.read_configuration()
+    finally:
+        ls._configured.set()
 
 
 async def _on_shutdown(ls: SynapseServer, params: Any) -> None:

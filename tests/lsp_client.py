@@ -176,9 +176,12 @@ async def editor(
     init_options: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     capabilities: str = "visual-studio-code",
+    configuration: dict[str, Any] | None = None,
 ) -> AsyncIterator[Editor]:
     """Start `python -m synapse_lsp` and initialize it with `folders`."""
     client = pytest_lsp.make_test_lsp_client()
+    if configuration is not None:
+        client.set_configuration(configuration, section="synapse")
     state = Editor(client)
 
     @client.feature(types.WORKSPACE_APPLY_EDIT)

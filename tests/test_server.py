@@ -300,3 +300,34 @@ async def test_removed_folder_is_disposed(home: Path, proj: Path, tmp_path: Path
         while any(alive(p) for p in before) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         assert [p for p in before if alive(p)] == []
+
+
+async def test_workspace_configuration_applies_before_commands(home: Path, proj: Path) -> None:
+    async with editor(home, [proj], configuration={"permission": "ask-all-native"}) as ed:
+        ed.answer = "Deny"
+        denied = await ed.command("synapse.shell.run", {"command": "echo hi"})
+        assert denied["exitCode"] == 126 and len(ed.asks) == 1
+
+
+async def test_tools_search_and_refresh_with_progress(home: Path, proj: Path) -> None:
+    scripts = home / "skills" / "demo" / "scripts"
+    scripts.mkdir(parents=True)
+    (home / "skills" / "demo" / "SKILL.md").write_text(
+        "---\nname: demo\ndescription: A demo skill\n---\nSay hello.\n"
+    )
+    (scripts / "hello.sh").write_text("#!/bin/sh\n# Say hello to someone.\necho hello $1\n")
+    async with editor(home, [proj]) as ed:
+        found = await ed.command("synapse.tools.search", {"query": "hello"})
+        assert [t["name"] for t in found["tools"]] == ["skill:demo:hello"]
+        assert found["tools"][0]["type"] == "skill"
+        assert (await ed.command("synapse.tools.search", {"query": "hello", "type": "mcp"})) == {
+            "tools": []
+        }
+        refreshed = await ed.command("synapse.tools.refresh", {"what": "skills"})
+        assert refreshed["tools"] == 1
+        assert ed.client.progress_reports, "expected work-done progress for the refresh"
+        ran = await ed.command("synapse.shell.run", {"command": "skill:demo:hello world"})
+        assert ran["stdout"] == "hello world\n"
+        with pytest.raises(JsonRpcException) as bad:
+            await ed.command("synapse.tools.refresh", {"what": "everything"})
+        assert bad.value.code == -32602
