@@ -41,7 +41,7 @@ const OUTPUT_TAIL_LINES = 40;
  * Rendering work per animation frame before the rest waits for the next one:
  * with layout and paint on top, a frame stays well under 50 ms.
  */
-const FRAME_BUDGET_MS = 12;
+const FRAME_BUDGET_MS = 8;
 const PERSIST_DEBOUNCE_MS = 400;
 const HISTORY_MAX = 100;
 
