@@ -18,6 +18,7 @@ import {
   ExecuteCommandRequest,
   LanguageClient,
   ResponseError,
+  RevealOutputChannelOn,
   State,
   TransportKind,
   type LanguageClientOptions,
@@ -221,7 +222,7 @@ class SynapseController implements vscode.WebviewViewProvider {
       outputChannel: this.log,
       initializationOptions: this.serverSection(),
       // The chat shows failures itself; don't pop the log for every error.
-      revealOutputChannelOn: 4 /* RevealOutputChannelOn.Never */,
+      revealOutputChannelOn: RevealOutputChannelOn.Never,
       errorHandler: {
         error: () => ({ action: ErrorAction.Continue }),
         closed: () => {
@@ -271,6 +272,19 @@ class SynapseController implements vscode.WebviewViewProvider {
     this.backoff.reset();
     this.setPhase('running');
     await this.refreshSessions();
+    await this.reloadAfterRestart();
+  }
+
+  /**
+   * A new server process knows the stored sessions but has none live: mark
+   * them unloaded (opening one replays it) and replay the one on screen.
+   */
+  private async reloadAfterRestart(): Promise<void> {
+    const live = Object.values(this.state.byId).filter((s) => s.loaded);
+    if (live.length === 0) return;
+    for (const session of live) session.loaded = false;
+    const active = this.state.activeSessionId;
+    if (active && this.state.sessions.some((s) => s.sessionId === active)) await this.selectSession(active);
   }
 
   /** The server went away on its own: restart with back-off, visibly. */
