@@ -1,4 +1,4 @@
-"""The agent loop: user text -> streamed model output -> Bash tool calls -> ... -> answer.
+"""A chat session: one conversation, one turn at a time, as a stream of events.
 
 One core, two faces: the REPL and the LSP server both consume `ChatSession.run_turn`'s
 event stream (events.py). A turn runs in a worker task that feeds a queue, so
@@ -8,42 +8,39 @@ interrupt any await: the model stream is closed, the running command is
 interrupted (cancelling the task awaiting `router.route` interrupts it), and the
 history is repaired so every `tool_use` has a `tool_result`.
 
-Sub-agents (`task:<type>`): the session gives its router a `subagent` runner; a
-child loop gets its own history, a type-specific system prompt, a router derived
-with `in_subagent=True` (so `task:*` is refused inside it) and emits its events
-tagged with the `task:*` tool call's id. Its final text is the tool result.
+The parts: `loop.py` (the per-turn model <-> router loop), `history.py` (message
+rules), `compaction.py`, `subagents.py` (`task:<type>`), `transcript.py` (what is
+stored for replay). Their public names are re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from synapse_lsp import prompts
-from synapse_lsp.commands import CommandOutput, FailureCategory, Layer
+from synapse_lsp.commands import CommandOutput, FailureCategory
+from synapse_lsp.compaction import COMPACT_RATIO, DEFAULT_CONTEXT_WINDOW, KEEP_RECENT_TURNS
 from synapse_lsp.errors import ModelError, SessionBusyError
-from synapse_lsp.events import (
-    Event,
-    Notice,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallFinished,
-    ToolCallStarted,
-    ToolOutput,
-    TurnFinished,
-    Usage,
-    UsageUpdated,
-    UserMessage,
+from synapse_lsp.events import Event, Notice, TurnFinished, Usage, UserMessage
+from synapse_lsp.history import (
+    CANCELLED_RESULT,
+    INTERRUPTED_RESULT,
+    NOT_RUN_RESULT,
+    Message,
+    add_message,
+    estimate_tokens,
+    repair_history,
 )
-from synapse_lsp.model import StreamDone, StreamRetry, StreamText, StreamThinking
+from synapse_lsp.loop import Emit, Loop, LoopResult
+from synapse_lsp.subagents import run_subagent
+from synapse_lsp.transcript import Recorder
 
 if TYPE_CHECKING:
     from synapse_lsp.config import Settings
@@ -51,32 +48,29 @@ if TYPE_CHECKING:
     from synapse_lsp.router import BashRouter
     from synapse_lsp.sessions import SessionStore
 
+__all__ = [
+    "CANCELLED_RESULT",
+    "COMPACT_RATIO",
+    "DEFAULT_CONTEXT_WINDOW",
+    "INTERRUPTED_RESULT",
+    "KEEP_RECENT_TURNS",
+    "MAX_SELECTION_CHARS",
+    "NOT_RUN_RESULT",
+    "ChatSession",
+    "Emit",
+    "LoopResult",
+    "Message",
+    "Selection",
+    "TurnContext",
+    "add_message",
+    "context_text",
+    "estimate_tokens",
+    "repair_history",
+]
+
 log = logging.getLogger(__name__)
 
-Message = dict[str, Any]
-Emit = Callable[[Event], None]
-
-DEFAULT_CONTEXT_WINDOW = 200_000
-COMPACT_RATIO = 0.8
-KEEP_RECENT_TURNS = 2
 MAX_SELECTION_CHARS = 20_000
-CANCELLED_RESULT = (
-    "[Cancelled] The user cancelled this command while it ran; it was interrupted. "
-    "Do not retry it unless the user asks."
-)
-NOT_RUN_RESULT = "[Cancelled] Not run: the user cancelled the turn before this command started."
-INTERRUPTED_RESULT = (
-    "[Interrupted] Synapse stopped before this command finished; no result was recorded."
-)
-_EVENT_CLASSES = (
-    TextDelta,
-    ThinkingDelta,
-    ToolCallStarted,
-    ToolOutput,
-    ToolCallFinished,
-    UsageUpdated,
-    Notice,
-)
 
 
 @dataclass(frozen=True)
@@ -97,80 +91,6 @@ class TurnContext:
     active_file: str | None = None
     selection: Selection | None = None
     open_files: tuple[str, ...] = field(default_factory=tuple)
-
-
-# ------------------------------------------------------------------ history
-
-
-def _tool_result(tool_use_id: str, text: str, is_error: bool) -> dict[str, Any]:
-    return {
-        "type": "tool_result",
-        "tool_use_id": tool_use_id,
-        "content": text,
-        "is_error": is_error,
-    }
-
-
-def _blocks(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content else []
-    return list(content or [])
-
-
-def add_message(messages: list[Message], message: Message) -> None:
-    """Append, merging into the previous message when the roles repeat (a failed turn
-    leaves the user's text last; the next prompt joins it instead of breaking alternation)."""
-    if messages and messages[-1]["role"] == message["role"]:
-        last = messages[-1]
-        last["content"] = _blocks(last["content"]) + _blocks(message["content"])
-    else:
-        messages.append({"role": message["role"], "content": _blocks(message["content"])})
-
-
-def repair_history(messages: Iterable[Message]) -> list[Message]:
-    """Merged roles, and a tool_result for every tool_use (a crash may have left none)."""
-    out: list[Message] = []
-    for message in messages:
-        add_message(out, json.loads(json.dumps(message)))
-    fixed: list[Message] = []
-    for index, message in enumerate(out):
-        fixed.append(message)
-        if message["role"] != "assistant":
-            continue
-        ids = [b["id"] for b in message["content"] if b.get("type") == "tool_use"]
-        if not ids:
-            continue
-        following = out[index + 1] if index + 1 < len(out) else None
-        answered = set()
-        if following is not None and following["role"] == "user":
-            answered = {
-                b.get("tool_use_id") for b in following["content"] if b.get("type") == "tool_result"
-            }
-        missing = [_tool_result(i, INTERRUPTED_RESULT, True) for i in ids if i not in answered]
-        if not missing:
-            continue
-        if following is not None and following["role"] == "user":
-            following["content"] = missing + following["content"]
-        else:
-            fixed.append({"role": "user", "content": missing})
-    return fixed
-
-
-def _with_cache_breakpoint(messages: list[Message]) -> list[Message]:
-    """A shallow copy whose last block carries cache_control (incremental prompt caching)."""
-    if not messages:
-        return messages
-    last = messages[-1]
-    content = _blocks(last["content"])
-    for i in range(len(content) - 1, -1, -1):
-        if content[i].get("type") in ("text", "tool_result", "tool_use", "image"):
-            content = [
-                *content[:i],
-                {**content[i], "cache_control": prompts.CACHE},
-                *content[i + 1 :],
-            ]
-            return [*messages[:-1], {"role": last["role"], "content": content}]
-    return messages
 
 
 def _uri_to_path(uri: str) -> str:
@@ -200,460 +120,6 @@ def context_text(context: TurnContext) -> str | None:
     return prompts.editor_context_text("\n".join(lines))
 
 
-def estimate_tokens(messages: list[Message]) -> int:
-    return len(json.dumps(messages)) // 4
-
-
-def _text_of(content: list[dict[str, Any]]) -> str:
-    return "".join(b.get("text", "") for b in content if b.get("type") == "text")
-
-
-def _transcript_for_summary(messages: list[Message], limit: int = 4000) -> str:
-    parts: list[str] = []
-    for message in messages:
-        who = "User" if message["role"] == "user" else "Assistant"
-        for block in _blocks(message["content"]):
-            kind = block.get("type")
-            if kind == "text":
-                parts.append(f"{who}: {block.get('text', '')}")
-            elif kind == "tool_use":
-                parts.append(f"Assistant ran: {block.get('input', {}).get('command', '')}")
-            elif kind == "tool_result":
-                body = block.get("content", "")
-                if isinstance(body, list):
-                    body = _text_of(body)
-                body = str(body)
-                if len(body) > limit:
-                    body = body[: limit // 2] + "\n[...]\n" + body[-limit // 2 :]
-                error = " (error)" if block.get("is_error") else ""
-                parts.append(f"Result{error}:\n{body}")
-    return "\n\n".join(parts)
-
-
-# ------------------------------------------------------------- the loop
-
-
-@dataclass
-class LoopResult:
-    stop_reason: str
-    usage: Usage
-    final_text: str = ""
-    error: str | None = None
-    model_calls: int = 0
-
-
-class _ExploreGate:
-    """task:explore is read-only: only reading, listing and searching may run."""
-
-    READ_ONLY_BUILTINS = frozenset({"read", "command:search", "skill:search", "skill:load"})
-    GIT_READ = frozenset({"log", "show", "diff", "status", "grep", "blame", "ls-files", "branch"})
-    DANGEROUS = ("-delete", "-exec", "-execdir", "-ok", "-fprint", "-fls")
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    async def check(self, command: str, layer: Layer, cwd: Path) -> str | None:
-        reason = self._deny(command, layer)
-        if reason is not None:
-            return reason
-        if self.inner is not None:
-            result: str | None = await self.inner.check(command, layer, cwd)
-            return result
-        return None
-
-    def _deny(self, command: str, layer: Layer) -> str | None:
-        from synapse_lsp import cmdline
-
-        words = command.split()
-        first = cmdline.first_word(command)
-        refusal = (
-            "task:explore is read-only; this command may change things. Report what should "
-            "be done instead."
-        )
-        if layer is Layer.AGENT:
-            name = "command:search" if words[:2] == ["tools", "search"] else first
-            if name in self.READ_ONLY_BUILTINS or words[:2] in (
-                ["skill", "search"],
-                ["skill", "load"],
-            ):
-                return None
-            return refusal
-        if layer is Layer.EXTENSION:
-            return refusal
-        if any(w.startswith(self.DANGEROUS) for w in words):
-            return refusal
-        if first == "git" and len(words) > 1 and words[1] in self.GIT_READ:
-            return None if not cmdline.has_redirection(command) else refusal
-        try:
-            from synapse_lsp.summary import summarize
-        except ImportError:  # pragma: no cover - summaries are part of the package
-            return refusal
-        parsed = summarize(command).parsed
-        if parsed and all(p.get("type") in ("read", "list_files", "search") for p in parsed):
-            return None
-        return refusal
-
-
-class _Loop:
-    """One conversation's history and the model <-> router loop over it."""
-
-    def __init__(
-        self,
-        *,
-        router: BashRouter,
-        settings: Settings,
-        model: Callable[[], ModelClient],
-        system: Callable[[], list[dict[str, Any]]],
-        parent_tool_call_id: str | None = None,
-        context_window: int = DEFAULT_CONTEXT_WINDOW,
-        on_message: Callable[[Message], None] | None = None,
-        on_compaction: Callable[[list[Message]], None] | None = None,
-    ) -> None:
-        self.router = router
-        self.settings = settings
-        self._model = model
-        self._system = system
-        self.parent = parent_tool_call_id
-        self.messages: list[Message] = []
-        self.context_window = context_window
-        self.on_message = on_message
-        self.on_compaction = on_compaction
-        self.turn_usage = Usage()
-        self.current_tool_call_id: str | None = None
-        self.last_context_tokens = 0
-        self.model_calls = 0
-
-    def add(self, message: Message) -> None:
-        add_message(self.messages, message)
-        if self.on_message is not None:
-            self.on_message(message)
-
-    def _tag(self, event: Event) -> Event:
-        if self.parent is not None and getattr(event, "parent_tool_call_id", "") is None:
-            return dataclasses.replace(event, parent_tool_call_id=self.parent)  # type: ignore[arg-type]
-        return event
-
-    async def run(self, user_content: list[dict[str, Any]], emit: Emit) -> LoopResult:
-        self.turn_usage = Usage()
-        self.add({"role": "user", "content": user_content})
-        final_text = ""
-        for _ in range(self.settings.max_turns):
-            await self._maybe_compact(emit)
-            done = await self._call_model(emit)
-            text = _text_of(done.content)
-            if text.strip():
-                final_text = text
-            if done.content:
-                self.add({"role": "assistant", "content": done.content})
-            tool_uses = [b for b in done.content if b.get("type") == "tool_use"]
-            if tool_uses:
-                results = await self._run_tools(tool_uses, emit, cut=done.stop_reason)
-                self.add({"role": "user", "content": results})
-                if done.stop_reason == "refusal":
-                    emit(self._tag(Notice("The model declined to continue (refusal).", "warning")))
-                    return self._result("refusal", final_text)
-                continue
-            if done.stop_reason == "max_tokens":
-                emit(
-                    self._tag(
-                        Notice(
-                            f"The answer was cut at the output limit ({self.settings.max_tokens} "
-                            "tokens). Say 'continue' to let it go on.",
-                            "warning",
-                        )
-                    )
-                )
-                return self._result("max_tokens", final_text)
-            if done.stop_reason == "refusal":
-                emit(self._tag(Notice("The model declined to answer (refusal).", "warning")))
-                return self._result("refusal", final_text)
-            return self._result("end_turn", final_text)
-        emit(
-            self._tag(
-                Notice(
-                    f"Stopped after {self.settings.max_turns} model calls in one turn (the "
-                    "turn limit, setting maxTurns). Say 'continue' to go on.",
-                    "warning",
-                )
-            )
-        )
-        return self._result("max_turns", final_text)
-
-    def _result(self, stop_reason: str, final_text: str) -> LoopResult:
-        return LoopResult(stop_reason, self.turn_usage, final_text, model_calls=self.model_calls)
-
-    async def _call_model(self, emit: Emit) -> StreamDone:
-        model = self._model()
-        parts: list[str] = []
-        done: StreamDone | None = None
-        parent = self.parent
-        self.model_calls += 1
-        stream = model.stream(
-            system=self._system(),
-            messages=_with_cache_breakpoint(self.messages),
-            tools=[prompts.bash_tool()],
-        )
-        try:
-            async with contextlib.aclosing(stream):
-                async for item in stream:
-                    if isinstance(item, StreamText):
-                        parts.append(item.text)
-                        emit(TextDelta(item.text, parent))
-                        # Let the consumer run now: the SDK parses a buffered burst without
-                        # yielding, which would hold deltas back until the burst ends.
-                        await asyncio.sleep(0)
-                    elif isinstance(item, StreamThinking):
-                        emit(ThinkingDelta(item.text, parent))
-                        await asyncio.sleep(0)
-                    elif isinstance(item, StreamRetry):
-                        discard = " The partial answer above is discarded." if parts else ""
-                        parts.clear()
-                        emit(
-                            Notice(
-                                f"Model API: {item.cause}. Retrying in {item.delay:.1f} s "
-                                f"(attempt {item.attempt + 1} of {item.max_attempts}).{discard}",
-                                "warning",
-                                parent,
-                            )
-                        )
-                    elif isinstance(item, StreamDone):
-                        done = item
-        except asyncio.CancelledError:
-            partial = "".join(parts).rstrip()
-            if partial:
-                self.add(
-                    {
-                        "role": "assistant",
-                        "content": [
-                            {"type": "text", "text": partial + "\n\n[interrupted by the user]"}
-                        ],
-                    }
-                )
-            raise
-        if done is None:  # pragma: no cover - stream() always ends with StreamDone or raises
-            raise ModelError("The model stream ended without a message.")
-        self.turn_usage = self.turn_usage + done.usage
-        u = done.usage
-        self.last_context_tokens = (
-            u.input_tokens
-            + u.cache_creation_input_tokens
-            + u.cache_read_input_tokens
-            + u.output_tokens
-        )
-        emit(UsageUpdated(self.turn_usage, parent))
-        return done
-
-    async def _run_tools(
-        self, tool_uses: list[dict[str, Any]], emit: Emit, cut: str
-    ) -> list[dict[str, Any]]:
-        results: list[dict[str, Any]] = []
-        try:
-            for block in tool_uses:
-                results.append(await self._run_one(block, emit, cut))
-        except asyncio.CancelledError:
-            answered = {r["tool_use_id"] for r in results}
-            for block in tool_uses:
-                if block["id"] in answered:
-                    continue
-                running = block["id"] == self.current_tool_call_id
-                text = CANCELLED_RESULT if running else NOT_RUN_RESULT
-                results.append(_tool_result(block["id"], text, True))
-                if running:
-                    emit(
-                        ToolCallFinished(
-                            block["id"],
-                            "cancelled",
-                            None,
-                            True,
-                            text,
-                            category=FailureCategory.CANCELLED.value,
-                            parent_tool_call_id=self.parent,
-                        )
-                    )
-            self.add({"role": "user", "content": results})
-            raise
-        finally:
-            self.current_tool_call_id = None
-        return results
-
-    async def _run_one(self, block: dict[str, Any], emit: Emit, cut: str) -> dict[str, Any]:
-        tool_id: str = block["id"]
-        parent = self.parent
-        tool_input = block.get("input") or {}
-        command = tool_input.get("command")
-        problem: str | None = None
-        if block.get("name") != "Bash":
-            problem = f"Unknown tool {block.get('name')!r}: the only tool is Bash."
-        elif "_incomplete_json" in tool_input:
-            problem = (
-                "Not run: your response was cut off (max_tokens) before this command was "
-                "complete. Send it again, shorter (e.g. write big files in parts)."
-            )
-        elif not isinstance(command, str) or not command.strip():
-            problem = 'Invalid input: Bash needs a non-empty string "command".'
-        if problem is not None:
-            shown = command if isinstance(command, str) else json.dumps(tool_input)[:200]
-            emit(ToolCallStarted(tool_id, shown, False, parent))
-            emit(
-                ToolCallFinished(
-                    tool_id, "failed", None, True, problem, None, "invalid_usage", {}, parent
-                )
-            )
-            return _tool_result(tool_id, problem, True)
-        assert isinstance(command, str)
-        restart = bool(tool_input.get("restart", False))
-        emit(ToolCallStarted(tool_id, command, restart, parent))
-        self.current_tool_call_id = tool_id
-
-        def on_output(stream: str, chunk: str) -> None:
-            emit(ToolOutput(tool_id, "stderr" if stream == "stderr" else "stdout", chunk, parent))
-
-        def on_event(event: Any) -> None:
-            if isinstance(event, _EVENT_CLASSES) or type(event).__name__ == "PlanUpdated":
-                emit(self._tag(event))
-
-        try:
-            routed = await self.router.route(
-                command, restart=restart, on_output=on_output, emit=on_event
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a failing command must not end the conversation
-            log.exception("command %r raised", command)
-            text = f"[Error] Synapse could not run this command: {type(exc).__name__}: {exc}"
-            emit(ToolCallFinished(tool_id, "failed", None, True, text, None, None, {}, parent))
-            return _tool_result(tool_id, text, True)
-        status = (
-            "cancelled"
-            if routed.category is FailureCategory.CANCELLED
-            else ("failed" if routed.is_error else "completed")
-        )
-        emit(
-            ToolCallFinished(
-                tool_id,
-                status,  # type: ignore[arg-type]
-                routed.exit_code,
-                routed.is_error,
-                routed.text,
-                routed.layer.value,
-                routed.category.value if routed.category else None,
-                routed.data,
-                parent,
-            )
-        )
-        return {
-            "type": "tool_result",
-            "tool_use_id": tool_id,
-            "content": routed.text,
-            "is_error": routed.is_error,
-        }
-
-    # -------------------------------------------------------------- compaction
-
-    async def _maybe_compact(self, emit: Emit) -> None:
-        threshold = int(self.context_window * COMPACT_RATIO)
-        if max(self.last_context_tokens, 0) < threshold:
-            return
-        boundary = self._boundary()
-        if boundary <= 0:
-            if self._drop_tool_outputs(len(self.messages) - 2):
-                emit(
-                    self._tag(Notice("Context nearly full: dropped the output of older commands."))
-                )
-            return
-        older, kept = self.messages[:boundary], self.messages[boundary:]
-        try:
-            summary = await self._summarise(older)
-        except ModelError as exc:
-            if self._drop_tool_outputs(boundary):
-                emit(
-                    self._tag(
-                        Notice(
-                            f"Could not summarise older turns ({exc.message}); dropped their "
-                            "command output instead.",
-                            "warning",
-                        )
-                    )
-                )
-            return
-        new: list[Message] = [
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "text",
-                        "text": "<conversation_summary>\nThe earlier part of this "
-                        f"conversation, summarised:\n\n{summary.strip()}\n</conversation_summary>",
-                    }
-                ],
-            },
-            {
-                "role": "assistant",
-                "content": [{"type": "text", "text": "Understood. I'll continue from there."}],
-            },
-        ]
-        for message in kept:
-            add_message(new, message)
-        self.messages = new
-        self.last_context_tokens = estimate_tokens(new)
-        if self.on_compaction is not None:
-            self.on_compaction(new)
-        emit(
-            self._tag(
-                Notice(
-                    f"Compacted the conversation: {len(older)} earlier messages were summarised "
-                    "(the session file keeps the full record)."
-                )
-            )
-        )
-
-    def _boundary(self) -> int:
-        """Index of the first message to keep: the start of the KEEP_RECENT_TURNS-th last turn
-        (a user message with text, so no tool_use is ever separated from its result)."""
-        starts = [
-            i
-            for i, m in enumerate(self.messages)
-            if m["role"] == "user"
-            and any(b.get("type") == "text" for b in _blocks(m["content"]))
-            and not any(b.get("type") == "tool_result" for b in _blocks(m["content"]))
-        ]
-        if len(starts) <= KEEP_RECENT_TURNS:
-            return 0
-        return starts[-KEEP_RECENT_TURNS]
-
-    def _drop_tool_outputs(self, upto: int) -> bool:
-        changed = False
-        for message in self.messages[: max(upto, 0)]:
-            for block in _blocks(message["content"]):
-                if block.get("type") == "tool_result" and block.get("content") not in (
-                    "[output dropped to save context]",
-                ):
-                    block["content"] = "[output dropped to save context]"
-                    changed = True
-        if changed:
-            self.last_context_tokens = estimate_tokens(self.messages)
-            if self.on_compaction is not None:
-                self.on_compaction(self.messages)
-        return changed
-
-    async def _summarise(self, older: list[Message]) -> str:
-        model = self._model()
-        text = ""
-        request = [{"role": "user", "content": _transcript_for_summary(older)}]
-        stream = model.stream(system=prompts.compaction_instructions(), messages=request)
-        async with contextlib.aclosing(stream):
-            async for item in stream:
-                if isinstance(item, StreamDone):
-                    text = _text_of(item.content)
-                    self.turn_usage = self.turn_usage + item.usage
-        if not text.strip():
-            raise ModelError("the summary came back empty")
-        return text
-
-
-# ------------------------------------------------------------- the session
-
-
 class _TurnIterator:
     """The stream of one turn. Closing it (or leaving the `async for`) cancels the turn."""
 
@@ -675,46 +141,6 @@ class _TurnIterator:
         closer = getattr(self._gen, "aclose", None)
         if closer is not None:
             await closer()
-
-
-class _Recorder:
-    """Stores a turn's events for replay, coalescing text and output chunks."""
-
-    MAX_OUTPUT = 64 * 1024
-
-    def __init__(self, sink: Callable[[Event], None]) -> None:
-        self._sink = sink
-        self._pending: Event | None = None
-
-    def add(self, event: Event) -> None:
-        pending = self._pending
-        if pending is not None:
-            if (
-                type(event) is type(pending)
-                and isinstance(event, TextDelta | ThinkingDelta)
-                and isinstance(pending, TextDelta | ThinkingDelta)
-                and event.parent_tool_call_id == pending.parent_tool_call_id
-            ):
-                self._pending = dataclasses.replace(pending, text=pending.text + event.text)
-                return
-            if (
-                isinstance(event, ToolOutput)
-                and isinstance(pending, ToolOutput)
-                and (event.tool_call_id, event.stream) == (pending.tool_call_id, pending.stream)
-            ):
-                if len(pending.chunk) < self.MAX_OUTPUT:
-                    self._pending = dataclasses.replace(pending, chunk=pending.chunk + event.chunk)
-                return
-            self.flush()
-        if isinstance(event, TextDelta | ThinkingDelta | ToolOutput):
-            self._pending = event
-        else:
-            self._sink(event)
-
-    def flush(self) -> None:
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
-            self._sink(pending)
 
 
 class ChatSession:
@@ -748,7 +174,7 @@ class ChatSession:
         self._system_cache: list[dict[str, Any]] | None = None
         self._cwd = router.shell.cwd
         self.router = router.derive(subagent=self._run_subagent, in_subagent=False)
-        self._loop = _Loop(
+        self._loop = Loop(
             router=self.router,
             settings=settings,
             model=self._ensure_model,
@@ -836,7 +262,7 @@ class ChatSession:
 
     async def _turn(self, text: str, context: TurnContext | None) -> AsyncIterator[Event]:
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        recorder = _Recorder(self._record)
+        recorder = Recorder(self._record)
 
         def emit(event: Event) -> None:
             recorder.add(event)
@@ -864,7 +290,7 @@ class ChatSession:
         text: str,
         context: TurnContext | None,
         emit: Emit,
-        recorder: _Recorder,
+        recorder: Recorder,
         queue: asyncio.Queue[Event | None],
     ) -> None:
         self._emit = emit
@@ -962,8 +388,6 @@ class ChatSession:
     # ------------------------------------------------------------ sub-agents
 
     async def _run_subagent(self, task_type: str, prompt: str, description: str) -> CommandOutput:
-        parent_id = self._loop.current_tool_call_id
-        parent_emit = self._emit
         try:
             self._ensure_model()
         except ModelError as exc:
@@ -972,49 +396,14 @@ class ChatSession:
                 exit_code=1,
                 category=FailureCategory.DEPENDENCY_MISSING,
             )
-        changes: dict[str, Any] = {"in_subagent": True}
-        if task_type == "explore":
-            changes["permission"] = _ExploreGate(self.router.permission)
-        child_router = self.router.derive(**changes)
-        system = self._system(task_type)
-        child = _Loop(
-            router=child_router,
-            settings=self.settings,
+        return await run_subagent(
+            self._loop,
+            self._emit,
+            task_type=task_type,
+            prompt=prompt,
+            description=description,
             model=self._ensure_model,
-            system=lambda: system,
-            parent_tool_call_id=parent_id,
-            context_window=self._loop.context_window,
-        )
-        child_emit: Emit = parent_emit
-
-        try:
-            result = await child.run([{"type": "text", "text": prompt}], child_emit)
-        except ModelError as exc:
-            self._loop.turn_usage = self._loop.turn_usage + child.turn_usage
-            return CommandOutput(
-                stderr=f"task:{task_type} ({description}) failed: {exc.message}\n",
-                exit_code=1,
-                category=FailureCategory.EXECUTION_ERROR,
-            )
-        self._loop.turn_usage = self._loop.turn_usage + result.usage
-        data = {
-            "subagent": {
-                "type": task_type,
-                "description": description,
-                "stop_reason": result.stop_reason,
-                "model_calls": result.model_calls,
-            }
-        }
-        final = result.final_text.strip() or "(the sub-agent finished without a final message)"
-        if result.stop_reason == "end_turn":
-            return CommandOutput(stdout=final + "\n", data=data)
-        return CommandOutput(
-            stdout=final + "\n",
-            stderr=f"task:{task_type} stopped early ({result.stop_reason}); "
-            "its last text is above.\n",
-            exit_code=1,
-            category=FailureCategory.EXECUTION_ERROR,
-            data=data,
+            system=self._system(task_type),
         )
 
 

@@ -1,0 +1,125 @@
+"""Sub-agents (`task:<type>`): a child loop with its own history, run as one tool call.
+
+The child gets a type-specific system prompt, the parent's model client and
+shell, and a router derived with `in_subagent=True` (so `task:*` is refused
+inside it); `task:explore` also gets a read-only permission gate. Its events go
+to the parent's consumer tagged with the `task:*` call's id, its usage counts
+toward the parent's turn, and its final text is the tool result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from synapse_lsp.commands import CommandOutput, FailureCategory, Layer
+from synapse_lsp.errors import ModelError
+from synapse_lsp.loop import Emit, Loop
+
+if TYPE_CHECKING:
+    from synapse_lsp.model import ModelClient
+
+
+async def run_subagent(
+    parent: Loop,
+    emit: Emit,
+    *,
+    task_type: str,
+    prompt: str,
+    description: str,
+    model: Callable[[], ModelClient],
+    system: list[dict[str, Any]],
+) -> CommandOutput:
+    """Run `prompt` in a child of `parent` (whose current tool call is the `task:*` one)."""
+    changes: dict[str, Any] = {"in_subagent": True}
+    if task_type == "explore":
+        changes["permission"] = ExploreGate(parent.router.permission)
+    child = Loop(
+        router=parent.router.derive(**changes),
+        settings=parent.settings,
+        model=model,
+        system=lambda: system,
+        parent_tool_call_id=parent.current_tool_call_id,
+        context_window=parent.context_window,
+    )
+    try:
+        result = await child.run([{"type": "text", "text": prompt}], emit)
+    except ModelError as exc:
+        parent.turn_usage = parent.turn_usage + child.turn_usage
+        return CommandOutput(
+            stderr=f"task:{task_type} ({description}) failed: {exc.message}\n",
+            exit_code=1,
+            category=FailureCategory.EXECUTION_ERROR,
+        )
+    parent.turn_usage = parent.turn_usage + result.usage
+    data = {
+        "subagent": {
+            "type": task_type,
+            "description": description,
+            "stop_reason": result.stop_reason,
+            "model_calls": result.model_calls,
+        }
+    }
+    final = result.final_text.strip() or "(the sub-agent finished without a final message)"
+    if result.stop_reason == "end_turn":
+        return CommandOutput(stdout=final + "\n", data=data)
+    return CommandOutput(
+        stdout=final + "\n",
+        stderr=f"task:{task_type} stopped early ({result.stop_reason}); its last text is above.\n",
+        exit_code=1,
+        category=FailureCategory.EXECUTION_ERROR,
+        data=data,
+    )
+
+
+class ExploreGate:
+    """task:explore is read-only: only reading, listing and searching may run."""
+
+    READ_ONLY_BUILTINS = frozenset({"read", "command:search", "skill:search", "skill:load"})
+    GIT_READ = frozenset({"log", "show", "diff", "status", "grep", "blame", "ls-files", "branch"})
+    DANGEROUS = ("-delete", "-exec", "-execdir", "-ok", "-fprint", "-fls")
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def check(self, command: str, layer: Layer, cwd: Path) -> str | None:
+        reason = self._deny(command, layer)
+        if reason is not None:
+            return reason
+        if self.inner is not None:
+            result: str | None = await self.inner.check(command, layer, cwd)
+            return result
+        return None
+
+    def _deny(self, command: str, layer: Layer) -> str | None:
+        from synapse_lsp import cmdline
+
+        words = command.split()
+        first = cmdline.first_word(command)
+        refusal = (
+            "task:explore is read-only; this command may change things. Report what should "
+            "be done instead."
+        )
+        if layer is Layer.AGENT:
+            name = "command:search" if words[:2] == ["tools", "search"] else first
+            if name in self.READ_ONLY_BUILTINS or words[:2] in (
+                ["skill", "search"],
+                ["skill", "load"],
+            ):
+                return None
+            return refusal
+        if layer is Layer.EXTENSION:
+            return refusal
+        if any(w.startswith(self.DANGEROUS) for w in words):
+            return refusal
+        if first == "git" and len(words) > 1 and words[1] in self.GIT_READ:
+            return None if not cmdline.has_redirection(command) else refusal
+        try:
+            from synapse_lsp.summary import summarize
+        except ImportError:  # pragma: no cover - summaries are part of the package
+            return refusal
+        parsed = summarize(command).parsed
+        if parsed and all(p.get("type") in ("read", "list_files", "search") for p in parsed):
+            return None
+        return refusal
