@@ -667,6 +667,12 @@ class SynapseController implements vscode.WebviewViewProvider {
   }
 
   private async openLink(href: string): Promise<void> {
+    if (!/^[a-z][a-z0-9+.-]*:/i.test(href)) {
+      // A relative link in the agent's Markdown: a path in the workspace (maybe with #L12).
+      const m = /^(.*?)(?:#L(\d+))?$/.exec(href);
+      await this.openFile(decodeURIComponent(m?.[1] ?? href), m?.[2] ? Number(m[2]) : undefined);
+      return;
+    }
     let uri: vscode.Uri;
     try {
       uri = vscode.Uri.parse(href, true);
