@@ -2,7 +2,7 @@
 --
 --   require("synapse").setup({
 --     cmd = { "synapse", "lsp" },              -- how to start the server
---     settings = { model = "claude-sonnet-4-5" },  -- the protocol's settings (camelCase)
+--     settings = { model = "claude-sonnet-5-5" },  -- the protocol's settings (camelCase)
 --     permission = "ask-writes-outside-workspace", -- shortcut for settings.permission
 --   })
 --
