@@ -238,3 +238,72 @@ if (skipReason !== null) {
     it.skip(`skipped: ${skipReason}`, () => undefined);
   });
 }
+
+describe.skipIf(skipReason !== null)('real server: edits and permission questions as VS Code gets them', () => {
+  let api: FakeApi;
+  let client: LspClient;
+  let workspace: string;
+  const state: ChatState = initialState();
+
+  beforeAll(async () => {
+    const dir = tempDir('synapse-vscode-perm-');
+    workspace = path.join(dir, 'proj');
+    fs.mkdirSync(workspace);
+    fs.writeFileSync(path.join(workspace, 'parse.py'), 'def parse(s):\n    return s\n');
+    api = await startFakeApi(
+      {
+        responses: [
+          { text: 'Editing.', commands: ["edit parse.py 'return s' 'return s.split()'"] },
+          { text: 'Now a command.', commands: ['echo hello > out.txt'] },
+          { text: 'Done.' },
+        ],
+      },
+      dir,
+    );
+    client = await startServer({
+      workspace,
+      env: { ANTHROPIC_BASE_URL: api.baseUrl, ANTHROPIC_API_KEY: 'sk-test-dummy', SYNAPSE_HOME: path.join(dir, 'home') },
+      settings: { permission: 'ask-all-native' },
+      applyEdit: true,
+      // What VS Code's default handler returns when the user clicks "Deny".
+      onShowMessageRequest: (params) => params.actions?.find((a) => a.title === 'Deny') ?? null,
+      onApplyEdit: () => ({ applied: true }),
+    });
+    client.onUpdate((params) => apply(state, { type: 'update', params }));
+  });
+
+  afterAll(async () => {
+    await client?.close();
+    await api?.close();
+  });
+
+  it('sends the edit as workspace/applyEdit and asks before a native command with three buttons', async () => {
+    const session = await client.execute<SessionNewResult>(Commands.sessionNew, {});
+    apply(state, { type: 'sessionCreated', session });
+    const result = await client.execute<PromptResult>(Commands.sessionPrompt, { sessionId: session.sessionId, text: 'fix it' });
+    apply(state, { type: 'promptFinished', sessionId: session.sessionId, result });
+    expect(result.stopReason).toBe('end_turn');
+
+    // The edit: a versioned TextDocumentEdit against parse.py; nothing written behind the editor's back.
+    expect(client.applyEdits).toHaveLength(1);
+    const change = client.applyEdits[0].edit.documentChanges?.[0] as { textDocument: { uri: string }; edits: { newText: string }[] };
+    expect(change.textDocument.uri).toMatch(/parse\.py$/);
+    expect(change.edits.map((e) => e.newText).join('')).toContain('split()');
+    expect(fs.readFileSync(path.join(workspace, 'parse.py'), 'utf8')).toBe('def parse(s):\n    return s\n');
+
+    // The question, as a warning with the three buttons; denied → not run, exit 126.
+    expect(client.messageRequests).toHaveLength(1);
+    const ask = client.messageRequests[0];
+    expect(ask.type).toBe(2);
+    expect(ask.message).toContain('echo hello > out.txt');
+    expect(ask.actions?.map((a) => a.title)).toEqual(['Allow once', 'Allow for this session', 'Deny']);
+    expect(fs.existsSync(path.join(workspace, 'out.txt'))).toBe(false);
+
+    const s = state.byId[session.sessionId];
+    const [edit, echo] = Object.values(s.tools);
+    expect(edit).toMatchObject({ status: 'completed', kind: 'edit' });
+    expect(edit.edit).toMatchObject({ applied: true });
+    expect(echo).toMatchObject({ status: 'failed', exitCode: 126 });
+    expect(echo.result ?? '').toContain('denied');
+  });
+});
