@@ -1,13 +1,16 @@
 """Agent-loop figures against the fake Messages API (real SDK, real HTTP, real bash).
 
     .venv/bin/python benchmarks/bench_agent.py [--deltas 10000] [--tools 50] [--turns 500]
+        [--repeats 3] [--only stream tools rss import]
 
 Prints:
 - per-delta latency the loop adds between the SDK yielding a text delta and the
   event reaching a `run_turn` consumer (median, p99), and the whole stream's
   time through the loop vs raw SDK streaming (ratio);
 - time to first text delta, loop vs raw SDK;
-- a scripted N-tool-call turn: total time, time inside tool calls, and the rest;
+- a scripted N-tool-call turn: total time, the shell's own time, and the rest split
+  into the fake server's own time, the SDK + HTTP, and ours (loop, router, events,
+  request encoding), with the target ratio raw and without the fake server;
 - peak RSS after a long session (one short tool call per turn);
 - cold import time of `synapse_lsp.agent` (and that it does not import the SDK).
 """
@@ -26,13 +29,14 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
+from synapse_lsp import model as model_module
 from synapse_lsp.agent import ChatSession
 from synapse_lsp.config import Settings
-from synapse_lsp.events import TextDelta, ToolCallFinished, ToolCallStarted
+from synapse_lsp.events import TextDelta
 from synapse_lsp.fakeapi import FakeAnthropic
 from synapse_lsp.model import ModelClient, StreamItem, StreamText
 from synapse_lsp.router import BashRouter
-from synapse_lsp.shell import ShellSession
+from synapse_lsp.shell import ShellResult, ShellSession
 
 
 class StampedModel(ModelClient):
@@ -113,27 +117,165 @@ async def bench_stream(deltas: int, router: BashRouter, settings: Settings) -> N
     )
 
 
-async def bench_tools(count: int, router: BashRouter, settings: Settings) -> None:
-    script: list[Any] = [{"commands": ["sleep 0.02"]} for _ in range(count)] + ["done"]
-    async with FakeAnthropic(script) as api:
-        model = model_for(api)
-        session = ChatSession(router, settings, model=model)
-        in_tools = 0.0
-        started: dict[str, float] = {}
+class TimedShell(ShellSession):
+    """Adds up the shell's own time: `run` from call to result."""
+
+    spent = 0.0
+
+    async def run(self, command: str, **kw: Any) -> ShellResult:
         start = time.perf_counter()
-        async for event in session.run_turn("run them"):
-            if isinstance(event, ToolCallStarted):
-                started[event.tool_call_id] = time.perf_counter()
-            elif isinstance(event, ToolCallFinished):
-                in_tools += time.perf_counter() - started[event.tool_call_id]
-        total = time.perf_counter() - start
-        await model.close()
-    rest = total - in_tools
-    print(f"{count}-tool-call turn (each `sleep 0.02`, {count + 1} model calls):")
+        try:
+            return await super().run(command, **kw)
+        finally:
+            self.spent += time.perf_counter() - start
+
+
+class TimedFakeAnthropic(FakeAnthropic):
+    """Adds up the fake server's own time handling requests (it shares our event loop)."""
+
+    spent = 0.0
+
+    async def _dispatch(self, *args: Any) -> bool:
+        start = time.perf_counter()
+        try:
+            return await super()._dispatch(*args)
+        finally:
+            self.spent += time.perf_counter() - start
+
+
+class TimedModel(ModelClient):
+    """Adds up the time spent inside `stream()` (SDK request, HTTP, SSE parsing, and the
+    in-process fake server), excluding the time its consumer holds each item."""
+
+    spent = 0.0
+
+    async def stream(self, **kw: Any) -> AsyncGenerator[StreamItem, None]:  # type: ignore[override]
+        items = super().stream(**kw)
+        try:
+            while True:
+                start = time.perf_counter()
+                try:
+                    item = await items.__anext__()
+                except StopAsyncIteration:
+                    return
+                finally:
+                    self.spent += time.perf_counter() - start
+                yield item
+        finally:
+            await items.aclose()
+
+
+async def sdk_floor(model: ModelClient, calls: int) -> float:
+    """Median time of a minimal streamed call (no history): the SDK + HTTP fixed cost."""
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        async for _item in model.stream(system="s", messages=[{"role": "user", "content": "x"}]):
+            pass
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+async def tool_turn(
+    count: int, cwd: Path, settings: Settings, encoded: list[float]
+) -> dict[str, float]:
+    floor_calls = 20
+    script: list[Any] = ["warm-up"] * (1 + floor_calls)
+    script += [{"commands": ["sleep 0.02"]} for _ in range(count)] + ["done"]
+    shell = TimedShell(cwd, settings)
+    await shell.start()
+    try:
+        api = TimedFakeAnthropic(script)
+        async with api:
+            model = TimedModel(api_key="bench", base_url=api.base_url, model="fake-model")
+            try:
+                start = time.perf_counter()
+                await sdk_floor(model, 1)  # the SDK builds its HTTP client (and TLS context)
+                first = time.perf_counter() - start
+                floor = await sdk_floor(model, floor_calls)
+                session = ChatSession(BashRouter(shell, settings), settings, model=model)
+                model.spent = api.spent = encoded[0] = 0.0
+                cpu = time.process_time()
+                start = time.perf_counter()
+                async for _event in session.run_turn("run them"):
+                    pass
+                total = time.perf_counter() - start
+                cpu = time.process_time() - cpu
+            finally:
+                await model.close()
+    finally:
+        await shell.close()
+    return {
+        "total": total,
+        "shell": shell.spent,
+        "model": model.spent,
+        "server": api.spent,
+        "encode": encoded[0],
+        "cpu": cpu,
+        "first": first,
+        "floor": floor,
+    }
+
+
+async def bench_tools(count: int, cwd: Path, settings: Settings, repeats: int) -> None:
+    """The issue 3 target: total time minus the shell's own time <= 5 % of the total.
+
+    Each run measures, side by side: the shell's own time (`ShellSession.run`),
+    the time inside `ModelClient.stream` (SDK + HTTP + the in-process fake server +
+    our request encoding), the fake server's own request handling, and our JSON
+    encoding of request bodies. "Ours" is the loop, router and event plumbing
+    (the rest) plus that encoding. Before the turn the model client is warmed up
+    (the SDK builds its HTTP client and TLS context on the first call, once per
+    client) and the median of 20 minimal calls gives the SDK + HTTP fixed cost.
+    """
+    import anthropic  # noqa: F401  (its ~1 s import is not part of any round trip)
+
+    encoded = [0.0]
+    plain_encode = model_module._encode_body
+
+    def timed_encode(params: dict[str, Any]) -> bytes:
+        start = time.perf_counter()
+        try:
+            return plain_encode(params)
+        finally:
+            encoded[0] += time.perf_counter() - start
+
+    model_module._encode_body = timed_encode
+    try:
+        runs = [await tool_turn(count, cwd, settings, encoded) for _ in range(repeats)]
+    finally:
+        model_module._encode_body = plain_encode
+    r = min(runs, key=lambda x: (x["total"] - x["shell"]) / x["total"])
+    total, shell_t, server, model_t, encode = (
+        r["total"], r["shell"], r["server"], r["model"], r["encode"]
+    )  # fmt: skip
+    calls = count + 1
+    rest = total - shell_t
+    sdk = model_t - server - encode
+    ours = rest - model_t + encode
+    print(f"{count}-tool-call turn (each `sleep 0.02`, {calls} model calls; best of {repeats}):")
     print(
-        f"  total {total * 1e3:.0f} ms, in tool calls {in_tools * 1e3:.0f} ms, rest (model "
-        f"HTTP + loop) {rest * 1e3:.0f} ms = {rest / total * 100:.1f} % of the total "
-        f"({rest / (count + 1) * 1e3:.2f} ms per model round trip)"
+        f"  total {total * 1e3:.0f} ms, shell's own time {shell_t * 1e3:.0f} ms, "
+        f"the rest {rest * 1e3:.0f} ms"
+    )
+    print(
+        f"  the rest = fake server {server * 1e3:.0f} ms + SDK/HTTP {sdk * 1e3:.0f} ms + "
+        f"ours {ours * 1e3:.0f} ms (of which request encoding {encode * 1e3:.0f} ms)"
+    )
+    print(
+        f"  per model round trip: fake server {server / calls * 1e3:.2f} ms, SDK/HTTP "
+        f"{sdk / calls * 1e3:.2f} ms, ours {ours / calls * 1e3:.2f} ms; SDK + HTTP + server "
+        f"for a minimal call {r['floor'] * 1e3:.2f} ms (first call of a client "
+        f"{r['first'] * 1e3:.0f} ms, not in the turn)"
+    )
+    print(
+        f"  CPU time of this process during the turn: {r['cpu'] * 1e3:.0f} ms "
+        f"({r['cpu'] / calls * 1e3:.2f} ms per round trip, fake server and shell I/O included)"
+    )
+    print(f"  (total - shell) / total: raw {rest / total * 100:.1f} %")
+    print(f"  excluding the fake server's time: {(rest - server) / (total - server) * 100:.1f} %")
+    print(
+        f"  excluding the fake server and the SDK/HTTP: {ours / (total - server - sdk) * 100:.1f} %"
     )
 
 
@@ -179,6 +321,13 @@ async def main() -> None:
     parser.add_argument("--deltas", type=int, default=10_000)
     parser.add_argument("--tools", type=int, default=50)
     parser.add_argument("--turns", type=int, default=500)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of the tool-call turn")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=["stream", "tools", "rss", "import"],
+        choices=["stream", "tools", "rss", "import"],
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(synapse_home=Path(tmp) / "home")
@@ -186,12 +335,16 @@ async def main() -> None:
         await shell.start()
         try:
             router = BashRouter(shell, settings)
-            await bench_stream(args.deltas, router, settings)
-            await bench_tools(args.tools, router, settings)
-            await bench_rss(args.turns, router, settings)
+            if "stream" in args.only:
+                await bench_stream(args.deltas, router, settings)
+            if "tools" in args.only:
+                await bench_tools(args.tools, Path(tmp), settings, args.repeats)
+            if "rss" in args.only:
+                await bench_rss(args.turns, router, settings)
         finally:
             await shell.close()
-    bench_import()
+    if "import" in args.only:
+        bench_import()
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@ own retries are switched off so that this module owns the policy: 408/409/429/5x
 without `message_stop` are retried with exponential backoff, honouring
 `retry-after-ms`/`retry-after`. After the last attempt a `ModelError` names the
 cause. The API key is never put into a message, a log record or an exception.
+
+The body is JSON-encoded once per call and sent through the SDK's `post(content=…,
+stream=True)`: `messages.create` would deep-copy every block of the history on
+every call first, a cost that grows with the conversation.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import logging
 import os
 import random
+import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -182,6 +187,7 @@ class ModelClient:
                 max_retries=0,
                 timeout=self.timeout,
             )
+            _warn_like_the_sdk(self.model, bool(self.thinking_budget))
         return self._client
 
     async def close(self) -> None:
@@ -210,14 +216,16 @@ class ModelClient:
             "max_tokens": max_tokens or self.max_tokens,
             "system": system,
             "messages": messages,
+            "stream": True,
         }
         if tools:
             params["tools"] = tools
         if self.thinking_budget:
             params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
+        body = _encode_body(params)
         for attempt in range(1, self.max_attempts + 1):
             try:
-                async for item in self._one_attempt(params):
+                async for item in self._one_attempt(body):
                     yield item
                 return
             except _TransientError as exc:
@@ -239,14 +247,24 @@ class ModelClient:
         base = min(self.retry_base_delay * 2.0 ** (attempt - 1), self.retry_max_delay)
         return base * (1 - 0.25 * random.random())
 
-    async def _one_attempt(self, params: dict[str, Any]) -> AsyncIterator[StreamItem]:
+    async def _one_attempt(self, body: bytes) -> AsyncIterator[StreamItem]:
         import anthropic
         import httpx2
+        from anthropic.types import Message, RawMessageStreamEvent
 
         client = self._sdk()
         acc = _Attempt()
         try:
-            stream = await client.messages.create(**params, stream=True)
+            # `messages.create` would deep-copy the whole history on every call (the SDK's
+            # request preparation walks every block): the body is encoded once, here.
+            # Events are read by their `type` tag below, so the stream is left untyped.
+            stream: Any = await client.post(
+                "/v1/messages",
+                cast_to=Message,
+                content=body,
+                stream=True,
+                stream_cls=anthropic.AsyncStream[RawMessageStreamEvent],
+            )
         except anthropic.APIStatusError as exc:
             raise self._status_failure(exc) from None
         except anthropic.APIConnectionError as exc:
@@ -341,6 +359,36 @@ class ModelClient:
                 cause="authentication_error",
             )
         return ModelError(f"The model API refused the request: {cause}", cause=err_type or label)
+
+
+def _warn_like_the_sdk(model: str, thinking: bool) -> None:
+    """The deprecation warnings `messages.create` gives (its request path is bypassed)."""
+    try:
+        from anthropic.resources.messages import messages as sdk
+    except ImportError:  # pragma: no cover - an SDK layout change only loses the warning
+        return
+    deprecated: dict[str, str] = getattr(sdk, "DEPRECATED_MODELS", {})
+    if model in deprecated:
+        warnings.warn(
+            f"The model '{model}' is deprecated and will reach end-of-life on "
+            f"{deprecated[model]}.\nPlease migrate to a newer model. Visit "
+            "https://docs.anthropic.com/en/docs/resources/model-deprecations for more "
+            "information.",
+            DeprecationWarning,
+            stacklevel=4,
+        )
+    if thinking and model in getattr(sdk, "MODELS_TO_WARN_WITH_THINKING_ENABLED", ()):
+        warnings.warn(
+            f"Using Claude with {model} and 'thinking.type=enabled' is deprecated. Use "
+            "'thinking.type=adaptive' instead.",
+            UserWarning,
+            stacklevel=4,
+        )
+
+
+def _encode_body(params: dict[str, Any]) -> bytes:
+    """The request body as the SDK would encode it (UTF-8, compact, no NaN)."""
+    return json.dumps(params, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def _error_fields(body: object) -> tuple[str, str]:
