@@ -381,7 +381,7 @@ def format_for_model(
         return text if text.strip() else "(no output)"
     what = {
         FailureCategory.INVALID_USAGE: "Invalid usage",
-        FailureCategory.NOT_FOUND: "Command not found",
+        FailureCategory.NOT_FOUND: "Not found",  # a missing command, file or tool: stderr says
         FailureCategory.TIMEOUT: "Command timed out",
         FailureCategory.CANCELLED: "Command cancelled by the user",
         FailureCategory.PERMISSION_DENIED: "Permission denied",
