@@ -107,9 +107,11 @@ class Runtime:
         from synapse_lsp.router import BashRouter
         from synapse_lsp.shell import ShellSession
 
-        # The SDK takes ~1 s to import: overlap it with starting the shell.
+        model = self._api_model(demo=demo, allow_demo_fallback=allow_demo_fallback)
+        # The SDK takes seconds to import: overlap it with starting the shell (and only
+        # once it is known to be needed: a missing key ends `-p` before this).
         threading.Thread(target=_preload_sdk, name="synapse-preload", daemon=True).start()
-        self.model = await self._model(demo=demo, allow_demo_fallback=allow_demo_fallback)
+        self.model = model if model is not None else await self._demo_model()
         self.shell = ShellSession(self.cwd, self.settings)
         await self.shell.start()
         try:
@@ -129,16 +131,22 @@ class Runtime:
         for command in self.registry.builtins():
             self.router.register(command)
 
-    async def _model(self, *, demo: bool, allow_demo_fallback: bool) -> ModelClient:
+    def _api_model(self, *, demo: bool, allow_demo_fallback: bool) -> ModelClient | None:
+        """The API's model client; None when the demo model is to be used."""
         from synapse_lsp.model import ModelClient
 
-        if not demo:
-            try:
-                return ModelClient.from_settings(self.settings)
-            except ModelError:
-                if not allow_demo_fallback:
-                    raise
+        if demo:
+            return None
+        try:
+            return ModelClient.from_settings(self.settings)
+        except ModelError:
+            if not allow_demo_fallback:
+                raise
+        return None
+
+    async def _demo_model(self) -> ModelClient:
         from synapse_lsp.fakeapi import FakeAnthropic, demo_script
+        from synapse_lsp.model import ModelClient
 
         self.demo = await FakeAnthropic(demo_script()).start()
         self.notes.append(DEMO_BANNER)
@@ -386,6 +394,12 @@ def main(argv: list[str]) -> int:
     if one_shot and not args.prompt.strip():
         print("synapse chat: -p needs a non-empty prompt", file=sys.stderr)
         return 2
+    if args.resume:
+        try:  # before anything starts: a wrong id should not cost a shell and the SDK
+            store.info(args.resume)
+        except SynapseError as exc:
+            print(f"synapse chat: {exc.message}", file=sys.stderr)
+            return 2
     runtime = Runtime(settings, cwd, store)
     loop = asyncio.new_event_loop()
     try:

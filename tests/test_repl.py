@@ -1,4 +1,8 @@
-"""`synapse chat` as a user runs it: a real process, stdin/stdout, the fake API over HTTP."""
+"""`synapse chat` as a user runs it: a real process, stdin/stdout, the fake API over HTTP.
+
+Each `synapse chat` process that talks to a model imports the SDK (seconds), so one
+process serves every check it can, and independent processes run side by side.
+"""
 
 from __future__ import annotations
 
@@ -6,140 +10,207 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from tests.fake_api import FakeApiProcess
 
+TIMEOUT = 60.0
 
-def chat(
-    args: list[str], env: dict[str, str], cwd: Path, stdin: str = "", timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+
+def spawn(
+    args: list[str], env: dict[str, str], cwd: Path, *, stdin: str | None = ""
+) -> subprocess.Popen[str]:
+    """Start `synapse chat ARGS`; `stdin` is written and closed at once unless None."""
+    proc = subprocess.Popen(
         [sys.executable, "-m", "synapse_lsp.cli", "chat", *args],
-        input=stdin,
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env=env,
         cwd=cwd,
-        timeout=timeout,
     )
+    if stdin is not None:
+        assert proc.stdin is not None
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+        proc.stdin = None  # communicate() must not touch it again
+    return proc
 
 
-def home_env(tmp_path: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+def finish(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"synapse chat did not finish:\n{out}\n{err}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def chat(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return finish(spawn(args, env, cwd))
+
+
+def home_env(home: Path, base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(base if base is not None else os.environ)
-    env["SYNAPSE_HOME"] = str(tmp_path / "home")
+    env["SYNAPSE_HOME"] = str(home)
     return env
 
 
-def test_bang_runs_in_the_terminal_and_reports_failures(tmp_path: Path, workdir: Path) -> None:
-    with FakeApiProcess([], tmp_path / "api") as api:
-        env = home_env(tmp_path, api.env())
-        (workdir / "marker.txt").write_text("x")
-        proc = chat([], env, workdir, stdin="!false\n!ls\n!exit 3\n/exit\n")
+def keyless_env(home: Path) -> dict[str, str]:
+    env = home_env(home)
+    env.pop("ANTHROPIC_API_KEY", None)
+    env.pop("ANTHROPIC_BASE_URL", None)
+    return env
+
+
+class Terminal:
+    """An interactive `synapse chat` whose output is read as it comes."""
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.proc = spawn([], env, cwd, stdin=None)
+        self._out: list[str] = []
+        self._err: list[str] = []
+        self._readers = [
+            threading.Thread(target=self._pump, args=(self.proc.stdout, self._out), daemon=True),
+            threading.Thread(target=self._pump, args=(self.proc.stderr, self._err), daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    @staticmethod
+    def _pump(stream: Any, into: list[str]) -> None:
+        for chunk in iter(lambda: stream.read(1), ""):
+            into.append(chunk)
+
+    @property
+    def out(self) -> str:
+        return "".join(self._out)
+
+    def type(self, text: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(text)
+        self.proc.stdin.flush()
+
+    def wait_for(self, text: str) -> None:
+        deadline = time.monotonic() + TIMEOUT
+        while text not in self.out:
+            assert self.proc.poll() is None, f"chat exited early:\n{self.out}"
+            assert time.monotonic() < deadline, f"never printed {text!r}:\n{self.out}"
+            time.sleep(0.02)
+
+    def close(self, last_input: str) -> tuple[int, str, str]:
+        self.type(last_input)
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            code = self.proc.wait(timeout=TIMEOUT)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        for reader in self._readers:
+            reader.join(timeout=10)
+        return code, self.out, "".join(self._err)
+
+
+def test_interactive_bang_commands_and_ctrl_c(tmp_path: Path, workdir: Path) -> None:
+    """`!cmd` runs in the terminal and adds nothing to the conversation; Ctrl-C cancels
+    the running turn (its command is interrupted), not the program."""
+    script: list[Any] = [{"commands": ["sleep 30"]}, {"text": "still here"}]
+    (workdir / "marker.txt").write_text("x")
+    with FakeApiProcess(script, tmp_path / "api") as api:
+        term = Terminal(home_env(tmp_path / "home", api.env()), workdir)
+        term.type("!false\n!ls\n!exit 3\n")
+        term.wait_for("Command exited with code 3")
         assert api.requests() == []  # nothing went to the model
-    assert proc.returncode == 0, proc.stderr
-    assert "Command exited with code 1" in proc.stdout
-    assert "marker.txt" in proc.stdout  # ran in the current directory, output attached
-    assert "Command exited with code 3" in proc.stdout
-    assert "You (1)> " in proc.stdout and "You (3)> " in proc.stdout
+        term.type("wait a while\n")
+        deadline = time.monotonic() + TIMEOUT
+        while not api.requests():
+            assert time.monotonic() < deadline, "the turn never reached the model"
+            time.sleep(0.05)
+        term.wait_for("sleep 30")  # the tool call is shown: the command is running now
+        time.sleep(0.5)
+        started = time.monotonic()
+        term.proc.send_signal(signal.SIGINT)
+        term.wait_for("(turn cancelled)")
+        assert time.monotonic() - started < 25  # did not wait for `sleep 30`
+        code, out, err = term.close("are you there?\n/exit\n")
+        bodies = api.message_bodies()
+    assert code == 0, err
+    assert "Command exited with code 1" in out
+    assert "marker.txt" in out  # ran in the current directory, output attached
+    assert "Command exited with code 3" in out
+    assert "You (1)> " in out and "You (3)> " in out
+    assert "still here" in out
+    results = bodies[-1]["messages"][2]["content"]
+    assert results[0]["type"] == "tool_result" and "[Cancelled]" in results[0]["content"]
+    texts = [b.get("text") for m in bodies[0]["messages"] for b in m["content"]]
+    assert texts == ["wait a while"]  # the ! lines never became part of the conversation
 
 
-def test_one_shot_prints_the_final_answer_on_stdout(tmp_path: Path, workdir: Path) -> None:
+def test_one_shot_answers_fails_clearly_and_sessions_resume(tmp_path: Path, workdir: Path) -> None:
+    """`-p` prints the final answer on stdout (tool activity on stderr) and exits 0; an API
+    failure exits 1 with the cause; the session is listed and resumed with its history."""
     script: list[Any] = [
         {"text": "Let me check.", "commands": ["echo from-the-tool"]},
         {"text": "Final answer: 42"},
+        {"text": "second answer"},
     ]
-    with FakeApiProcess(script, tmp_path / "api") as api:
-        env = home_env(tmp_path, api.env())
-        proc = chat(["-p", "what is the answer?"], env, workdir)
+    bad = {"error": {"status": 400, "type": "invalid_request_error", "message": "bad model"}}
+    with (
+        FakeApiProcess(script, tmp_path / "api") as api,
+        FakeApiProcess([bad], tmp_path / "bad-api") as bad_api,
+    ):
+        env = home_env(tmp_path / "home", api.env())
+        answer = spawn(["-p", "what is the answer?"], env, workdir)
+        failing = spawn(["-p", "hi"], home_env(tmp_path / "home2", bad_api.env()), workdir)
+        proc, failed = finish(answer), finish(failing)
+
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == "Final answer: 42\n"
+        assert "Let me check." in proc.stderr
+        assert failed.returncode == 1
+        assert "Error: The model API refused the request" in failed.stderr
+        assert "bad model" in failed.stderr and "Traceback" not in failed.stderr
+
+        listed = chat(["--list"], env, workdir)
+        session_id, _, rest = listed.stdout.strip().partition("  ")
+        assert rest.endswith("what is the answer?")
+        again = chat(["--resume", session_id, "-p", "and now?"], env, workdir)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == "second answer\n"
+        missing = chat(["--resume", "no-such-session", "-p", "x"], env, workdir)
         bodies = api.message_bodies()
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "Final answer: 42\n"
-    assert "Let me check." in proc.stderr
     assert "from-the-tool" in bodies[1]["messages"][-1]["content"][0]["content"]
     assert bodies[0]["messages"][0]["content"][-1]["text"] == "what is the answer?"
+    sent = bodies[-1]["messages"]  # the resumed session sends its whole history
+    assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant", "user"]
+    assert sent[0]["content"][0]["text"] == "what is the answer?"
+    assert sent[2]["content"][0]["type"] == "tool_result"
+    assert sent[3]["content"][0]["text"] == "Final answer: 42"
+    assert sent[4]["content"][-1]["text"] == "and now?"
+    assert missing.returncode == 2 and "no session 'no-such-session'" in missing.stderr
+    assert len(bodies) == 3  # the unknown session never reached the model
 
 
-def test_one_shot_failures_exit_non_zero_with_a_clear_message(
-    tmp_path: Path, workdir: Path
-) -> None:
-    bad = {"error": {"status": 400, "type": "invalid_request_error", "message": "bad model"}}
-    with FakeApiProcess([bad], tmp_path / "api") as api:
-        proc = chat(["-p", "hi"], home_env(tmp_path, api.env()), workdir)
-    assert proc.returncode == 1
-    assert "Error: The model API refused the request" in proc.stderr and "bad model" in proc.stderr
-    assert "Traceback" not in proc.stderr
-
-
-def test_no_api_key_explains_how_to_set_one(tmp_path: Path, workdir: Path) -> None:
-    env = home_env(tmp_path)
-    env.pop("ANTHROPIC_API_KEY", None)
-    proc = chat(["-p", "hi"], env, workdir)
-    assert proc.returncode == 2
-    assert "export ANTHROPIC_API_KEY=" in proc.stderr
-    assert "Traceback" not in proc.stderr
-
-
-def test_without_a_key_the_repl_runs_the_offline_demo(tmp_path: Path, workdir: Path) -> None:
-    env = home_env(tmp_path)
-    env.pop("ANTHROPIC_API_KEY", None)
+def test_without_a_key(tmp_path: Path, workdir: Path) -> None:
+    """`-p` explains how to set a key; the interactive REPL (and `--demo -p`) runs the
+    offline demo model through the real router and shell."""
     (workdir / "visible.txt").write_text("x")
-    proc = chat([], env, workdir, stdin="show me\n")
+    no_key = spawn(["-p", "hi"], keyless_env(tmp_path / "h1"), workdir)
+    repl = spawn([], keyless_env(tmp_path / "h2"), workdir, stdin="show me\n")
+    demo = spawn(["--demo", "-p", "hi"], keyless_env(tmp_path / "h3"), workdir)
+    refused, proc, one_shot = finish(no_key), finish(repl), finish(demo)
+    assert refused.returncode == 2
+    assert "export ANTHROPIC_API_KEY=" in refused.stderr
+    assert "Traceback" not in refused.stderr
     assert proc.returncode == 0, proc.stderr
     assert "Offline demo model" in proc.stderr
     assert "You said: \u201cshow me\u201d" in proc.stdout
     assert "visible.txt" in proc.stdout  # the demo really ran `ls` through the router
-    one_shot = chat(["--demo", "-p", "hi"], env, workdir)
-    assert one_shot.returncode == 0
+    assert one_shot.returncode == 0, one_shot.stderr
     assert "whole loop" in one_shot.stdout
-
-
-def test_sessions_are_listed_and_resumed(tmp_path: Path, workdir: Path) -> None:
-    with FakeApiProcess(["first answer", "second answer"], tmp_path / "api") as api:
-        env = home_env(tmp_path, api.env())
-        assert chat(["-p", "remember the word banana"], env, workdir).returncode == 0
-        listed = chat(["--list"], env, workdir)
-        session_id, _, rest = listed.stdout.strip().partition("  ")
-        assert rest.endswith("remember the word banana")
-        again = chat(["--resume", session_id, "-p", "which word?"], env, workdir)
-        assert again.returncode == 0, again.stderr
-        assert again.stdout == "second answer\n"
-        sent = api.message_bodies()[-1]["messages"]
-    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
-    assert sent[0]["content"][0]["text"] == "remember the word banana"
-    missing = chat(["--resume", "no-such-session", "-p", "x"], env, workdir)
-    assert missing.returncode == 2 and "no session 'no-such-session'" in missing.stderr
-
-
-def test_ctrl_c_cancels_the_turn_not_the_program(tmp_path: Path, workdir: Path) -> None:
-    script: list[Any] = [{"commands": ["sleep 30"]}, {"text": "still here"}]
-    with FakeApiProcess(script, tmp_path / "api") as api:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "synapse_lsp.cli", "chat"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=home_env(tmp_path, api.env()),
-            cwd=workdir,
-        )
-        assert proc.stdin is not None
-        proc.stdin.write("wait a while\n")
-        proc.stdin.flush()
-        deadline = time.monotonic() + 30
-        while not api.requests():
-            assert time.monotonic() < deadline, "the turn never reached the model"
-            time.sleep(0.05)
-        time.sleep(1.0)  # the sleep command is running now
-        started = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate("are you there?\n/exit\n", timeout=30)
-        assert time.monotonic() - started < 25  # did not wait for `sleep 30`
-        bodies = api.message_bodies()
-    assert proc.returncode == 0, err
-    assert "(turn cancelled)" in out
-    assert "still here" in out
-    results = bodies[-1]["messages"][2]["content"]
-    assert results[0]["type"] == "tool_result" and "[Cancelled]" in results[0]["content"]
