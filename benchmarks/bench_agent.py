@@ -228,7 +228,7 @@ async def bench_tools(count: int, cwd: Path, settings: Settings, repeats: int) -
     (the SDK builds its HTTP client and TLS context on the first call, once per
     client) and the median of 20 minimal calls gives the SDK + HTTP fixed cost.
     """
-    import anthropic  # noqa: F401  (its ~1 s import is not part of any round trip)
+    import anthropic  # noqa: F401  (its import, seconds, is not part of any round trip)
 
     encoded = [0.0]
     plain_encode = model_module._encode_body

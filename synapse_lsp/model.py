@@ -1,6 +1,6 @@
 """The model client: one streamed Messages API call, retried on transient failures.
 
-Built on the official `anthropic` SDK (imported lazily: it costs ~1 s). The SDK's
+Built on the official `anthropic` SDK (imported lazily: it costs seconds). The SDK's
 own retries are switched off so that this module owns the policy: 408/409/429/5xx,
 `overloaded_error`/`rate_limit_error`/`api_error` events and a stream that ends
 without `message_stop` are retried with exponential backoff, honouring
