@@ -28,6 +28,7 @@ from synapse_lsp import prompts
 from synapse_lsp.commands import CommandOutput, FailureCategory
 from synapse_lsp.compaction import COMPACT_RATIO, DEFAULT_CONTEXT_WINDOW, KEEP_RECENT_TURNS
 from synapse_lsp.errors import ModelError, SessionBusyError
+from synapse_lsp.event_queue import EventQueue
 from synapse_lsp.events import Event, Notice, TurnFinished, Usage, UserMessage
 from synapse_lsp.history import (
     CANCELLED_RESULT,
@@ -166,6 +167,7 @@ class ChatSession:
         self.title = DEFAULT_TITLE
         self.usage = Usage()
         self._model = model
+        self._owns_model = False  # a client we built ourselves is ours to close
         self._persisted = store is not None and store.exists(self.id)
         self._busy = False
         self._worker: asyncio.Task[None] | None = None
@@ -254,6 +256,10 @@ class ChatSession:
                 await self._worker
         if self.store is not None:
             self.store.close(self.id)
+        if self._owns_model and self._model is not None:
+            model, self._model, self._owns_model = self._model, None, False
+            with contextlib.suppress(Exception):
+                await model.close()
 
     # -------------------------------------------------------------- the turn
 
@@ -261,7 +267,7 @@ class ChatSession:
         self._busy = False
 
     async def _turn(self, text: str, context: TurnContext | None) -> AsyncIterator[Event]:
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        queue = EventQueue()  # bounded: merges and, past a cap, drops live output
         recorder = Recorder(self._record)
 
         def emit(event: Event) -> None:
@@ -291,7 +297,7 @@ class ChatSession:
         context: TurnContext | None,
         emit: Emit,
         recorder: Recorder,
-        queue: asyncio.Queue[Event | None],
+        queue: EventQueue,
     ) -> None:
         self._emit = emit
         finished: TurnFinished
@@ -369,6 +375,7 @@ class ChatSession:
             from synapse_lsp.model import ModelClient
 
             self._model = ModelClient.from_settings(self.settings)
+            self._owns_model = True
         return self._model
 
     def _system(self, task_type: str | None = None) -> list[dict[str, Any]]:
