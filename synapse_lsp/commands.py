@@ -49,6 +49,9 @@ class CommandOutput:
     category: FailureCategory | None = None
     # Structured side data a face may use (e.g. a plan, an applied edit).
     data: dict[str, Any] = field(default_factory=dict)
+    # The command bounded its own stdout and told the model how to page on (`read`):
+    # the router must not cut it again to the head + tail of `settings.output`.
+    paged: bool = False
 
     @classmethod
     def usage_error(cls, command: str, message: str) -> CommandOutput:

@@ -90,6 +90,7 @@ class BashRouter:
         self.in_subagent = in_subagent
         self.permission = permission
         self.state: dict[str, Any] = {} if state is None else state
+        self._env_cache: tuple[tuple[int, str | None, str | None], dict[str, str]] | None = None
         self.builtins: dict[str, Command] = (
             builtins if builtins is not None else {c.name: c for c in default_builtins()}
         )
@@ -159,7 +160,7 @@ class BashRouter:
             return await self._run_native(command, line, on_output, started)
         assert target is not None
         output = await self._run_in_process(target, line, on_output, emit)
-        return self._finish(command, layer, output, started)
+        return self._finish(command, layer, output, started, paged=output.paged)
 
     def _misuse(self, line: str) -> CommandOutput | None:
         if line == "Bash" or line.startswith("Bash "):
@@ -330,10 +331,17 @@ class BashRouter:
         )
 
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env["PATH"] = f"{self.settings.bin_dir}{os.pathsep}{env.get('PATH', '')}"
-        env["SYNAPSE_HOME"] = str(self.settings.synapse_home)
-        return env
+        """The environment in-process commands see (copied per call: commands may change
+        theirs). Rebuilt when the process environment gains or loses a variable or changes
+        PATH/SYNAPSE_HOME: copying `os.environ` (which decodes every entry) was most of a
+        built-in's routing cost."""
+        key = len(os.environ), os.environ.get("PATH"), os.environ.get("SYNAPSE_HOME")
+        if self._env_cache is None or self._env_cache[0] != key:
+            env = dict(os.environ)
+            env["PATH"] = f"{self.settings.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+            env["SYNAPSE_HOME"] = str(self.settings.synapse_home)
+            self._env_cache = (key, env)
+        return dict(self._env_cache[1])
 
     # ------------------------------------------------------------ result text
 
@@ -345,10 +353,12 @@ class BashRouter:
         started: float,
         *,
         bounded: bool = False,
+        paged: bool = False,
     ) -> RouteResult:
         stdout, stderr = out.stdout, out.stderr
         if not bounded:
-            stdout = bound_text(stdout, self.settings.output)[0]
+            if not paged:
+                stdout = bound_text(stdout, self.settings.output)[0]
             stderr = bound_text(stderr, self.settings.output)[0]
         is_error = out.exit_code != 0
         category = out.category

@@ -86,6 +86,32 @@ async def test_read_bad_numbers(router: BashRouter, five: Path) -> None:
         assert result.category is FailureCategory.INVALID_USAGE, line
 
 
+async def test_read_of_2000_lines_reaches_the_model_whole(
+    router: BashRouter, workdir: Path
+) -> None:
+    """`read` pages itself; the router must not cut the middle out to head + tail."""
+    (workdir / "long.txt").write_text("".join(f"row {i}\n" for i in range(3000)))
+    result = await router.route("read long.txt")
+    lines = result.text.splitlines()
+    assert lines[:2000] == [f"row {i}" for i in range(2000)]
+    assert lines[2000:] == ["[more lines follow; continue with: read long.txt --offset 2000]"]
+    assert "omitted" not in result.text
+
+
+async def test_read_piped_into_a_native_command_is_bounded_as_native_output(
+    router: BashRouter, workdir: Path
+) -> None:
+    (workdir / "long.txt").write_text("".join(f"row {i}\n" for i in range(3000)))
+    result = await router.route("read long.txt | cat")
+    assert "omitted" in result.text  # the pipeline's output is native: head + tail
+
+
+async def test_read_keeps_crlf_files_readable(router: BashRouter, workdir: Path) -> None:
+    (workdir / "dos.txt").write_bytes(b"a\r\nb\r\n")
+    result = await router.route("read dos.txt")
+    assert result.stdout == "a\nb\n"
+
+
 async def test_read_offset_past_end(router: BashRouter, five: Path) -> None:
     result = await router.route("read five.txt --offset 99")
     assert result.exit_code == 0 and "fewer lines" in result.stdout

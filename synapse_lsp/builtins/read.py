@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 from synapse_lsp.builtins.args import ArgError, non_negative_int, parse_args
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
@@ -12,6 +12,8 @@ from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
 DEFAULT_LIMIT = 2000
 MAX_LINE_CHARS = 2000
 MAX_OUTPUT_BYTES = 100 * 1024
+# Files up to this size are read and decoded in one go (C speed); larger ones lazily.
+WHOLE_FILE_BYTES = 4 * 1024 * 1024
 _SNIFF = 8192
 
 
@@ -51,15 +53,25 @@ Examples:
         assert limit is not None
         buffered = await ctx.files.document_text(path)
         if buffered is not None:
-            return _page(shown, iter(buffered.splitlines(keepends=True)), offset, limit)
-        problem = _check_file(path, shown)
-        if problem is not None:
-            return problem
+            return _page_text(shown, buffered, offset, limit)
         try:
             with path.open("rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                data = fh.read() if size <= WHOLE_FILE_BYTES else fh.read(_SNIFF)
+                if b"\0" in data[:_SNIFF]:
+                    return _fail(f"read: {shown}: binary file ({size} bytes), not shown")
+                if size <= WHOLE_FILE_BYTES:
+                    return _page_text(shown, _decode_whole(data, shown), offset, limit)
+                fh.seek(0)
                 return _page(shown, _decoded_lines(fh, shown), offset, limit)
         except _DecodeError as exc:
             return _fail(str(exc))
+        except FileNotFoundError:
+            return _fail(f"read: {shown}: no such file", FailureCategory.NOT_FOUND)
+        except IsADirectoryError:
+            return _fail(f"read: {shown}: is a directory (list it with: ls {shown})")
+        except PermissionError:
+            return _fail(f"read: {shown}: permission denied")
         except OSError as exc:
             return _fail(f"read: {shown}: {exc.strerror or exc}")
 
@@ -74,24 +86,6 @@ def _fail(
     return CommandOutput(stderr=message + "\n", exit_code=1, category=category)
 
 
-def _check_file(path: Path, shown: str) -> CommandOutput | None:
-    if not path.exists():
-        return _fail(f"read: {shown}: no such file", FailureCategory.NOT_FOUND)
-    if path.is_dir():
-        return _fail(f"read: {shown}: is a directory (list it with: ls {shown})")
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(_SNIFF)
-    except PermissionError:
-        return _fail(f"read: {shown}: permission denied")
-    except OSError as exc:
-        return _fail(f"read: {shown}: {exc.strerror or exc}")
-    if b"\0" in head:
-        size = path.stat().st_size
-        return _fail(f"read: {shown}: binary file ({size} bytes), not shown")
-    return None
-
-
 def _decoded_lines(raw: Iterable[bytes], shown: str) -> Iterator[str]:
     for number, line in enumerate(raw, start=1):
         try:
@@ -101,6 +95,36 @@ def _decoded_lines(raw: Iterable[bytes], shown: str) -> Iterator[str]:
                 f"read: {shown}: not valid UTF-8 (line {number}, byte {exc.start}); "
                 f"inspect it with: file {shown}"
             ) from None
+
+
+def _decode_whole(data: bytes, shown: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        number = data.count(b"\n", 0, exc.start) + 1
+        start = data.rfind(b"\n", 0, exc.start) + 1
+        raise _DecodeError(
+            f"read: {shown}: not valid UTF-8 (line {number}, byte {exc.start - start}); "
+            f"inspect it with: file {shown}"
+        ) from None
+
+
+def _page_text(shown: str, text: str, offset: int, limit: int) -> CommandOutput:
+    """`_page` for text already in memory: slices and joins, per-line work only if needed."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    selected = lines[offset : offset + limit]
+    if selected and max(map(len, selected)) <= MAX_LINE_CHARS:
+        body = "\n".join(selected)
+        if "\r" in body:
+            body = "\n".join(line.rstrip("\r") for line in selected)
+        if len(body) * 4 < MAX_OUTPUT_BYTES or len(body.encode("utf-8")) < MAX_OUTPUT_BYTES:
+            if len(lines) > offset + limit:
+                more = f"read {shown} --offset {offset + limit}"
+                body += f"\n[more lines follow; continue with: {more}]"
+            return CommandOutput(body + "\n", paged=True)
+    return _page(shown, (line + "\n" for line in lines), offset, limit)
 
 
 def _page(shown: str, lines: Iterator[str], offset: int, limit: int) -> CommandOutput:
@@ -117,7 +141,7 @@ def _page(shown: str, lines: Iterator[str], offset: int, limit: int) -> CommandO
                 f"[output stopped at {MAX_OUTPUT_BYTES // 1024} KiB; continue with: "
                 f"read {shown} --offset {index}]"
             )
-            return CommandOutput("\n".join(out) + "\n")
+            return CommandOutput("\n".join(out) + "\n", paged=True)
         out.append(text)
     if not out:
         if limit == 0:
@@ -125,4 +149,4 @@ def _page(shown: str, lines: Iterator[str], offset: int, limit: int) -> CommandO
         return CommandOutput(f"[no lines at offset {offset}: the file has fewer lines]\n")
     if len(out) == limit and next(lines, None) is not None:
         out.append(f"[more lines follow; continue with: read {shown} --offset {offset + limit}]")
-    return CommandOutput("\n".join(out) + "\n")
+    return CommandOutput("\n".join(out) + "\n", paged=True)
