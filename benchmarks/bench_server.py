@@ -8,7 +8,12 @@ Prints:
 - `synapse.shell.run` of `true`, round trip median (target <= 3 ms);
 - `edit` of an open 20,000-line document -> `workspace/applyEdit` received by the
   client, median (target <= 5 ms);
-- idle RSS after `initialize` (target <= 80 MB).
+- idle RSS after `initialize` (target <= 80 MB);
+- first prompt: spawn -> the first `agent_message_chunk` of a prompt sent right after
+  `initialized` (session.new + prompt against the fake Anthropic API in a subprocess),
+  with the background warm-up of the model SDK on (default) and off
+  (`SYNAPSE_LSP_PREWARM=0`), alternating; and `shutdown` + `exit` sent right after
+  `initialized` (while the warm-up runs) -> process gone.
 """
 
 from __future__ import annotations
@@ -73,23 +78,31 @@ class Rpc:
         message: dict[str, Any] = json.loads(self.proc.stdout.read(length))
         return message
 
-    def request(self, method: str, params: Any) -> Any:
+    def start_request(self, method: str, params: Any) -> int:
         self.next_id += 1
-        my_id = self.next_id
-        self.send({"jsonrpc": "2.0", "id": my_id, "method": method, "params": params})
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        return self.next_id
+
+    def request(self, method: str, params: Any) -> Any:
+        my_id = self.start_request(method, params)
         while True:
-            msg = self.recv()
-            if "method" in msg:
-                self.seen.append((time.perf_counter(), msg))
-                if "id" in msg:
-                    handler = self.on_request.get(msg["method"])
-                    result = handler(msg["params"]) if handler else None
-                    self.send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
-                continue
-            if msg.get("id") == my_id:
+            msg = self.next_message()
+            if msg is not None and msg.get("id") == my_id:
                 if "error" in msg:
                     raise RuntimeError(msg["error"])
                 return msg.get("result")
+
+    def next_message(self) -> dict[str, Any] | None:
+        """The next response, or None after handling a server notification or request."""
+        msg = self.recv()
+        if "method" not in msg:
+            return msg
+        self.seen.append((time.perf_counter(), msg))
+        if "id" in msg:
+            handler = self.on_request.get(msg["method"])
+            result = handler(msg["params"]) if handler else None
+            self.send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+        return None
 
     def notify(self, method: str, params: Any) -> None:
         self.send({"jsonrpc": "2.0", "method": method, "params": params})
@@ -117,7 +130,8 @@ def initialize(rpc: Rpc, root: Path) -> Any:
 
 
 def cold_start(runs: int, env: dict[str, str], root: Path) -> tuple[list[float], list[float]]:
-    bare, ours = [], []
+    bare: list[float] = []
+    ours: list[float] = []
     commands = {
         "bare": [sys.executable, "-c", BARE_SERVER],
         "synapse": [sys.executable, "-m", "synapse_lsp"],
@@ -218,10 +232,98 @@ def edit_to_apply(rpc: Rpc, root: Path, iterations: int) -> list[float]:
     return times
 
 
+def first_prompt(
+    runs: int, env: dict[str, str], root: Path, base_url: str, think: float = 0.0
+) -> dict[str, list[float]]:
+    """Spawn -> first agent_message_chunk of a prompt sent right after `initialized`;
+    with `think` > 0, the user waits that long first and the clock starts at the prompt
+    (session.new + prompt) instead."""
+    found: dict[str, list[float]] = {"warm-up on": [], "warm-up off": []}
+    for i in range(runs * 2):
+        name = "warm-up on" if i % 2 == 0 else "warm-up off"
+        run_env = dict(env, ANTHROPIC_API_KEY="sk-ant-bench", ANTHROPIC_BASE_URL=base_url)
+        run_env["SYNAPSE_LSP_PREWARM"] = "1" if name == "warm-up on" else "0"
+        started = time.perf_counter()
+        rpc = Rpc([sys.executable, "-m", "synapse_lsp"], run_env, root)
+        try:
+            initialize(rpc, root)
+            rpc.notify("initialized", {})
+            if think > 0:
+                time.sleep(think)
+                started = time.perf_counter()
+            sid = rpc.request("workspace/executeCommand", {"command": "synapse.session.new"})[
+                "sessionId"
+            ]
+            prompt = {"sessionId": sid, "text": "hello"}
+            my_id = rpc.start_request(
+                "workspace/executeCommand",
+                {"command": "synapse.session.prompt", "arguments": [prompt]},
+            )
+            first: float | None = None
+            while True:
+                msg = rpc.next_message()
+                if msg is not None and msg.get("id") == my_id:
+                    if "error" in msg or msg["result"]["stopReason"] != "end_turn":
+                        raise RuntimeError(f"prompt failed: {msg}")
+                    break
+                if first is None and msg is None:
+                    at, note = rpc.seen[-1]
+                    update = note.get("params", {}).get("update", {})
+                    if update.get("sessionUpdate") == "agent_message_chunk":
+                        first = at
+            assert first is not None, "no agent_message_chunk"
+            found[name].append(first - started)
+        finally:
+            rpc.close()
+    return found
+
+
+def early_exit(runs: int, env: dict[str, str], root: Path) -> dict[str, list[float]]:
+    """`shutdown` + `exit` right after `initialized` (warm-up running) -> process gone."""
+    times: dict[str, list[float]] = {"warm-up on": [], "warm-up off": []}
+    for i in range(runs * 2):
+        name = "warm-up on" if i % 2 == 0 else "warm-up off"
+        run_env = dict(env, SYNAPSE_LSP_PREWARM="1" if name == "warm-up on" else "0")
+        rpc = Rpc([sys.executable, "-m", "synapse_lsp"], run_env, root)
+        initialize(rpc, root)
+        rpc.notify("initialized", {})
+        started = time.perf_counter()
+        rpc.request("shutdown", None)
+        rpc.notify("exit", None)
+        rpc.proc.wait(30)
+        times[name].append(time.perf_counter() - started)
+    return times
+
+
+def fake_api(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+    script = tmp / "script.json"
+    script.write_text(json.dumps({"responses": ["Hello from the fake model."], "loop": True}))
+    port_file = tmp / "port"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "synapse_lsp.cli", "fake-api", "--script", str(script)]
+        + ["--port-file", str(port_file)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while not (port_file.exists() and port_file.read_text().strip()):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError("the fake API did not start")
+        time.sleep(0.02)
+    return proc, f"http://127.0.0.1:{port_file.read_text().strip()}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="cold starts of each server")
     parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument(
+        "--think", type=float, default=5.0, help="seconds the user takes to type the prompt"
+    )
+    parser.add_argument(
+        "--only", choices=["cold", "first-prompt", "steady"], help="run one group of figures"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-server-") as tmp:
         root = Path(tmp) / "proj"
@@ -230,13 +332,42 @@ def main(argv: list[str] | None = None) -> int:
         env["SYNAPSE_HOME"] = str(Path(tmp) / "home")
         print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
 
-        bare, ours = cold_start(args.runs, env, root)
-        mb, mo = statistics.median(bare), statistics.median(ours)
-        print(
-            f"cold start (spawn -> initialize result), median of {args.runs} alternating runs: "
-            f"bare pygls {mb * 1000:.0f} ms, synapse {mo * 1000:.0f} ms, "
-            f"ratio {mo / mb:.2f}x (target <= 1.3x)"
-        )
+        if args.only in (None, "cold"):
+            bare, ours = cold_start(args.runs, env, root)
+            mb, mo = statistics.median(bare), statistics.median(ours)
+            print(
+                f"cold start (spawn -> initialize result), median of {args.runs} alternating "
+                f"runs: bare pygls {mb * 1000:.0f} ms, synapse {mo * 1000:.0f} ms, "
+                f"ratio {mo / mb:.2f}x (target <= 1.3x)"
+            )
+        if args.only in (None, "first-prompt"):
+            api, base_url = fake_api(Path(tmp))
+            try:
+                firsts = first_prompt(args.runs, env, root, base_url)
+                later = first_prompt(args.runs, env, root, base_url, think=args.think)
+            finally:
+                api.kill()
+                api.wait()
+            print(
+                "first prompt (spawn -> first agent_message_chunk, prompt sent right after "
+                f"initialized), median of {args.runs} alternating runs: "
+                + ", ".join(f"{k} {statistics.median(v) * 1000:.0f} ms" for k, v in firsts.items())
+            )
+            print(
+                f"first prompt typed {args.think:.0f} s after initialized (prompt sent -> first "
+                f"agent_message_chunk), median of {args.runs} alternating runs: "
+                + ", ".join(f"{k} {statistics.median(v) * 1000:.0f} ms" for k, v in later.items())
+            )
+            exits = early_exit(args.runs, env, root)
+            print(
+                "shutdown + exit sent right after initialized -> process gone, median (max): "
+                + ", ".join(
+                    f"{k} {statistics.median(v) * 1000:.0f} ms ({max(v) * 1000:.0f} ms)"
+                    for k, v in exits.items()
+                )
+            )
+        if args.only not in (None, "steady"):
+            return 0
 
         rpc = Rpc([sys.executable, "-m", "synapse_lsp"], env, root)
         initialize(rpc, root)

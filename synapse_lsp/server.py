@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from synapse_lsp.editor_files import EditorFiles
     from synapse_lsp.lsp_updates import UpdateStream
     from synapse_lsp.sessions import SessionStore
+    from synapse_lsp.warmup import Warmup
 
 log = logging.getLogger("synapse_lsp.server")
 
@@ -302,6 +303,7 @@ class SynapseServer(LanguageServer):
         self._disposed = False
         self._log_handler: _LspLogHandler | None = None
         self._configured: asyncio.Event | None = None
+        self.warmup: Warmup | None = None
         self._register()
 
     @property
@@ -339,6 +341,32 @@ class SynapseServer(LanguageServer):
 
         task.add_done_callback(done)
         return task
+
+    # -- warm-up of heavy imports (after `initialized`)
+
+    def start_warmup(self) -> None:
+        """Import the model SDK (and the MCP SDK if a folder has MCP servers) on a
+        daemon thread, so the first prompt does not wait for them; see warmup.py."""
+        from synapse_lsp.warmup import ENV_SWITCH, Warmup
+
+        if self.warmup is not None or self._disposed or os.environ.get(ENV_SWITCH) == "0":
+            return
+        roots: list[Path | None] = [ws.root for ws in self.workspaces.values()] or [None]
+
+        def need_mcp() -> bool:
+            from synapse_lsp.mcp_client import config_paths
+
+            return any(
+                path.is_file() for root in roots for path in config_paths(self.settings, root)
+            )
+
+        self.warmup = Warmup(need_mcp=need_mcp)
+        self.warmup.start()
+
+    async def warmed(self, stage: str) -> None:
+        """Wait (bounded, without blocking the loop) for a warm-up stage that is running."""
+        if self.warmup is not None:
+            await self.warmup.ready(stage)
 
     # -- settings
 
@@ -417,6 +445,7 @@ class SynapseServer(LanguageServer):
             lambda: self.files,
             self.ask_user,
             progress=self.work_progress,
+            mcp_imported=lambda: self.warmed("mcp"),
         )
 
     async def remove_folder(self, uri: str) -> None:
@@ -665,6 +694,10 @@ class SynapseServer(LanguageServer):
         session_id = args.text("sessionId")
         text = args.text("text")
         context = _turn_context(args)
+        self.live(session_id, args.command)
+        # The model SDK may still be importing in the background: wait for it here,
+        # off the event loop, rather than import it again on the loop's thread.
+        await self.warmed("sdk")
         live = self.live(session_id, args.command)
         if live.turn is not None or live.busy:
             raise request_failed(
@@ -793,6 +826,8 @@ class SynapseServer(LanguageServer):
         if self._disposed:
             return
         self._disposed = True
+        if self.warmup is not None:
+            self.warmup.stop()
         pids = self.child_pids()
         workspaces = list(self.workspaces.values())
         self.workspaces.clear()
@@ -912,6 +947,7 @@ def _kill_leftovers(pids: list[int]) -> None:
 def _command_handler(name: str, method: str) -> Callable[..., Any]:
     async def handler(ls: SynapseServer, *args: Any) -> Any:
         await ls.configured()
+        await ls.warmed("core")
         try:
             return await getattr(ls, method)(Args(name, args))
         except SynapseError as exc:
@@ -939,6 +975,7 @@ def _on_initialize(ls: SynapseServer, params: types.InitializeParams) -> None:
 
 
 async def _on_initialized(ls: SynapseServer, params: types.InitializedParams) -> None:
+    ls.start_warmup()
     ls._configured = asyncio.Event()
     try:
         await ls.read_configuration()

@@ -15,7 +15,7 @@ import contextlib
 import importlib
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -86,6 +86,7 @@ class WorkspaceContext:
         *,
         use_registry: bool = True,
         progress: Callable[[str], AbstractAsyncContextManager[None]] | None = None,
+        mcp_imported: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.uri = uri
         self.root = root
@@ -94,6 +95,7 @@ class WorkspaceContext:
         self._ask = ask
         self._use_registry = use_registry
         self._progress = progress
+        self._mcp_imported = mcp_imported
         self._gate: EditorPermissionGate | None = None
         self.sessions: dict[str, LiveSession] = {}
         self.shell: ShellSession | None = None
@@ -164,6 +166,9 @@ class WorkspaceContext:
 
         async def start() -> None:
             try:
+                if self._mcp_imported is not None and self._has_mcp_config():
+                    # The server's warm-up may be importing the MCP SDK right now.
+                    await self._mcp_imported()
                 await registry.start()
                 if self._progress is not None and registry.pending_servers():
                     async with self._progress("Synapse: connecting MCP servers"):
@@ -175,6 +180,11 @@ class WorkspaceContext:
         self._registry_task = asyncio.get_running_loop().create_task(
             start(), name=f"registry-{self.root.name}"
         )
+
+    def _has_mcp_config(self) -> bool:
+        from synapse_lsp.mcp_client import config_paths
+
+        return any(path.is_file() for path in config_paths(self.settings, self.root))
 
     async def registry_ready(self) -> Any:
         """The started registry (or None when extensions are unavailable)."""
