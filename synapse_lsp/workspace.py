@@ -206,6 +206,10 @@ class WorkspaceContext:
 
     async def run(self, command: str, *, timeout: float | None = None) -> RouteResult:
         router = await self.ensure()
+        if "mcp:" in command:
+            # An MCP tool run right after start: let its server finish connecting
+            # (bounded by the registry's connect wait) instead of "command not found".
+            await self.registry_ready()
         if timeout is not None:
             router = router.derive()
             router.settings = replace(self.settings, command_timeout=timeout)

@@ -4,6 +4,8 @@ commands, edits landing in the editor's buffers, permissions, settings, robustne
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 import time
 from concurrent.futures import Future
 from pathlib import Path
@@ -13,6 +15,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 from tests.lsp_client import alive, descendants, editor
+
+MCP_SERVER = Path(__file__).parent / "mcp_servers" / "demo_server.py"
 
 
 @pytest.fixture
@@ -260,46 +264,84 @@ async def test_malformed_requests_get_errors_and_the_server_lives_on(
         assert status["version"]
 
 
-async def test_shutdown_leaves_no_child_process(home: Path, proj: Path) -> None:
-    async with editor(home, [proj]) as ed:
-        await ed.command("synapse.shell.run", {"command": "sleep 300 &"})
-        await ed.command("synapse.shell.run", {"command": "true"})
-        server = ed.client._server
-        assert server is not None
-        children = descendants(server.pid)
-        assert children, "expected the workspace shell to be running"
-        await ed.client.shutdown_session()
-        assert server.returncode == 0
-    deadline = time.monotonic() + 5
-    while any(alive(pid) for pid in children) and time.monotonic() < deadline:
+def _mcp_config(folder: Path) -> None:
+    """A workspace `mcp_servers.json` with one real stdio MCP server, tagged by folder."""
+    server = {"command": sys.executable, "args": [str(MCP_SERVER), "--name", f"tag-{folder.name}"]}
+    (folder / "mcp_servers.json").write_text(json.dumps({"mcpServers": {"demo": server}}))
+
+
+def _mcp_children(server_pid: int, folder: Path) -> list[int]:
+    """Live descendants of the LSP server that run the demo MCP server of `folder`."""
+    found = []
+    for pid in descendants(server_pid):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(MCP_SERVER).encode() in argv and f"tag-{folder.name}".encode() in argv:
+            found.append(pid)
+    return found
+
+
+async def _gone(pids: list[int] | set[int]) -> list[int]:
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    assert [pid for pid in children if alive(pid)] == []
+    return [p for p in pids if alive(p)]
 
 
-async def test_removed_folder_is_disposed(home: Path, proj: Path, tmp_path: Path) -> None:
+async def test_folder_removal_and_shutdown_leave_no_bash_or_mcp_child(
+    home: Path, proj: Path, tmp_path: Path
+) -> None:
     other = tmp_path / "other"
     other.mkdir()
+    _mcp_config(proj)
+    _mcp_config(other)
     async with editor(home, [proj, other]) as ed:
-        await ed.command("synapse.shell.run", {"workspaceUri": other.as_uri(), "command": "true"})
         server = ed.client._server
         assert server is not None
-        before = descendants(server.pid)
+        # `other`: its shell runs a background job, and its MCP server connects via search.
+        await ed.command(
+            "synapse.shell.run", {"workspaceUri": other.as_uri(), "command": "sleep 300 &"}
+        )
+        found = await ed.command(
+            "synapse.tools.search", {"workspaceUri": other.as_uri(), "query": "echo"}
+        )
+        assert "mcp:demo:echo" in [t["name"] for t in found["tools"]]
+        # `proj`: its MCP server connects when an `mcp:` command runs.
+        echoed = await ed.command(
+            "synapse.shell.run",
+            {"workspaceUri": proj.as_uri(), "command": "mcp:demo:echo --text hi"},
+        )
+        assert echoed["isError"] is False and "hi" in echoed["stdout"], echoed
+        other_mcp, proj_mcp = _mcp_children(server.pid, other), _mcp_children(server.pid, proj)
+        assert len(other_mcp) == 1 and len(proj_mcp) == 1, (other_mcp, proj_mcp)
+        other_children = descendants(other_mcp[0]) | set(other_mcp)
+        before_removal = descendants(server.pid)
+        # The sleep job of `other`'s shell is a descendant too.
+        sleeps = [p for p in before_removal if b"sleep" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert len(sleeps) == 1
+
         ed.client.workspace_did_change_workspace_folders(
             types.DidChangeWorkspaceFoldersParams(
                 event=types.WorkspaceFoldersChangeEvent(
-                    added=[],
-                    removed=[types.WorkspaceFolder(uri=other.as_uri(), name="other")],
+                    added=[], removed=[types.WorkspaceFolder(uri=other.as_uri(), name="other")]
                 )
             )
         )
-        status = await ed.command("synapse.status")
-        deadline = time.monotonic() + 5
-        while len(status["workspaces"]) != 1 and time.monotonic() < deadline:
-            status = await ed.command("synapse.status")
+        status = await ed.command("synapse.status")  # served after the notification
         assert [w["uri"] for w in status["workspaces"]] == [proj.as_uri()]
-        while any(alive(p) for p in before) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        assert [p for p in before if alive(p)] == []
+        assert await _gone(other_children | set(sleeps)) == []
+        # `proj` keeps its shell and MCP server.
+        assert all(alive(p) for p in proj_mcp)
+        again = await ed.command("synapse.shell.run", {"command": "mcp:demo:echo --text again"})
+        assert "again" in again["stdout"]
+
+        remaining = descendants(server.pid)
+        assert set(proj_mcp) <= remaining
+        await ed.client.shutdown_session()
+        assert server.returncode == 0
+    assert await _gone(remaining) == []
 
 
 async def test_workspace_configuration_applies_before_commands(home: Path, proj: Path) -> None:
