@@ -1,36 +1,31 @@
 """Chat over LSP against the fake Anthropic server: streamed updates in order, edits in
 the editor, cancel (command and $/cancelRequest), concurrency, busy sessions,
-permissions and stored sessions (list / load replay / delete)."""
+permissions, a missing API key and stored sessions (list / load replay / delete).
+
+Most tests share one server process (and one fake API): each gets its own workspace
+folder, added with `workspace/didChangeWorkspaceFolders` and removed afterwards, and
+passes its `workspaceUri`; tests that need other settings or environment start their own.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 from synapse_lsp.fakeapi import FakeAnthropic
 from tests.lsp_client import Editor, editor
 
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
 FAKE_KEY = "sk-ant-fake-lsp-test"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path / "synapse-home"
-
-
-@pytest.fixture
-def proj(tmp_path: Path) -> Path:
-    path = tmp_path / "proj"
-    path.mkdir()
-    (path / "a.py").write_text("x = 1\n")
-    (path / "notes.txt").write_text("hello\n")
-    return path
 
 
 def fake_env(api: FakeAnthropic) -> dict[str, str]:
@@ -45,8 +40,9 @@ async def wait_for(predicate: Any, timeout: float = 60.0) -> None:
         await asyncio.sleep(0.02)
 
 
-async def new_session(ed: Editor) -> str:
-    created = await ed.command("synapse.session.new", {})
+async def new_session(ed: Editor, folder: Path | None = None) -> str:
+    args = {"workspaceUri": folder.as_uri()} if folder is not None else {}
+    created = await ed.command("synapse.session.new", args)
     sid: str = created["sessionId"]
     return sid
 
@@ -65,118 +61,179 @@ def kinds(updates: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+@dataclass
+class Shared:
+    ed: Editor
+    api: FakeAnthropic
+    home: Path
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Shared]:
+    base = tmp_path_factory.mktemp("chat")
+    first = base / "first"
+    first.mkdir()
+    async with (
+        FakeAnthropic([]) as api,
+        editor(base / "home", [first], env=fake_env(api)) as ed,
+    ):
+        yield Shared(ed, api, base / "home")
+
+
+def _folders(ed: Editor, added: list[Path], removed: list[Path]) -> None:
+    ed.client.workspace_did_change_workspace_folders(
+        types.DidChangeWorkspaceFoldersParams(
+            event=types.WorkspaceFoldersChangeEvent(
+                added=[types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in added],
+                removed=[types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in removed],
+            )
+        )
+    )
+
+
+async def _listed(ed: Editor, folder: Path) -> bool:
+    status = await ed.command("synapse.status")
+    return folder.as_uri() in [w["uri"] for w in status["workspaces"]]
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def proj(shared: Shared, tmp_path: Path) -> AsyncIterator[Path]:
+    """A fresh folder of this test in the shared server, with an empty fake API queue."""
+    path = tmp_path / "proj"
+    path.mkdir()
+    (path / "a.py").write_text("x = 1\n")
+    (path / "notes.txt").write_text("hello\n")
+    shared.api._queue.clear()
+    shared.api.requests.clear()
+    _folders(shared.ed, [path], [])
+    for _ in range(200):
+        if await _listed(shared.ed, path):
+            break
+    yield path
+    _folders(shared.ed, [], [path])  # disposes the folder's sessions and shells
+    for _ in range(200):
+        if not await _listed(shared.ed, path):
+            break
+
+
 @pytest.fixture
-async def api() -> AsyncIterator[FakeAnthropic]:
-    async with FakeAnthropic([]) as server:
-        yield server
+def ed(shared: Shared) -> Editor:
+    return shared.ed
+
+
+@pytest.fixture
+def api(shared: Shared) -> FakeAnthropic:
+    return shared.api
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """SYNAPSE_HOME of a test that starts its own server."""
+    return tmp_path / "synapse-home"
 
 
 async def test_prompt_streams_text_runs_ls_and_edits_the_open_buffer(
-    home: Path, proj: Path, api: FakeAnthropic
+    ed: Editor, proj: Path, api: FakeAnthropic
 ) -> None:
     api.add(
         {"text": "Let me look.", "commands": ["ls"]},
         {"commands": ["edit a.py 'y = 2' 'y = 3'"]},
         {"text": "Done: a.py now sets y to 3."},
     )
-    async with editor(home, [proj], env=fake_env(api)) as ed:
-        uri = ed.open(proj / "a.py")
-        ed.type_text(uri, "y = 2\n")  # unsaved in the editor
-        sid = await new_session(ed)
-        result = await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "Fix y"})
-        assert result["stopReason"] == "end_turn"
-        assert result["usage"]["outputTokens"] > 0
-        updates = ed.session_updates(sid)
-        assert kinds(updates) == [
-            "user_message_chunk",
-            "agent_message_chunk",
-            "tool_call",
-            "tool_call_update:completed",
-            "tool_call",
-            "tool_call_update:completed",
-            "agent_message_chunk",
-            "turn_finished",
-        ]
-        assert updates[0]["content"] == {"type": "text", "text": "Fix y"}
-        text = "".join(
-            u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"
-        )
-        assert text == "Let me look.Done: a.py now sets y to 3."
-        calls = [u for u in updates if u["sessionUpdate"] == "tool_call"]
-        assert calls[0]["rawInput"] == {"command": "ls", "restart": False}
-        assert calls[0]["status"] == "in_progress" and calls[0]["kind"]
-        ls_out = "".join(
-            u["output"]["text"]
-            for u in updates
-            if "output" in u and u["toolCallId"] == calls[0]["toolCallId"]
-        )
-        assert ls_out == "a.py\nnotes.txt\n"
-        done = [u for u in updates if u.get("status") == "completed"]
-        assert done[1]["rawOutput"]["edit"] == {"path": str(proj / "a.py"), "applied": True}
-        assert ed.docs[uri].text == "x = 1\ny = 3\n"
-        assert (proj / "a.py").read_text() == "x = 1\n"
-        assert updates[-1]["stopReason"] == "end_turn"
-        # The model saw the unsaved buffer through the edit's success, and got 3 calls.
-        assert len(api.message_requests) == 3
+    uri = ed.open(proj / "a.py")
+    ed.type_text(uri, "y = 2\n")  # unsaved in the editor
+    sid = await new_session(ed, proj)
+    result = await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "Fix y"})
+    assert result["stopReason"] == "end_turn"
+    assert result["usage"]["outputTokens"] > 0
+    updates = ed.session_updates(sid)
+    assert kinds(updates) == [
+        "user_message_chunk",
+        "agent_message_chunk",
+        "tool_call",
+        "tool_call_update:completed",
+        "tool_call",
+        "tool_call_update:completed",
+        "agent_message_chunk",
+        "turn_finished",
+    ]
+    assert updates[0]["content"] == {"type": "text", "text": "Fix y"}
+    text = "".join(
+        u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"
+    )
+    assert text == "Let me look.Done: a.py now sets y to 3."
+    calls = [u for u in updates if u["sessionUpdate"] == "tool_call"]
+    assert calls[0]["rawInput"] == {"command": "ls", "restart": False}
+    assert calls[0]["status"] == "in_progress" and calls[0]["kind"]
+    ls_out = "".join(
+        u["output"]["text"]
+        for u in updates
+        if "output" in u and u["toolCallId"] == calls[0]["toolCallId"]
+    )
+    assert ls_out == "a.py\nnotes.txt\n"
+    done = [u for u in updates if u.get("status") == "completed"]
+    assert done[1]["rawOutput"]["edit"] == {"path": str(proj / "a.py"), "applied": True}
+    assert ed.docs[uri].text == "x = 1\ny = 3\n"
+    assert (proj / "a.py").read_text() == "x = 1\n"
+    assert updates[-1]["stopReason"] == "end_turn"
+    # The model saw the unsaved buffer through the edit's success, and got 3 calls.
+    assert len(api.message_requests) == 3
 
 
 async def test_cancel_by_command_and_by_cancel_request(
-    home: Path, proj: Path, api: FakeAnthropic
+    ed: Editor, proj: Path, api: FakeAnthropic
 ) -> None:
     api.add(
         {"commands": ["sleep 30"]},
         {"commands": ["sleep 31"]},
         "after the cancels",
     )
-    async with editor(home, [proj], env=fake_env(api)) as ed:
-        sid = await new_session(ed)
+    sid = await new_session(ed, proj)
 
-        def started(command: str) -> bool:
-            return any(
-                u["sessionUpdate"] == "tool_call" and u["rawInput"]["command"] == command
-                for u in ed.session_updates(sid)
-            )
+    def started(command: str) -> bool:
+        return any(
+            u["sessionUpdate"] == "tool_call" and u["rawInput"]["command"] == command
+            for u in ed.session_updates(sid)
+        )
 
-        prompt = asyncio.create_task(
-            ed.command("synapse.session.prompt", {"sessionId": sid, "text": "wait"})
-        )
-        await wait_for(lambda: started("sleep 30"))
-        assert await ed.command("synapse.session.cancel", {"sessionId": sid}) == {"cancelled": True}
-        result = await asyncio.wait_for(prompt, 20)
-        assert result["stopReason"] == "cancelled"
-        ended = [u for u in ed.session_updates(sid) if u.get("status") == "cancelled"]
-        assert len(ended) == 1
+    prompt = asyncio.create_task(
+        ed.command("synapse.session.prompt", {"sessionId": sid, "text": "wait"})
+    )
+    await wait_for(lambda: started("sleep 30"))
+    assert await ed.command("synapse.session.cancel", {"sessionId": sid}) == {"cancelled": True}
+    result = await asyncio.wait_for(prompt, 20)
+    assert result["stopReason"] == "cancelled"
+    ended = [u for u in ed.session_updates(sid) if u.get("status") == "cancelled"]
+    assert len(ended) == 1
 
-        # $/cancelRequest for the prompt request does the same.
-        protocol = ed.client.protocol
-        future = asyncio.ensure_future(
-            protocol.send_request_async(
-                "workspace/executeCommand",
-                types.ExecuteCommandParams(
-                    command="synapse.session.prompt",
-                    arguments=[{"sessionId": sid, "text": "again"}],
-                ),
-                msg_id="prompt-2",
-            )
+    # $/cancelRequest for the prompt request does the same.
+    protocol = ed.client.protocol
+    future = asyncio.ensure_future(
+        protocol.send_request_async(
+            "workspace/executeCommand",
+            types.ExecuteCommandParams(
+                command="synapse.session.prompt",
+                arguments=[{"sessionId": sid, "text": "again"}],
+            ),
+            msg_id="prompt-2",
         )
-        await wait_for(lambda: started("sleep 31"))
-        protocol.notify("$/cancelRequest", types.CancelParams(id="prompt-2"))
-        with pytest.raises(JsonRpcException) as cancelled:
-            await asyncio.wait_for(future, 20)
-        assert cancelled.value.code == -32800
-        await wait_for(
-            lambda: [u.get("stopReason") for u in ed.session_updates(sid)].count("cancelled") == 2
-        )
-        # The session is usable afterwards and its history stayed valid.
-        final = await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "go on"})
-        assert final["stopReason"] == "end_turn"
-        assert await ed.command("synapse.session.cancel", {"sessionId": sid}) == {
-            "cancelled": False
-        }
+    )
+    await wait_for(lambda: started("sleep 31"))
+    protocol.notify("$/cancelRequest", types.CancelParams(id="prompt-2"))
+    with pytest.raises(JsonRpcException) as cancelled:
+        await asyncio.wait_for(future, 20)
+    assert cancelled.value.code == -32800
+    await wait_for(
+        lambda: [u.get("stopReason") for u in ed.session_updates(sid)].count("cancelled") == 2
+    )
+    # The session is usable afterwards and its history stayed valid.
+    final = await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "go on"})
+    assert final["stopReason"] == "end_turn"
+    assert await ed.command("synapse.session.cancel", {"sessionId": sid}) == {"cancelled": False}
 
 
 async def test_concurrent_sessions_and_busy_rejection(
-    home: Path, proj: Path, api: FakeAnthropic
+    ed: Editor, proj: Path, api: FakeAnthropic
 ) -> None:
     # Each session's command waits until both sessions' commands are running.
     both = (
@@ -185,29 +242,26 @@ async def test_concurrent_sessions_and_busy_rejection(
         'if [ "$(ls started.* | wc -l)" -ge 2 ]; then echo both; else echo alone; fi'
     )
     api.add({"commands": [both]}, {"commands": [both]}, "finished", "finished")
-    async with editor(home, [proj], env=fake_env(api)) as ed:
-        one, two = await new_session(ed), await new_session(ed)
-        first = asyncio.create_task(
-            ed.command("synapse.session.prompt", {"sessionId": one, "text": "go"})
-        )
-        await wait_for(
-            lambda: any(u["sessionUpdate"] == "tool_call" for u in ed.session_updates(one))
-        )
-        with pytest.raises(JsonRpcException) as busy:
-            await ed.command("synapse.session.prompt", {"sessionId": one, "text": "again"})
-        assert busy.value.code == -32803
-        assert busy.value.data == {"reason": "session_busy"}
-        second = asyncio.create_task(
-            ed.command("synapse.session.prompt", {"sessionId": two, "text": "go"})
-        )
-        results = await asyncio.wait_for(asyncio.gather(first, second), 60)
-        assert [r["stopReason"] for r in results] == ["end_turn", "end_turn"]
-        for sid in (one, two):
-            outputs = "".join(u["output"]["text"] for u in ed.session_updates(sid) if "output" in u)
-            assert outputs == "both\n"
-        status = await ed.command("synapse.status")
-        assert status["workspaces"][0]["sessions"] == 2
-        assert status["workspaces"][0]["busySessions"] == 0
+    one, two = await new_session(ed, proj), await new_session(ed, proj)
+    first = asyncio.create_task(
+        ed.command("synapse.session.prompt", {"sessionId": one, "text": "go"})
+    )
+    await wait_for(lambda: any(u["sessionUpdate"] == "tool_call" for u in ed.session_updates(one)))
+    with pytest.raises(JsonRpcException) as busy:
+        await ed.command("synapse.session.prompt", {"sessionId": one, "text": "again"})
+    assert busy.value.code == -32803
+    assert busy.value.data == {"reason": "session_busy"}
+    second = asyncio.create_task(
+        ed.command("synapse.session.prompt", {"sessionId": two, "text": "go"})
+    )
+    results = await asyncio.wait_for(asyncio.gather(first, second), 60)
+    assert [r["stopReason"] for r in results] == ["end_turn", "end_turn"]
+    for sid in (one, two):
+        outputs = "".join(u["output"]["text"] for u in ed.session_updates(sid) if "output" in u)
+        assert outputs == "both\n"
+    status = await ed.command("synapse.status")
+    (mine,) = [w for w in status["workspaces"] if w["uri"] == proj.as_uri()]
+    assert mine["sessions"] == 2 and mine["busySessions"] == 0
 
 
 async def test_permission_denied_tool_call_is_not_run(
@@ -229,27 +283,42 @@ async def test_permission_denied_tool_call_is_not_run(
 
 
 async def test_no_api_key_ends_the_turn_with_a_clear_error(home: Path, proj: Path) -> None:
-    async with editor(home, [proj]) as ed:
+    # The configured key variable is unset; another variable holds a secret that must
+    # not be used as the key nor appear anywhere the editor (or the log file) sees.
+    secret = "sk-ant-decoy-secret-0123456789"
+    options = {"apiKeyEnv": "SYNAPSE_TEST_KEY"}
+    async with editor(home, [proj], init_options=options, env={"ANTHROPIC_API_KEY": secret}) as ed:
         sid = await new_session(ed)
-        result = await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "hi"})
-        assert result["stopReason"] == "error"
-        assert "ANTHROPIC_API_KEY" in result["error"]
+        for attempt in ("hi", "hi again"):
+            result = await ed.command("synapse.session.prompt", {"sessionId": sid, "text": attempt})
+            assert result["stopReason"] == "error"
+            assert "SYNAPSE_TEST_KEY" in result["error"]  # how to fix it: which variable
+            assert "export SYNAPSE_TEST_KEY=" in result["error"]
+        finished = [u for u in ed.session_updates(sid) if u["sessionUpdate"] == "turn_finished"]
+        assert [u["stopReason"] for u in finished] == ["error", "error"]
+        # The server lives on: direct commands and new sessions still work.
+        echoed = await ed.command("synapse.shell.run", {"command": "echo alive"})
+        assert echoed["stdout"] == "alive\n"
+        assert await new_session(ed)
+        seen = repr((ed.updates, ed.client.messages, ed.client.log_messages, result, ed.asks))
+    logs = "".join(f.read_text(errors="replace") for f in (home / "logs").glob("*"))
+    assert secret not in seen and secret not in logs
 
 
 async def test_sessions_list_load_replay_and_delete(
-    home: Path, proj: Path, api: FakeAnthropic
+    shared: Shared, proj: Path, api: FakeAnthropic
 ) -> None:
     api.add({"text": "Listing.", "commands": ["ls"]}, "There are two files.")
-    async with editor(home, [proj], env=fake_env(api)) as ed:
-        sid = await new_session(ed)
-        await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "What is here?"})
-        listed = await ed.command("synapse.session.list", {})
-        assert [s["sessionId"] for s in listed["sessions"]] == [sid]
-        row = listed["sessions"][0]
-        assert row["title"] == "What is here?" and row["workspaceUri"] == proj.as_uri()
-        assert row["busy"] is False
-    # A new server process: the session is stored and replays.
-    async with editor(home, [proj], env=fake_env(api)) as ed:
+    ed, mine = shared.ed, {"workspaceUri": proj.as_uri()}
+    sid = await new_session(ed, proj)
+    await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "What is here?"})
+    listed = await ed.command("synapse.session.list", mine)
+    assert [s["sessionId"] for s in listed["sessions"]] == [sid]
+    row = listed["sessions"][0]
+    assert row["title"] == "What is here?" and row["workspaceUri"] == proj.as_uri()
+    assert row["busy"] is False
+    # A new server process on the same SYNAPSE_HOME: the session is stored and replays.
+    async with editor(shared.home, [proj], env=fake_env(api)) as ed:
         loaded = await ed.command("synapse.session.load", {"sessionId": sid})
         assert loaded == {"sessionId": sid, "title": "What is here?", "workspaceUri": proj.as_uri()}
         replayed = [u for u in ed.updates if u["sessionId"] == sid]
@@ -265,7 +334,7 @@ async def test_sessions_list_load_replay_and_delete(
         ]
         assert updates[0]["content"]["text"] == "What is here?"
         assert await ed.command("synapse.session.delete", {"sessionId": sid}) == {"deleted": True}
-        assert (await ed.command("synapse.session.list", {}))["sessions"] == []
+        assert (await ed.command("synapse.session.list", mine))["sessions"] == []
         with pytest.raises(JsonRpcException) as gone:
             await ed.command("synapse.session.load", {"sessionId": sid})
         assert gone.value.code == -32602
