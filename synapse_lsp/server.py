@@ -51,6 +51,7 @@ log = logging.getLogger("synapse_lsp.server")
 
 SESSION_UPDATE = "synapse/sessionUpdate"
 REQUEST_FAILED = -32803
+INTERNAL_ERROR = -32603
 LOG_LEVELS = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO}
 LOG_LEVELS["debug"] = logging.DEBUG
 _LSP_TYPES = {
@@ -952,6 +953,14 @@ def _command_handler(name: str, method: str) -> Callable[..., Any]:
             return await getattr(ls, method)(Args(name, args))
         except SynapseError as exc:
             raise request_failed(f"{name}: {exc.message}", "error") from None
+        except (JsonRpcException, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # a bug or an unexpected state: answer, log, live on
+            log.exception("%s failed", name)
+            raise JsonRpcException(
+                f"{name}: internal error: {type(exc).__name__}: {exc} (details in the server log)",
+                code=INTERNAL_ERROR,
+            ) from None
 
     handler.__name__ = method
     return handler

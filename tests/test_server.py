@@ -264,6 +264,27 @@ async def test_malformed_requests_get_errors_and_the_server_lives_on(
         assert status["version"]
 
 
+async def test_an_exception_in_a_handler_is_an_error_reply_and_the_next_request_works(
+    home: Path, proj: Path
+) -> None:
+    # A stored session that is not UTF-8: loading it raises inside the handler.
+    sessions = home / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "broken-1.jsonl").write_bytes(b"\xff\xfe\x00 not a session\n")
+    async with editor(home, [proj]) as ed:
+        with pytest.raises(JsonRpcException) as failed:
+            await ed.command("synapse.session.load", {"sessionId": "broken-1"})
+        assert failed.value.code == -32603
+        assert failed.value.message.startswith("synapse.session.load: internal error: ")
+        assert "UnicodeDecodeError" in failed.value.message
+        server = ed.client._server
+        assert server is not None and server.returncode is None
+        ran = await ed.command("synapse.shell.run", {"command": "echo next"})
+        assert ran["stdout"] == "next\n"
+        created = await ed.command("synapse.session.new", {})
+        assert created["sessionId"]
+
+
 def _mcp_config(folder: Path) -> None:
     """A workspace `mcp_servers.json` with one real stdio MCP server, tagged by folder."""
     server = {"command": sys.executable, "args": [str(MCP_SERVER), "--name", f"tag-{folder.name}"]}
