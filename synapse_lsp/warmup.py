@@ -9,9 +9,11 @@ loop never blocks on them either.
 Stages, in order (each one a future that handlers can await):
 
 - ``core``: our own modules behind the first command (router, shell, agent, ...);
-- ``sdk``: the model SDK and its HTTP stack;
 - ``mcp``: the MCP SDK - only when an `mcp_servers.json` exists for an open folder
-  (or in `$SYNAPSE_HOME/mcp/`).
+  (or in `$SYNAPSE_HOME/mcp/`). It comes before the model SDK because every first
+  command in such a folder starts its MCP connections, and `import anthropic` (one
+  indivisible import of 1-5 s) would otherwise hold them back;
+- ``sdk``: the model SDK and its HTTP stack.
 
 A handler that is about to import what a stage covers awaits that stage first
 (`await warm.ready("sdk")`): two threads importing the same package at the same
@@ -54,7 +56,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "sdk": ("anthropic", "anthropic.types", "httpx2", "httpcore2"),
     "mcp": ("mcp", "mcp.client.stdio", "mcp.client.streamable_http"),
 }
-STAGE_ORDER = ("core", "sdk", "mcp")
+STAGE_ORDER = ("core", "mcp", "sdk")
 
 
 class Warmup:
@@ -94,7 +96,7 @@ class Warmup:
         return value if value >= 0 else None
 
     async def ready(self, stage: str, timeout: float = 30.0) -> None:
-        """Wait (without blocking the event loop) until `stage` and those before it ended."""
+        """Wait (without blocking the event loop) until `stage` (and the ones before) ended."""
         future = self._done[stage]
         if future.done():
             return

@@ -254,3 +254,49 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def change_folders(ed: Editor, added: list[Path], removed: list[Path]) -> None:
+    ed.client.workspace_did_change_workspace_folders(
+        types.DidChangeWorkspaceFoldersParams(
+            event=types.WorkspaceFoldersChangeEvent(
+                added=[types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in added],
+                removed=[types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in removed],
+            )
+        )
+    )
+
+
+async def folder_uris(ed: Editor) -> list[str]:
+    status = await ed.command("synapse.status")
+    return [w["uri"] for w in status["workspaces"]]
+
+
+async def add_folder(ed: Editor, path: Path) -> None:
+    """Open `path` as a workspace folder of a running server; return once it is listed."""
+    change_folders(ed, [path], [])
+    for _ in range(500):
+        if path.as_uri() in await folder_uris(ed):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"folder {path} was not added")
+
+
+async def remove_folder(ed: Editor, path: Path) -> None:
+    """Close `path` (its sessions, shells and MCP children); return once it is gone."""
+    change_folders(ed, [], [path])
+    for _ in range(500):
+        if path.as_uri() not in await folder_uris(ed):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"folder {path} was not removed")
+
+
+def reset(ed: Editor) -> None:
+    """Forget what earlier tests on a shared server did to the client-side state."""
+    ed.refuse = None
+    ed.answer = "Allow once"
+    ed.edits.clear()
+    ed.created.clear()
+    ed.asks.clear()
+    ed.edit_event.clear()

@@ -7,14 +7,30 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import AsyncIterator
 from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from tests.lsp_client import alive, descendants, editor
+from tests.lsp_client import (
+    Editor,
+    add_folder,
+    alive,
+    descendants,
+    editor,
+    folder_uris,
+    remove_folder,
+    reset,
+)
+
+# Tests that need no particular settings share one server (`ed`): each gets its own
+# folder, added before and removed after it, as the server's only folder. Tests that
+# need other options, capabilities or a fresh process start their own (`editor(...)`).
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 MCP_SERVER = Path(__file__).parent / "mcp_servers" / "demo_server.py"
 
@@ -30,6 +46,30 @@ def proj(tmp_path: Path) -> Path:
     (path / "sub").mkdir(parents=True)
     (path / "a.py").write_text("x = 1\n")
     return path
+
+
+@pytest.fixture(scope="module")
+def shared_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("shared") / "synapse-home"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared(shared_home: Path) -> AsyncIterator[Editor]:
+    start = shared_home.parent / "start"
+    start.mkdir()
+    async with editor(shared_home, [start]) as ed:
+        await remove_folder(ed, start)
+        yield ed
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def ed(shared: Editor, proj: Path) -> AsyncIterator[Editor]:
+    """The shared server with `proj` as its only workspace folder."""
+    reset(shared)
+    await add_folder(shared, proj)
+    assert await folder_uris(shared) == [proj.as_uri()]
+    yield shared
+    await remove_folder(shared, proj)
 
 
 async def test_initialize_two_folders_each_with_its_own_shell(
@@ -67,100 +107,94 @@ async def test_initialize_two_folders_each_with_its_own_shell(
         assert "workspaceUri" in missing.value.message
 
 
-async def test_shell_run_ls_and_cd_persist(home: Path, proj: Path) -> None:
-    async with editor(home, [proj]) as ed:
-        listing = await ed.command("synapse.shell.run", {"command": "ls"})
-        assert listing == {
-            "exitCode": 0,
-            "stdout": "a.py\nsub\n",
-            "stderr": "",
-            "isError": False,
-            "layer": "native",
-            "category": None,
-            "text": "a.py\nsub\n",
-        }
-        await ed.command("synapse.shell.run", {"command": "cd sub && export X=42"})
-        where = await ed.command("synapse.shell.run", {"command": 'pwd; echo "$X"'})
-        assert where["stdout"] == f"{(proj / 'sub').resolve()}\n42\n"
-        failed = await ed.command("synapse.shell.run", {"command": "ls nope"})
-        assert failed["isError"] is True and failed["exitCode"] != 0
-        assert "Hint: Run `ls --help`" in failed["text"]
-        await ed.command("synapse.shell.restart", {})
-        after = await ed.command("synapse.shell.run", {"command": "pwd"})
-        assert after["stdout"].strip() == str(proj.resolve())
+async def test_shell_run_ls_and_cd_persist(ed: Editor, proj: Path) -> None:
+    listing = await ed.command("synapse.shell.run", {"command": "ls"})
+    assert listing == {
+        "exitCode": 0,
+        "stdout": "a.py\nsub\n",
+        "stderr": "",
+        "isError": False,
+        "layer": "native",
+        "category": None,
+        "text": "a.py\nsub\n",
+    }
+    await ed.command("synapse.shell.run", {"command": "cd sub && export X=42"})
+    where = await ed.command("synapse.shell.run", {"command": 'pwd; echo "$X"'})
+    assert where["stdout"] == f"{(proj / 'sub').resolve()}\n42\n"
+    failed = await ed.command("synapse.shell.run", {"command": "ls nope"})
+    assert failed["isError"] is True and failed["exitCode"] != 0
+    assert "Hint: Run `ls --help`" in failed["text"]
+    await ed.command("synapse.shell.restart", {})
+    after = await ed.command("synapse.shell.run", {"command": "pwd"})
+    assert after["stdout"].strip() == str(proj.resolve())
 
 
-async def test_edit_lands_in_the_open_buffer_with_unsaved_text(home: Path, proj: Path) -> None:
-    async with editor(home, [proj]) as ed:
-        uri = ed.open(proj / "a.py")
-        ed.type_text(uri, "y = 2  # unsaved, ünïcode 😀 here\nz = 3\n")
-        result = await ed.command(
-            "synapse.shell.run", {"command": "edit a.py 'here\nz = 3' 'there\nz = 4'"}
-        )
-        assert result["isError"] is False, result
-        assert len(ed.edits) == 1
-        change = ed.edits[0].edit.document_changes[0]  # type: ignore[index]
-        assert isinstance(change, types.TextDocumentEdit)
-        assert change.text_document.uri == uri
-        assert change.text_document.version == 2  # the version the server synced
-        assert ed.docs[uri].text == "x = 1\ny = 2  # unsaved, ünïcode 😀 there\nz = 4\n"
-        assert (proj / "a.py").read_text() == "x = 1\n"  # disk untouched
-        # The edit is minimal: only what differs, in UTF-16 columns.
-        spans = [
-            (e.range.start.line, e.range.start.character, e.range.end.line, e.range.end.character)
-            for e in change.edits
-            if isinstance(e, types.TextEdit)
-        ]
-        assert spans == [(1, 29, 2, 5)]
-        # The server follows the buffer: read sees the edited, unsaved text.
-        read = await ed.command("synapse.shell.run", {"command": "read a.py"})
-        assert "there" in read["stdout"] and "z = 4" in read["stdout"]
+async def test_edit_lands_in_the_open_buffer_with_unsaved_text(ed: Editor, proj: Path) -> None:
+    uri = ed.open(proj / "a.py")
+    ed.type_text(uri, "y = 2  # unsaved, ünïcode 😀 here\nz = 3\n")
+    result = await ed.command(
+        "synapse.shell.run", {"command": "edit a.py 'here\nz = 3' 'there\nz = 4'"}
+    )
+    assert result["isError"] is False, result
+    assert len(ed.edits) == 1
+    change = ed.edits[0].edit.document_changes[0]  # type: ignore[index]
+    assert isinstance(change, types.TextDocumentEdit)
+    assert change.text_document.uri == uri
+    assert change.text_document.version == 2  # the version the server synced
+    assert ed.docs[uri].text == "x = 1\ny = 2  # unsaved, ünïcode 😀 there\nz = 4\n"
+    assert (proj / "a.py").read_text() == "x = 1\n"  # disk untouched
+    # The edit is minimal: only what differs, in UTF-16 columns.
+    spans = [
+        (e.range.start.line, e.range.start.character, e.range.end.line, e.range.end.character)
+        for e in change.edits
+        if isinstance(e, types.TextEdit)
+    ]
+    assert spans == [(1, 29, 2, 5)]
+    # The server follows the buffer: read sees the edited, unsaved text.
+    read = await ed.command("synapse.shell.run", {"command": "read a.py"})
+    assert "there" in read["stdout"] and "z = 4" in read["stdout"]
 
 
-async def test_refused_edit_is_an_error_and_nothing_is_written(home: Path, proj: Path) -> None:
-    async with editor(home, [proj]) as ed:
-        uri = ed.open(proj / "a.py")
-        ed.refuse = "buffer changed"
-        result = await ed.command("synapse.shell.run", {"command": "edit a.py 'x = 1' 'x = 2'"})
-        assert result["isError"] is True
-        assert "refused" in result["stderr"] and "buffer changed" in result["stderr"]
-        assert ed.docs[uri].text == "x = 1\n"
-        assert (proj / "a.py").read_text() == "x = 1\n"
-        # A file that is not open is edited in the editor too (version null), not on disk.
-        (proj / "b.txt").write_text("alpha\nbeta\n")
-        ed.refuse = None
-        ok = await ed.command("synapse.shell.run", {"command": "edit b.txt beta gamma"})
-        assert ok["isError"] is False
-        change = ed.edits[-1].edit.document_changes[0]  # type: ignore[index]
-        assert isinstance(change, types.TextDocumentEdit)
-        assert change.text_document.version is None
-        assert (proj / "b.txt").read_text() == "alpha\nbeta\n"
-        assert ed.docs[(proj / "b.txt").as_uri()].text == "alpha\ngamma\n"
+async def test_refused_edit_is_an_error_and_nothing_is_written(ed: Editor, proj: Path) -> None:
+    uri = ed.open(proj / "a.py")
+    ed.refuse = "buffer changed"
+    result = await ed.command("synapse.shell.run", {"command": "edit a.py 'x = 1' 'x = 2'"})
+    assert result["isError"] is True
+    assert "refused" in result["stderr"] and "buffer changed" in result["stderr"]
+    assert ed.docs[uri].text == "x = 1\n"
+    assert (proj / "a.py").read_text() == "x = 1\n"
+    # A file that is not open is edited in the editor too (version null), not on disk.
+    (proj / "b.txt").write_text("alpha\nbeta\n")
+    ed.refuse = None
+    ok = await ed.command("synapse.shell.run", {"command": "edit b.txt beta gamma"})
+    assert ok["isError"] is False
+    change = ed.edits[-1].edit.document_changes[0]  # type: ignore[index]
+    assert isinstance(change, types.TextDocumentEdit)
+    assert change.text_document.version is None
+    assert (proj / "b.txt").read_text() == "alpha\nbeta\n"
+    assert ed.docs[(proj / "b.txt").as_uri()].text == "alpha\ngamma\n"
 
 
-async def test_write_sends_create_file_and_full_text(home: Path, proj: Path) -> None:
-    async with editor(home, [proj]) as ed:
-        result = await ed.command(
-            "synapse.shell.run", {"command": "write notes/todo.md '- ship it\n'"}
-        )
-        assert result["isError"] is False, result
-        target = (proj / "notes" / "todo.md").as_uri()
-        changes = ed.edits[0].edit.document_changes
-        assert changes is not None
-        assert isinstance(changes[0], types.CreateFile) and changes[0].uri == target
-        assert changes[0].options is not None and changes[0].options.overwrite is True
-        assert ed.created == [target]
-        assert ed.docs[target].text == "- ship it\n"
-        assert not (proj / "notes" / "todo.md").exists()
-        # write to an open buffer: one full replacement of what the editor holds
-        uri = ed.open(proj / "a.py", "unsaved buffer\nline two\n", version=5)
-        await ed.command("synapse.shell.run", {"command": "write a.py 'new'"})
-        last = ed.edits[-1].edit.document_changes
-        assert last is not None and len(last) == 1
-        assert isinstance(last[0], types.TextDocumentEdit)
-        assert last[0].text_document.version == 5
-        assert ed.docs[uri].text == "new"
-        assert (proj / "a.py").read_text() == "x = 1\n"
+async def test_write_sends_create_file_and_full_text(ed: Editor, proj: Path) -> None:
+    result = await ed.command("synapse.shell.run", {"command": "write notes/todo.md '- ship it\n'"})
+    assert result["isError"] is False, result
+    target = (proj / "notes" / "todo.md").as_uri()
+    changes = ed.edits[0].edit.document_changes
+    assert changes is not None
+    assert isinstance(changes[0], types.CreateFile) and changes[0].uri == target
+    assert changes[0].options is not None and changes[0].options.overwrite is True
+    assert ed.created == [target]
+    assert ed.docs[target].text == "- ship it\n"
+    assert not (proj / "notes" / "todo.md").exists()
+    # write to an open buffer: one full replacement of what the editor holds
+    uri = ed.open(proj / "a.py", "unsaved buffer\nline two\n", version=5)
+    await ed.command("synapse.shell.run", {"command": "write a.py 'new'"})
+    last = ed.edits[-1].edit.document_changes
+    assert last is not None and len(last) == 1
+    assert isinstance(last[0], types.TextDocumentEdit)
+    assert last[0].text_document.version == 5
+    assert ed.docs[uri].text == "new"
+    assert (proj / "a.py").read_text() == "x = 1\n"
 
 
 async def test_without_apply_edit_capability_the_disk_is_written(home: Path, proj: Path) -> None:
@@ -228,61 +262,59 @@ async def test_bad_settings_are_reported_and_defaults_kept(home: Path, proj: Pat
 
 
 async def test_malformed_requests_get_errors_and_the_server_lives_on(
-    home: Path, proj: Path
+    ed: Editor, proj: Path
 ) -> None:
-    async with editor(home, [proj]) as ed:
-        client = ed.client
-        with pytest.raises(JsonRpcException) as two_args:
-            await client.workspace_execute_command_async(
-                types.ExecuteCommandParams(command="synapse.shell.run", arguments=[1, 2])
-            )
-        assert two_args.value.code == -32602
-        with pytest.raises(JsonRpcException) as no_command:
-            await ed.command("synapse.shell.run", {"command": 42})
-        assert no_command.value.code == -32602 and "`command`" in no_command.value.message
-        with pytest.raises(JsonRpcException) as unknown:
-            await ed.command("synapse.nope")
-        assert unknown.value.code == -32601
-        with pytest.raises(JsonRpcException) as session:
-            await ed.command("synapse.session.prompt", {"sessionId": "missing", "text": "hi"})
-        assert session.value.code == -32602 and "missing" in session.value.message
-        # Params that do not even match the LSP schema: still an answer.
-        pending: Future[object] = Future()
-        client.protocol._request_futures["bad-1"] = pending
-        client.protocol._send_data(
-            {
-                "jsonrpc": "2.0",
-                "id": "bad-1",
-                "method": "workspace/executeCommand",
-                "params": {"arguments": [{"command": "ls"}]},
-            }
+    client = ed.client
+    with pytest.raises(JsonRpcException) as two_args:
+        await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="synapse.shell.run", arguments=[1, 2])
         )
-        with pytest.raises(JsonRpcException) as raw:
-            await asyncio.wait_for(asyncio.wrap_future(pending), 10)
-        assert raw.value.code == -32602
-        status = await ed.command("synapse.status")
-        assert status["version"]
+    assert two_args.value.code == -32602
+    with pytest.raises(JsonRpcException) as no_command:
+        await ed.command("synapse.shell.run", {"command": 42})
+    assert no_command.value.code == -32602 and "`command`" in no_command.value.message
+    with pytest.raises(JsonRpcException) as unknown:
+        await ed.command("synapse.nope")
+    assert unknown.value.code == -32601
+    with pytest.raises(JsonRpcException) as session:
+        await ed.command("synapse.session.prompt", {"sessionId": "missing", "text": "hi"})
+    assert session.value.code == -32602 and "missing" in session.value.message
+    # Params that do not even match the LSP schema: still an answer.
+    pending: Future[object] = Future()
+    client.protocol._request_futures["bad-1"] = pending
+    client.protocol._send_data(
+        {
+            "jsonrpc": "2.0",
+            "id": "bad-1",
+            "method": "workspace/executeCommand",
+            "params": {"arguments": [{"command": "ls"}]},
+        }
+    )
+    with pytest.raises(JsonRpcException) as raw:
+        await asyncio.wait_for(asyncio.wrap_future(pending), 10)
+    assert raw.value.code == -32602
+    status = await ed.command("synapse.status")
+    assert status["version"]
 
 
 async def test_an_exception_in_a_handler_is_an_error_reply_and_the_next_request_works(
-    home: Path, proj: Path
+    ed: Editor, shared_home: Path
 ) -> None:
     # A stored session that is not UTF-8: loading it raises inside the handler.
-    sessions = home / "sessions"
-    sessions.mkdir(parents=True)
+    sessions = shared_home / "sessions"
+    sessions.mkdir(parents=True, exist_ok=True)
     (sessions / "broken-1.jsonl").write_bytes(b"\xff\xfe\x00 not a session\n")
-    async with editor(home, [proj]) as ed:
-        with pytest.raises(JsonRpcException) as failed:
-            await ed.command("synapse.session.load", {"sessionId": "broken-1"})
-        assert failed.value.code == -32603
-        assert failed.value.message.startswith("synapse.session.load: internal error: ")
-        assert "UnicodeDecodeError" in failed.value.message
-        server = ed.client._server
-        assert server is not None and server.returncode is None
-        ran = await ed.command("synapse.shell.run", {"command": "echo next"})
-        assert ran["stdout"] == "next\n"
-        created = await ed.command("synapse.session.new", {})
-        assert created["sessionId"]
+    with pytest.raises(JsonRpcException) as failed:
+        await ed.command("synapse.session.load", {"sessionId": "broken-1"})
+    assert failed.value.code == -32603
+    assert failed.value.message.startswith("synapse.session.load: internal error: ")
+    assert "UnicodeDecodeError" in failed.value.message
+    server = ed.client._server
+    assert server is not None and server.returncode is None
+    ran = await ed.command("synapse.shell.run", {"command": "echo next"})
+    assert ran["stdout"] == "next\n"
+    created = await ed.command("synapse.session.new", {})
+    assert created["sessionId"]
 
 
 def _mcp_config(folder: Path) -> None:
@@ -325,11 +357,13 @@ async def test_folder_removal_and_shutdown_leave_no_bash_or_mcp_child(
         await ed.command(
             "synapse.shell.run", {"workspaceUri": other.as_uri(), "command": "sleep 300 &"}
         )
+        print("MARK 'found = await ed.com'", time.monotonic())
         found = await ed.command(
             "synapse.tools.search", {"workspaceUri": other.as_uri(), "query": "echo"}
         )
         assert "mcp:demo:echo" in [t["name"] for t in found["tools"]]
         # `proj`: its MCP server connects when an `mcp:` command runs.
+        print("MARK 'echoed = await ed.co'", time.monotonic())
         echoed = await ed.command(
             "synapse.shell.run",
             {"workspaceUri": proj.as_uri(), "command": "mcp:demo:echo --text hi"},

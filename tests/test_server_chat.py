@@ -21,7 +21,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 from synapse_lsp.fakeapi import FakeAnthropic
-from tests.lsp_client import Editor, editor
+from tests.lsp_client import Editor, add_folder, editor, remove_folder, reset
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -80,22 +80,6 @@ async def shared(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Shar
         yield Shared(ed, api, base / "home")
 
 
-def _folders(ed: Editor, added: list[Path], removed: list[Path]) -> None:
-    ed.client.workspace_did_change_workspace_folders(
-        types.DidChangeWorkspaceFoldersParams(
-            event=types.WorkspaceFoldersChangeEvent(
-                added=[types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in added],
-                removed=[types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in removed],
-            )
-        )
-    )
-
-
-async def _listed(ed: Editor, folder: Path) -> bool:
-    status = await ed.command("synapse.status")
-    return folder.as_uri() in [w["uri"] for w in status["workspaces"]]
-
-
 @pytest_asyncio.fixture(loop_scope="module")
 async def proj(shared: Shared, tmp_path: Path) -> AsyncIterator[Path]:
     """A fresh folder of this test in the shared server, with an empty fake API queue."""
@@ -105,15 +89,10 @@ async def proj(shared: Shared, tmp_path: Path) -> AsyncIterator[Path]:
     (path / "notes.txt").write_text("hello\n")
     shared.api._queue.clear()
     shared.api.requests.clear()
-    _folders(shared.ed, [path], [])
-    for _ in range(200):
-        if await _listed(shared.ed, path):
-            break
+    reset(shared.ed)
+    await add_folder(shared.ed, path)
     yield path
-    _folders(shared.ed, [], [path])  # disposes the folder's sessions and shells
-    for _ in range(200):
-        if not await _listed(shared.ed, path):
-            break
+    await remove_folder(shared.ed, path)  # disposes the folder's sessions and shells
 
 
 @pytest.fixture
