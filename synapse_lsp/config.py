@@ -8,6 +8,16 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_TIMEOUT_S = 120.0
+MIN_THINKING_BUDGET = 1024  # the API's floor for `thinking.budget_tokens`
+
+# Environment variables a face reads under its own settings (editor settings and CLI
+# flags win). `ANTHROPIC_MODEL` is what other Anthropic tools read; ours wins over it.
+ENV_SETTINGS: tuple[tuple[str, str], ...] = (
+    ("ANTHROPIC_MODEL", "model"),
+    ("SYNAPSE_MODEL", "model"),
+    ("SYNAPSE_MAX_TOKENS", "maxTokens"),
+    ("SYNAPSE_THINKING_BUDGET", "thinkingBudget"),
+)
 
 
 def synapse_home(env: dict[str, str] | None = None) -> Path:
@@ -34,6 +44,7 @@ class Settings:
     output: OutputLimits = field(default_factory=OutputLimits)
     model: str = "claude-sonnet-5-5"
     max_tokens: int = 8192
+    thinking_budget: int = 0  # extended thinking's token budget; 0 = off
     base_url: str | None = None
     api_key_env: str = "ANTHROPIC_API_KEY"
     max_turns: int = 50
@@ -45,6 +56,31 @@ class Settings:
     @property
     def bin_dir(self) -> Path:
         return self.synapse_home / "bin"
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> tuple[Settings, list[str]]:
+        """Defaults, then the variables of `ENV_SETTINGS` that are set (and not empty).
+
+        Returns the settings and the problems found (a bad value keeps the default).
+        """
+        source = os.environ if env is None else env
+        base = cls(synapse_home=synapse_home(dict(source)))
+        values: dict[str, Any] = {}
+        problems: list[str] = []
+        for var, key in ENV_SETTINGS:
+            raw = source.get(var, "").strip()
+            if not raw:
+                continue
+            if isinstance(getattr(base, _snake(key)), int):
+                try:
+                    values[key] = int(raw)
+                except ValueError:
+                    problems.append(f"${var}: expected a whole number, got {raw!r}")
+                    continue
+            else:
+                values[key] = raw
+        settings, found = base.with_overrides(values)
+        return settings, problems + found
 
     def with_overrides(self, values: dict[str, Any]) -> tuple[Settings, list[str]]:
         """Return a copy with `values` applied and the list of rejected keys/values.
@@ -62,10 +98,23 @@ class Settings:
                 continue
             current = getattr(self, name)
             try:
-                changes[name] = _coerce(current, value)
+                changes[name] = _coerce(current, value, zero_ok=name in _ZERO_OK)
             except (TypeError, ValueError) as exc:
                 problems.append(f"setting {key!r}: {exc}; keeping {current!r}")
-        return replace(self, **changes), problems
+        out = replace(self, **changes)
+        budget = out.thinking_budget
+        if budget and not MIN_THINKING_BUDGET <= budget < out.max_tokens:
+            problems.append(
+                f"setting 'thinkingBudget': {budget} must be at least {MIN_THINKING_BUDGET} "
+                f"and less than maxTokens ({out.max_tokens}); thinking stays "
+                f"{'on with ' + str(self.thinking_budget) if self.thinking_budget else 'off'}"
+            )
+            keep = self.thinking_budget if self.thinking_budget < out.max_tokens else 0
+            out = replace(out, thinking_budget=keep)
+        return out, problems
+
+
+_ZERO_OK = {"thinking_budget"}  # integer settings where 0 means "off"
 
 
 def _snake(key: str) -> str:
@@ -78,7 +127,7 @@ def _snake(key: str) -> str:
     return "".join(out).replace("-", "_")
 
 
-def _coerce(current: Any, value: Any) -> Any:
+def _coerce(current: Any, value: Any, *, zero_ok: bool = False) -> Any:
     if value is None and current is None:
         return None
     if isinstance(current, Path):
@@ -94,8 +143,9 @@ def _coerce(current: Any, value: Any) -> Any:
             raise ValueError("expected a positive number")
         return float(value)
     if isinstance(current, int):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError("expected a positive integer")
+        low = 0 if zero_ok else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"expected a whole number >= {low}")
         return value
     if isinstance(current, tuple):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

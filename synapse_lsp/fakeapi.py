@@ -139,7 +139,9 @@ def _block(block: Any, where: str) -> JSON:
             "signature": str(block.get("signature", "fake-signature")),
         }
     if kind == "tool_use":
-        if "input" in block:
+        if "input_json" in block:  # raw JSON text as streamed, e.g. cut by max_tokens
+            tool_input = None
+        elif "input" in block:
             tool_input = block["input"]
         elif "command" in block:
             tool_input = {"command": block["command"]}
@@ -148,6 +150,8 @@ def _block(block: Any, where: str) -> JSON:
         else:
             raise ScriptError(f"{where}: a tool_use needs 'command' or 'input'")
         out: JSON = {"type": "tool_use", "name": block.get("name", "Bash"), "input": tool_input}
+        if tool_input is None:
+            out["input_json"] = str(block["input_json"])
         if "id" in block:
             out["id"] = str(block["id"])
         return out
@@ -537,7 +541,7 @@ class FakeAnthropic:
                 start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
                 deltas = [
                     {"type": "input_json_delta", "partial_json": c}
-                    for c in _chunks(json.dumps(block["input"]), size)
+                    for c in _chunks(block.get("input_json") or json.dumps(block["input"]), size)
                 ]
             events.append(
                 (

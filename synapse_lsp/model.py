@@ -174,6 +174,7 @@ class ModelClient:
             base_url=base_url,
             model=settings.model,
             max_tokens=settings.max_tokens,
+            thinking_budget=settings.thinking_budget or None,
             **overrides,
         )
 

@@ -55,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="synapse chat",
         description="Chat with the Synapse agent in this terminal, or run one prompt with -p.",
-        epilog="Environment: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, SYNAPSE_HOME.",
+        epilog="Environment: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, SYNAPSE_HOME, "
+        "SYNAPSE_MODEL (or ANTHROPIC_MODEL), SYNAPSE_MAX_TOKENS, SYNAPSE_THINKING_BUDGET; "
+        "flags win over them.",
     )
     parser.add_argument(
         "-p", "--print", dest="prompt", metavar="PROMPT",
@@ -67,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--demo", action="store_true", help="use the offline demo model instead of the API"
     )
     parser.add_argument("--model", help="model name (default from settings)")
+    parser.add_argument("--max-tokens", type=int, help="output tokens per model call")
+    parser.add_argument(
+        "--thinking", type=int, metavar="BUDGET",
+        help="extended thinking with this token budget (>= 1024, < max tokens; 0 = off)",
+    )  # fmt: skip
     parser.add_argument("--cwd", type=Path, help="working directory (default: .)")
     parser.add_argument("--max-turns", type=int, help="model calls per turn before stopping")
     return parser
@@ -189,12 +196,16 @@ class Runtime:
 class Renderer:
     """Prints one turn's events. `answer_out` gets the answer; `activity` the rest."""
 
-    def __init__(self, answer_out: TextIO, activity: TextIO, *, one_shot: bool) -> None:
+    def __init__(
+        self, answer_out: TextIO, activity: TextIO, *, one_shot: bool, color: bool = False
+    ) -> None:
         self.out = answer_out
         self.activity = activity
         self.one_shot = one_shot
         self.buffer: list[str] = []  # one-shot: the current message's text
         self.mid_line = False
+        self.thinking = False  # inside a run of thinking deltas
+        self.dim, self.reset = ("\033[2m", "\033[0m") if color else ("", "")
 
     def _line(self, text: str, stream: TextIO | None = None) -> None:
         target = stream or self.activity
@@ -210,6 +221,7 @@ class Renderer:
             Notice,
             PlanUpdated,
             TextDelta,
+            ThinkingDelta,
             ToolCallFinished,
             ToolCallStarted,
             TurnFinished,
@@ -217,6 +229,11 @@ class Renderer:
 
         nested = getattr(event, "parent_tool_call_id", None) is not None
         indent = "    " if nested else ""
+        if self.thinking and not isinstance(event, ThinkingDelta):
+            self.thinking = False
+            if self.mid_line:
+                self.out.write("\n")
+                self.mid_line = False
         if isinstance(event, TextDelta):
             if nested:
                 return  # a sub-agent's prose stays in its card; its tool calls are shown
@@ -226,6 +243,15 @@ class Renderer:
                 self.out.write(event.text)
                 self.out.flush()
                 self.mid_line = not event.text.endswith("\n")
+        elif isinstance(event, ThinkingDelta):
+            if nested or self.one_shot:
+                return  # thinking is for the person watching, not for scripts
+            if not self.thinking:
+                self._line(f"{self.dim}(thinking){self.reset}")
+                self.thinking = True
+            self.out.write(f"{self.dim}{event.text}{self.reset}")
+            self.out.flush()
+            self.mid_line = not event.text.endswith("\n")
         elif isinstance(event, ToolCallStarted):
             if self.one_shot and self.buffer:
                 self.activity.write("".join(self.buffer).rstrip() + "\n")
@@ -317,7 +343,7 @@ def interactive(
     runtime: Runtime, loop: asyncio.AbstractEventLoop, read: Callable[[str], str]
 ) -> int:
     out = sys.stdout
-    renderer = Renderer(out, out, one_shot=False)
+    renderer = Renderer(out, out, one_shot=False, color=out.isatty())
     assert runtime.session is not None
     out.write(f"Synapse chat \u2014 session {runtime.session.id}. /help for help.\n")
     out.flush()
@@ -370,13 +396,18 @@ def interactive(
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    settings = Settings()
+    settings, problems = Settings.from_env()
     overrides: dict[str, Any] = {}
     if args.model:
         overrides["model"] = args.model
     if args.max_turns is not None:
         overrides["maxTurns"] = args.max_turns
-    settings, problems = settings.with_overrides(overrides)
+    if args.max_tokens is not None:
+        overrides["maxTokens"] = args.max_tokens
+    if args.thinking is not None:
+        overrides["thinkingBudget"] = args.thinking
+    settings, found = settings.with_overrides(overrides)
+    problems += found
     if problems:
         print("synapse chat: " + "; ".join(problems), file=sys.stderr)
         return 2

@@ -805,6 +805,8 @@ class SynapseServer(LanguageServer):
         return {
             "version": __version__,
             "model": self.settings.model,
+            "maxTokens": self.settings.max_tokens,
+            "thinkingBudget": self.settings.thinking_budget,
             "apiKey": bool(os.environ.get(self.settings.api_key_env)),
             "workspaces": [
                 {
@@ -1114,9 +1116,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             sys.stderr.write(f"synapse lsp: unknown argument {arg!r}\n\n{USAGE}")
             return 2
-    server = SynapseServer()
+    settings, env_problems = Settings.from_env()  # editor settings override these
+    server = SynapseServer(settings=settings)
     log_file = log_path or server.base_settings.synapse_home / "logs" / "lsp.log"
     _setup_logging(server, log_file)
+    for problem in env_problems:
+        log.warning("environment: %s", problem)
 
     async def run() -> None:
         _attach_lsp_logging(server)

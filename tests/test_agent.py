@@ -141,6 +141,34 @@ async def test_thinking_streams_and_is_kept_with_its_signature(make: MakeSession
     }
 
 
+async def test_the_thinking_setting_asks_for_thinking_and_sends_it_back_with_tool_results(
+    api: FakeAnthropic, router: BashRouter, settings: Settings
+) -> None:
+    thinking, problems = settings.with_overrides({"maxTokens": 6000, "thinkingBudget": 2048})
+    assert problems == []
+    model = ModelClient.from_settings(
+        thinking, env={"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": api.base_url}
+    )
+    api.add({"thinking": "list it first", "commands": ["echo listed"]}, "done")
+    session = ChatSession(router, thinking, model=model)
+    try:
+        events = await turn(session, "go")
+    finally:
+        await model.close()
+    assert finished(events).stop_reason == "end_turn"
+    assert any(isinstance(e, ThinkingDelta) for e in events)
+    first, second = api.message_requests
+    assert first["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert first["max_tokens"] == 6000
+    # With thinking on, the API wants the signed thinking block back before its tool_use.
+    assistant = second["messages"][1]["content"]
+    assert [b["type"] for b in assistant] == ["thinking", "tool_use"]
+    assert assistant[0]["signature"] == "fake-signature"
+    # Off by default: no thinking parameter at all.
+    plain = ModelClient.from_settings(settings, env={"ANTHROPIC_API_KEY": KEY})
+    assert plain.thinking_budget is None
+
+
 # ---------------------------------------------------------------- tool loop
 
 
@@ -218,6 +246,37 @@ async def test_max_tokens_ends_the_turn_with_a_notice(make: MakeSession) -> None
     events = await turn(session, "long please")
     assert finished(events).stop_reason == "max_tokens"
     assert any(isinstance(e, Notice) and "output limit" in e.message for e in events)
+
+
+async def test_a_command_cut_by_max_tokens_is_not_run_and_the_turn_goes_on(
+    api: FakeAnthropic, make: MakeSession, workdir: Path
+) -> None:
+    cut = '{"command": "write big.txt \'line one\\nline tw'  # the JSON ends mid-string
+    session = make(
+        [
+            {
+                "content": [
+                    {"type": "text", "text": "Writing it."},
+                    {"type": "tool_use", "input_json": cut},
+                ],
+                "stop_reason": "max_tokens",
+            },
+            "I will write it in parts.",
+        ]
+    )
+    events = await turn(session, "write a big file")
+    assert finished(events).stop_reason == "end_turn"
+    assert api.calls == 2
+    (result,) = tool_results(api.message_requests[1])
+    assert result["is_error"] is True
+    assert "cut off (max_tokens)" in result["content"]
+    assert not (workdir / "big.txt").exists()
+    failed = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert len(failed) == 1 and failed[0].is_error and failed[0].category == "invalid_usage"
+    # What was sent back keeps the cut input, so the model sees what it wrote.
+    sent = api.message_requests[1]["messages"][-2]["content"]
+    assert sent[-1]["type"] == "tool_use" and sent[-1]["input"] == {"_incomplete_json": cut}
+    assert_history_valid(session.messages)
 
 
 async def test_a_refusal_ends_the_turn(make: MakeSession) -> None:

@@ -214,3 +214,53 @@ def test_without_a_key(tmp_path: Path, workdir: Path) -> None:
     assert "visible.txt" in proc.stdout  # the demo really ran `ls` through the router
     assert one_shot.returncode == 0, one_shot.stderr
     assert "whole loop" in one_shot.stdout
+
+
+def test_model_settings_from_environment_and_flags_and_thinking_shown(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """SYNAPSE_MODEL / SYNAPSE_MAX_TOKENS / SYNAPSE_THINKING_BUDGET reach the request; flags
+    win over them; thinking is shown (dimmed) in the REPL, never printed by `-p`; a bad
+    value is a clear error before anything starts."""
+    answer: dict[str, Any] = {"thinking": "pondering the question", "text": "The answer."}
+    env_vars = {
+        "SYNAPSE_MODEL": "env-model",
+        "ANTHROPIC_MODEL": "not-this-one",
+        "SYNAPSE_MAX_TOKENS": "6000",
+        "SYNAPSE_THINKING_BUDGET": "2048",
+    }
+    with (
+        FakeApiProcess([answer], tmp_path / "api1") as api1,
+        FakeApiProcess([answer], tmp_path / "api2") as api2,
+        FakeApiProcess([answer], tmp_path / "api3") as api3,
+    ):
+        one_shot = spawn(["-p", "q"], home_env(tmp_path / "h1", api1.env(**env_vars)), workdir)
+        flags = spawn(
+            ["--model", "flag-model", "--thinking", "0", "--max-tokens", "1000", "-p", "q"],
+            home_env(tmp_path / "h2", api2.env(**env_vars)),
+            workdir,
+        )
+        repl = spawn([], home_env(tmp_path / "h3", api3.env(**env_vars)), workdir, stdin="q\n")
+        bad_env = spawn(
+            ["-p", "q"], home_env(tmp_path / "h4", api1.env(SYNAPSE_MAX_TOKENS="lots")), workdir
+        )
+        bad_flag = spawn(["--thinking", "100", "-p", "q"], home_env(tmp_path / "h5"), workdir)
+        done = [finish(p) for p in (one_shot, flags, repl, bad_env, bad_flag)]
+        bodies = [api.message_bodies() for api in (api1, api2, api3)]
+    (p1, p2, p3, p4, p5) = done
+    assert p1.returncode == 0, p1.stderr
+    assert p1.stdout == "The answer.\n" and "pondering" not in p1.stdout + p1.stderr
+    first = bodies[0][0]
+    assert first["model"] == "env-model" and first["max_tokens"] == 6000
+    assert first["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert p2.returncode == 0, p2.stderr
+    second = bodies[1][0]
+    assert second["model"] == "flag-model" and second["max_tokens"] == 1000
+    assert "thinking" not in second
+    assert p3.returncode == 0, p3.stderr
+    assert "(thinking)" in p3.stdout and "pondering the question" in p3.stdout
+    assert p3.stdout.index("pondering") < p3.stdout.index("The answer.")
+    assert "\033[" not in p3.stdout  # no colour codes when stdout is not a terminal
+    assert p4.returncode == 2 and "$SYNAPSE_MAX_TOKENS: expected a whole number" in p4.stderr
+    assert p5.returncode == 2 and "at least 1024" in p5.stderr
+    assert len(bodies[0]) == 1  # the bad runs never reached a model

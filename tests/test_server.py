@@ -400,10 +400,21 @@ async def test_folder_removal_and_shutdown_leave_no_bash_or_mcp_child(
 
 
 async def test_workspace_configuration_applies_before_commands(home: Path, proj: Path) -> None:
-    async with editor(home, [proj], configuration={"permission": "ask-all-native"}) as ed:
+    """Editor settings apply before the first command, over the server's environment."""
+    env = {"SYNAPSE_MODEL": "env-model", "SYNAPSE_MAX_TOKENS": "3000"}
+    configuration = {
+        "permission": "ask-all-native",
+        "model": "editor-model",
+        "thinkingBudget": 2048,
+    }
+    async with editor(home, [proj], configuration=configuration, env=env) as ed:
         ed.answer = "Deny"
         denied = await ed.command("synapse.shell.run", {"command": "echo hi"})
         assert denied["exitCode"] == 126 and len(ed.asks) == 1
+        status = await ed.command("synapse.status")
+        assert status["model"] == "editor-model"  # the editor wins over SYNAPSE_MODEL
+        assert status["maxTokens"] == 3000  # from the environment
+        assert status["thinkingBudget"] == 2048
 
 
 async def test_tools_search_and_refresh_with_progress(home: Path, proj: Path) -> None:

@@ -186,6 +186,8 @@ export interface PromptParams {
 export interface StatusResult {
   version: string;
   model: string;
+  maxTokens: number;
+  thinkingBudget: number;
   apiKey: boolean;
   workspaces: { uri: string; sessions: number; busySessions: number; tools: number }[];
 }
@@ -194,6 +196,7 @@ export interface StatusResult {
 export const SERVER_SETTING_KEYS = [
   'model',
   'maxTokens',
+  'thinkingBudget',
   'maxTurns',
   'baseUrl',
   'apiKeyEnv',

@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { buildWebview } from './browser';
+import { SERVER_SETTING_KEYS } from '../src/protocol';
 
 const root = path.resolve(__dirname, '..');
 
@@ -36,7 +37,7 @@ describe('bundles', () => {
     // Commands the server advertises are registered by the language client: no clash.
     for (const c of commands) expect(c).not.toMatch(/^synapse\.(session|shell|tools)\.|^synapse\.status$/);
     const settings = Object.keys(pkg.contributes.configuration.properties);
-    for (const k of ['model', 'maxTokens', 'maxTurns', 'baseUrl', 'apiKeyEnv', 'permission', 'allow', 'deny', 'commandTimeout', 'synapseHome', 'logLevel']) {
+    for (const k of SERVER_SETTING_KEYS) {
       expect(settings).toContain(`synapse.${k}`);
     }
     expect(settings).toContain('synapse.server.command');
