@@ -576,3 +576,57 @@ async def test_a_long_history_is_compacted_by_a_model_summary(
     ]
     assert user_texts[-2:] == ["three", "four"]  # the recent turns are kept verbatim
     assert_history_valid(after)
+
+
+async def test_when_the_summary_fails_older_command_output_is_dropped_instead(
+    api: FakeAnthropic, make: MakeSession
+) -> None:
+    big = {"input_tokens": 9000, "output_tokens": 10}
+    refused = {"error": {"status": 400, "type": "invalid_request_error", "message": "too long"}}
+    session = make(
+        [
+            {"commands": ["echo old-$((40 + 2))"]},
+            {"text": "first answer"},
+            {"text": "second answer"},
+            {"text": "third answer", "usage": big},
+            refused,  # the summary call fails
+            {"text": "fourth answer"},
+        ],
+        context_window=10_000,
+    )
+    for prompt in ("one", "two", "three"):
+        await turn(session, prompt)
+    events = await turn(session, "four")
+    assert finished(events).stop_reason == "end_turn"  # the turn goes on
+    notice = next(e for e in events if isinstance(e, Notice) and "summarise" in e.message)
+    assert notice.level == "warning" and "too long" in notice.message
+    after = api.message_requests[5]["messages"]
+    results = [b for m in after for b in m["content"] if b.get("type") == "tool_result"]
+    assert [r["content"] for r in results] == ["[output dropped to save context]"]
+    assert "old-42" in str(api.message_requests[1]["messages"])  # it was there before
+    assert "old-42" not in str(after)
+    assert [m["content"][0].get("text") for m in after if m["role"] == "user"][0] == "one"
+    assert_history_valid(after)
+
+
+async def test_one_long_turn_drops_older_outputs_but_keeps_the_last(
+    api: FakeAnthropic, make: MakeSession
+) -> None:
+    big = {"input_tokens": 9000, "output_tokens": 10}
+    session = make(
+        [
+            {"commands": ["echo out-1"]},
+            {"commands": ["echo out-2"], "usage": big},
+            {"text": "done"},
+        ],
+        context_window=10_000,
+    )
+    events = await turn(session, "only turn")
+    assert finished(events).stop_reason == "end_turn"
+    assert any(isinstance(e, Notice) and "dropped the output" in e.message for e in events)
+    assert api.calls == 3  # nothing to summarise in one turn: no summary call
+    last = api.message_requests[2]["messages"]
+    results = [b["content"] for m in last for b in m["content"] if b.get("type") == "tool_result"]
+    assert results[0] == "[output dropped to save context]"
+    assert "out-2" in results[1]  # the result the model is about to read is kept
+    assert_history_valid(last)
