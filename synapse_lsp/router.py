@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from synapse_lsp.commands import (
     SubAgentRunner,
 )
 from synapse_lsp.config import Settings
+from synapse_lsp.errors import ShellError
 from synapse_lsp.files import DiskFiles, FileGateway
 from synapse_lsp.output import bound_text
 from synapse_lsp.shell import ShellSession
@@ -294,11 +296,14 @@ class BashRouter:
             if argv[1] == "-h":
                 return CommandOutput(f"{target.usage}\n{target.summary}\n")
             return CommandOutput(target.help().rstrip("\n") + "\n")
+        # A skill script is a program the session runs: like any child of that bash, it
+        # sees what was `export`ed there. Other commands don't start a program.
+        is_script = is_extension and target.name.startswith("skill:")
         ctx = CommandContext(
             cwd=self.shell.cwd,
             settings=self.settings,
             files=self.files,
-            env=self._env(),
+            env=await self._session_env() if is_script else self._env(),
             stdin=stdin,
             on_output=on_output,
             subagent=self.subagent,
@@ -342,6 +347,33 @@ class BashRouter:
             env["SYNAPSE_HOME"] = str(self.settings.synapse_home)
             self._env_cache = (key, env)
         return dict(self._env_cache[1])
+
+    async def _session_env(self) -> dict[str, str]:
+        """The variables exported in the session's bash, read with builtins only (no fork;
+        ~2 ms in all) into a file (so no output bound applies); the process environment if
+        bash can't say."""
+        folder = tempfile.mkdtemp(prefix="synapse-env-")
+        names, values = Path(folder, "names"), Path(folder, "values")
+        script = (
+            f"compgen -e > {_shell_quote(str(names))}; "
+            "while IFS= read -r __synapse_n; do "
+            'printf "%s=%s\\0" "$__synapse_n" "${!__synapse_n}"; '
+            f"done < {_shell_quote(str(names))} > {_shell_quote(str(values))}; "
+            "unset __synapse_n"
+        )
+        try:
+            result = await self.shell.run(script, timeout=10)
+            raw = values.read_bytes() if result.exit_code == 0 else b""
+        except (ShellError, OSError):
+            raw = b""
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        env: dict[str, str] = {}
+        for entry in raw.decode("utf-8", errors="surrogateescape").split("\0"):
+            key, sep, value = entry.partition("=")
+            if sep and key:
+                env[key] = value
+        return env or self._env()
 
     # ------------------------------------------------------------ result text
 

@@ -150,10 +150,16 @@ async def test_exit_code_env_and_heredoc_stdin(ext_router: BashRouter) -> None:
     assert "Hint: Run `skill:pdf-editor:merge --help`" in result.text
     piped = await ext_router.route("skill:misc:stdin <<'EOF'\nshout\nEOF")
     assert piped.stdout == "SHOUT\n"
-    # Through the wrapper on PATH, the session's exported variables reach the script.
+    # The session's exported variables reach the script, run directly or through the
+    # wrapper on PATH (as in a pipeline) - and an unset variable is gone again.
     await ext_router.route("export FAIL=1")
     exported = await ext_router.route("true && skill:pdf-editor:merge a b; echo rc=$?")
     assert exported.stdout == "sh 2 a|b\nrc=4\n"
+    direct = await ext_router.route("skill:pdf-editor:merge a b")
+    assert (direct.exit_code, direct.stdout) == (4, "sh 2 a|b\n")
+    await ext_router.route("unset FAIL")
+    again = await ext_router.route("skill:pdf-editor:merge a b")
+    assert (again.exit_code, again.stdout) == (0, "sh 2 a|b\n")
 
 
 async def test_docstrings_and_comments_give_h_and_help(ext_router: BashRouter) -> None:
