@@ -114,6 +114,8 @@ export interface ClientOptions {
   onApplyEdit?: (params: ApplyWorkspaceEditParams) => { applied: boolean; failureReason?: string };
   /** Whether to advertise workspace.applyEdit (default false: the server writes to disk). */
   applyEdit?: boolean;
+  /** Another server command line (benchmarks: a bare pygls server as the baseline). */
+  command?: string[];
 }
 
 export interface LspClient {
@@ -138,7 +140,7 @@ export interface LspClient {
  */
 export async function startServer(options: ClientOptions): Promise<LspClient> {
   const launch = resolveServer(
-    { command: [pythonPath(), '-m', 'synapse_lsp'] },
+    { command: options.command ?? [pythonPath(), '-m', 'synapse_lsp'] },
     { baseEnv: { ...process.env, ...options.env }, cwd: options.workspace },
   );
   const started = performance.now();
