@@ -38,7 +38,9 @@ from synapse_lsp.output import bound_text
 from synapse_lsp.shell import ShellSession
 
 _BASH_WRAPPED = re.compile(
-    r"^Bash\s*\(\s*command\s*=\s*(?P<q>[\"'])(?P<inner>.*)(?P=q)\s*\)$", re.S
+    r"^Bash\s*\(\s*command\s*=\s*(?P<q>[\"'])(?P<inner>.*)(?P=q)"
+    r"(?:\s*,\s*restart\s*=\s*\w+)?\s*\)$",
+    re.S,
 )
 # Two-word aliases -> built-in name.
 ALIASES: dict[tuple[str, str], str] = {
@@ -165,21 +167,30 @@ class BashRouter:
         return self._finish(command, layer, output, started, paged=output.paged)
 
     def _misuse(self, line: str) -> CommandOutput | None:
-        if line == "Bash" or line.startswith("Bash "):
+        """`Bash` / `Bash ls` / `Bash(command="ls")` as the command: not run, and the hint
+        shows the right call (a `--help` hint would name a command that does not exist)."""
+        if line == "Bash" or line.startswith(("Bash ", "Bash\t")):
+            rest = line[4:].strip()
+            example = f"Bash(command={_quote_for_hint(rest)})" if rest else 'Bash(command="ls -la")'
             return CommandOutput(
-                stderr='"Bash" is the tool\'s name, not a command. Put the shell command '
-                'itself in the command parameter, e.g. Bash(command="ls -la").\n',
+                stderr='"Bash" is the tool\'s name, not a command: the command parameter holds '
+                "only the shell command. Not run.\n",
                 exit_code=2,
                 category=FailureCategory.INVALID_USAGE,
+                data={
+                    "hint": 'Hint: Call the tool as Bash(command="..."), with the shell command '
+                    f"inside, e.g. {example}."
+                },
             )
         wrapped = _BASH_WRAPPED.match(line)
         if wrapped is not None:
             inner = wrapped.group("inner").replace("\\" + wrapped.group("q"), wrapped.group("q"))
             return CommandOutput(
                 stderr="Do not wrap Bash(...) inside command: the command parameter holds only "
-                f"the shell command. Not run. Retry as Bash(command={_quote_for_hint(inner)}).\n",
+                "the shell command. Not run.\n",
                 exit_code=2,
                 category=FailureCategory.INVALID_USAGE,
+                data={"hint": f"Hint: Retry as Bash(command={_quote_for_hint(inner)})."},
             )
         return None
 
@@ -396,7 +407,15 @@ class BashRouter:
         category = out.category
         if is_error and category is None:
             category = FailureCategory.EXECUTION_ERROR
-        text = format_for_model(command, stdout, stderr, out.exit_code, category)
+        hint = out.data.get("hint")
+        text = format_for_model(
+            command,
+            stdout,
+            stderr,
+            out.exit_code,
+            category,
+            hint if isinstance(hint, str) else None,
+        )
         return RouteResult(
             command=command,
             layer=layer,
@@ -412,10 +431,16 @@ class BashRouter:
 
 
 def format_for_model(
-    command: str, stdout: str, stderr: str, exit_code: int, category: FailureCategory | None
+    command: str,
+    stdout: str,
+    stderr: str,
+    exit_code: int,
+    category: FailureCategory | None,
+    hint: str | None = None,
 ) -> str:
     """The tool-result text (SPEC §2): output on success; on failure an `[Error]` header,
-    the `[stdout]`/`[stderr]` sections and a `--help` hint naming the base command."""
+    the `[stdout]`/`[stderr]` sections and a `--help` hint naming the base command (or
+    `hint`, when the command itself was the mistake)."""
     if exit_code == 0:
         text = stdout
         if stderr.strip():
@@ -432,7 +457,9 @@ def format_for_model(
     if stdout.strip():
         parts.append(f"[stdout]\n{stdout.rstrip(chr(10))}")
     parts.append(f"[stderr]\n{stderr.rstrip(chr(10)) if stderr.strip() else '(empty)'}")
-    if category not in (FailureCategory.CANCELLED, FailureCategory.PERMISSION_DENIED):
+    if hint is not None:
+        parts.append(hint)
+    elif category not in (FailureCategory.CANCELLED, FailureCategory.PERMISSION_DENIED):
         base = cmdline.base_command(command) or command.strip()
         parts.append(f"Hint: Run `{base} --help` to learn the correct usage before retrying.")
     return "\n".join(parts) + "\n"

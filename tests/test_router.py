@@ -136,18 +136,36 @@ async def test_retired_builtins_fall_back_to_native(router: BashRouter, command:
 # ----------------------------------------------------------------- misuse
 
 
-async def test_command_bash_gets_a_repair_example(router: BashRouter) -> None:
+async def test_command_bash_gets_a_repair_example(router: BashRouter, workdir: Path) -> None:
     result = await router.route("Bash")
-    assert result.is_error
+    assert result.is_error and result.exit_code == 2
     assert result.category is FailureCategory.INVALID_USAGE
-    assert 'Bash(command="...")' in result.text or 'Bash(command="ls -la")' in result.text
+    assert result.layer is Layer.AGENT
+    assert 'Bash(command="...")' in result.text
+    assert "Bash --help" not in result.text  # no hint at a command that does not exist
+    # `Bash ls -la`: the example is the call the model meant; nothing runs.
+    spaced = await router.route("Bash touch made.txt")
+    assert spaced.category is FailureCategory.INVALID_USAGE
+    assert 'Bash(command="touch made.txt")' in spaced.text
+    assert not (workdir / "made.txt").exists()
 
 
-async def test_wrapped_bash_call_is_explained_not_run(router: BashRouter, workdir: Path) -> None:
-    result = await router.route('Bash(command="touch made.txt")')
-    assert result.is_error
+@pytest.mark.parametrize(
+    "line",
+    ['Bash(command="ls -la")', "Bash(command='ls -la')", 'Bash(command="ls -la", restart=true)'],
+)
+async def test_wrapped_bash_call_is_explained_not_run(router: BashRouter, line: str) -> None:
+    result = await router.route(line)
+    assert result.is_error and result.exit_code == 2
     assert result.category is FailureCategory.INVALID_USAGE
     assert "Do not wrap Bash(...) inside command" in result.text
+    assert result.text.rstrip().endswith('Hint: Retry as Bash(command="ls -la").')
+    assert "--help" not in result.text
+    assert result.stdout == ""  # not run
+
+
+async def test_wrapped_bash_call_runs_nothing(router: BashRouter, workdir: Path) -> None:
+    result = await router.route('Bash(command="touch made.txt")')
     assert 'Bash(command="touch made.txt")' in result.text
     assert not (workdir / "made.txt").exists()
 
@@ -182,6 +200,46 @@ async def test_nonzero_exit_shows_stderr_and_a_help_hint(router: BashRouter) -> 
     assert result.text.rstrip().endswith(
         "Hint: Run `ls --help` to learn the correct usage before retrying."
     )
+
+
+async def test_every_failure_has_the_error_header_stderr_and_the_hint(
+    router: BashRouter, workdir: Path
+) -> None:
+    """SPEC §2 / seed 000: `[Error]`, `[stderr]` with the original text, the `--help` hint
+    naming the base command - for native commands and for built-ins failing at run time."""
+    missing = await router.route("read nope.txt")
+    assert missing.is_error and missing.layer is Layer.AGENT
+    assert missing.text.startswith("[Error] Not found (exit code 1)\n[stderr]\n")
+    assert "nope.txt" in missing.text
+    assert missing.text.endswith(
+        "Hint: Run `read --help` to learn the correct usage before retrying.\n"
+    )
+    await router.route("git init -q .")
+    typo = await router.route("git comit -m x")
+    assert typo.text.startswith("[Error] Command failed (exit code 1)\n")
+    assert "'comit' is not a git command" in typo.text
+    assert typo.text.endswith(
+        "Hint: Run `git --help` to learn the correct usage before retrying.\n"
+    )
+
+
+async def test_a_denied_command_names_the_reason_and_no_help_hint(
+    shell: ShellSession, settings: Settings, workdir: Path
+) -> None:
+    """Deliberate: a command the user refused, or cancelled, is not a usage problem, so
+    its result has no `--help` hint (SPEC §2 asks one for "any non-zero exit")."""
+
+    class Deny:
+        async def check(self, command: str, layer: Layer, cwd: Path) -> str | None:
+            return "denied by the user"
+
+    guarded = BashRouter(shell, settings, permission=Deny())
+    result = await guarded.route("touch made.txt")
+    assert result.exit_code == 126 and result.category is FailureCategory.PERMISSION_DENIED
+    assert result.text == (
+        "[Error] Permission denied (exit code 126)\n[stderr]\nNot run: denied by the user\n"
+    )
+    assert not (workdir / "made.txt").exists()
 
 
 async def test_success_with_stderr_keeps_both(router: BashRouter) -> None:
@@ -360,6 +418,20 @@ async def test_cancel_of_a_restart_route_cancels_the_inner_work(
         await asyncio.sleep(0.02)
     assert not Path(f"/proc/{sleeper}").exists()
     assert (await router.route("echo alive")).stdout == "alive\n"
+
+
+async def test_a_cancel_during_the_restart_itself_is_not_lost(
+    router: BashRouter, workdir: Path
+) -> None:
+    task = asyncio.create_task(router.route("touch marker", restart=True))
+    await asyncio.sleep(0)  # the task is now inside the restart, before the command
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.2)
+    assert not (workdir / "marker").exists()  # the command never ran
+    after = await router.route("echo alive; pwd")
+    assert after.stdout == f"alive\n{workdir}\n"
 
 
 async def test_restart_gives_a_fresh_session(router: BashRouter, workdir: Path) -> None:
