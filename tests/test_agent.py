@@ -248,6 +248,24 @@ async def test_max_tokens_ends_the_turn_with_a_notice(make: MakeSession) -> None
     assert any(isinstance(e, Notice) and "output limit" in e.message for e in events)
 
 
+async def test_a_tool_call_with_restart_true_gives_a_fresh_shell(
+    api: FakeAnthropic, make: MakeSession, workdir: Path
+) -> None:
+    session = make(
+        [
+            {"commands": ["cd / && export X=1"]},
+            {"commands": [{"command": "pwd; echo ${X:-unset}", "restart": True}]},
+            "fresh",
+        ]
+    )
+    events = await turn(session, "restart it")
+    assert finished(events).stop_reason == "end_turn"
+    started = [e for e in events if isinstance(e, ToolCallStarted)]
+    assert [e.restart for e in started] == [False, True]
+    (result,) = tool_results(api.message_requests[2])
+    assert result["content"] == f"{workdir}\nunset\n" and not result["is_error"]
+
+
 async def test_a_command_cut_by_max_tokens_is_not_run_and_the_turn_goes_on(
     api: FakeAnthropic, make: MakeSession, workdir: Path
 ) -> None:
@@ -537,7 +555,18 @@ async def test_the_system_prompt_holds_every_builtins_help_and_the_whitelist(
     for command in default_builtins():
         assert command.help().strip() in text
     assert ", ".join(SIMPLE_NATIVE_COMMANDS) in text
-    assert "Zone B" in text and "command:search" in text and "skill:load" in text
+    # The whitelist is exactly the seed's 22 commands (pinned here, not read back).
+    seed_whitelist = (
+        "ls", "pwd", "cd", "mkdir", "rmdir", "rm", "cp", "mv", "touch", "cat", "head", "tail",
+        "echo", "env", "export", "which", "whoami", "date", "clear", "true", "false", "exit",
+    )  # fmt: skip
+    assert seed_whitelist == SIMPLE_NATIVE_COMMANDS
+    zone_a, _, zone_b = text.partition("Zone B")
+    assert zone_b, "no Zone B section"
+    assert "git, docker, curl, npm, python, jq, tar, ssh" in zone_b
+    assert "`mcp:*:*`" in zone_b and "`skill:*:*`" in zone_b and "--help" in zone_b
+    assert "git, docker" not in zone_a  # help-first commands are not offered as ready
+    assert "command:search" in text and "skill:load" in text
     assert "file system is your memory" in text
     assert "cache_control" not in system[1]  # the environment comes after the breakpoint
 

@@ -341,3 +341,21 @@ def test_cli_through_synapse_entry_point() -> None:
     out = json.loads(proc.stdout)
     assert out["title"] == "Read README.md"
     assert out["kind"] == "read"
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        # seed 001: `echo … && rest` drops the echo
+        ("echo hi && rg foo src",
+         {"type": "search", "cmd": "rg foo src", "query": "foo", "path": "src"}),
+        # seed 001: a flag-only `nl -<flags> && rest` drops the nl
+        ("nl -ba && cat a.txt",
+         {"type": "read", "cmd": "cat a.txt", "name": "a.txt", "path": "a.txt"}),
+        # ...but `nl` with a file is the read itself
+        ("nl -ba a.txt", {"type": "read", "cmd": "nl -ba a.txt", "name": "a.txt", "path": "a.txt"}),
+    ],
+)  # fmt: skip
+def test_simplification_rules_of_the_seed(command: str, expected: dict[str, Any]) -> None:
+    assert _one(command) == expected
+    assert _one(command, codex_only=True) == expected

@@ -199,6 +199,9 @@ def test_synapse_exec_runs_mcp_and_skill_commands(tmp_path: Path) -> None:
             "mcp:demo:add 2 3",
             "skill:demo:hello",
             "tools search add",
+            'command:search ""',
+            'command:search "" --type skill',
+            'command:search "" --type mcp',
         ],
         capture_output=True,
         text=True,
@@ -207,6 +210,19 @@ def test_synapse_exec_runs_mcp_and_skill_commands(tmp_path: Path) -> None:
         timeout=120,
     )
     records = [json.loads(line) for line in run.stdout.splitlines()]
-    assert [r["stdout"] for r in records] == ["5\n", "hello\n", "mcp:demo:add  Add two integers.\n"]
-    assert [r["layer"] for r in records] == ["extension", "extension", "agent"]
+    assert [r["stdout"] for r in records[:3]] == [
+        "5\n",
+        "hello\n",
+        "mcp:demo:add  Add two integers.\n",
+    ]
+    assert [r["layer"] for r in records] == ["extension", "extension"] + ["agent"] * 4
     assert run.returncode == 0
+    # Both kinds are found by one search, and --type keeps one kind.
+    names = [
+        [line.split()[0] for line in r["stdout"].splitlines() if line.strip()] for r in records[3:]
+    ]
+    every, skills, tools = names
+    assert "skill:demo:hello" in every and "mcp:demo:add" in every
+    assert skills == ["skill:demo:hello"]
+    assert "mcp:demo:add" in tools and all(n.startswith("mcp:demo:") for n in tools)
+    assert set(every) == set(skills) | set(tools)
