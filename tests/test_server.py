@@ -439,3 +439,39 @@ async def test_tools_search_and_refresh_with_progress(home: Path, proj: Path) ->
         with pytest.raises(JsonRpcException) as bad:
             await ed.command("synapse.tools.refresh", {"what": "everything"})
         assert bad.value.code == -32602
+        # The skills watcher runs with the server: a script added now is found, no refresh.
+        (scripts / "bye.sh").write_text("#!/bin/sh\n# Wave goodbye.\necho bye\n")
+        for _ in range(500):
+            watched = await ed.command("synapse.tools.search", {"query": "goodbye"})
+            if watched["tools"]:
+                break
+            await asyncio.sleep(0.02)
+        assert [t["name"] for t in watched["tools"]] == ["skill:demo:bye"]
+
+
+async def test_tools_refresh_mcp_picks_up_the_config_and_rewrites_wrappers(
+    home: Path, proj: Path
+) -> None:
+    def configure(name: str) -> None:
+        server = {"command": sys.executable, "args": [str(MCP_SERVER)]}
+        (proj / "mcp_servers.json").write_text(json.dumps({"mcpServers": {name: server}}))
+
+    bin_dir = home / "bin"
+    async with editor(home, [proj]) as ed:
+        assert (await ed.command("synapse.tools.search", {"query": "", "type": "mcp"})) == {
+            "tools": []
+        }
+        configure("first")
+        refreshed = await ed.command("synapse.tools.refresh", {"what": "mcp"})
+        assert refreshed["errors"] == [] and refreshed["tools"] >= 2
+        found = await ed.command("synapse.tools.search", {"query": "add", "type": "mcp"})
+        assert [t["name"] for t in found["tools"]] == ["mcp:first:add"]
+        assert (bin_dir / "mcp:first:add").is_file()
+        ran = await ed.command("synapse.shell.run", {"command": "mcp:first:add 2 3"})
+        assert ran["stdout"] == "5\n"
+        configure("second")  # renamed: the old server's commands and wrappers go
+        await ed.command("synapse.tools.refresh", {"what": "mcp"})
+        found = await ed.command("synapse.tools.search", {"query": "add", "type": "mcp"})
+        assert [t["name"] for t in found["tools"]] == ["mcp:second:add"]
+        assert (bin_dir / "mcp:second:add").is_file()
+        assert not list(bin_dir.glob("mcp:first:*"))
