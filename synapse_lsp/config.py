@@ -104,12 +104,12 @@ class Settings:
         out = replace(self, **changes)
         budget = out.thinking_budget
         if budget and not MIN_THINKING_BUDGET <= budget < out.max_tokens:
+            keep = self.thinking_budget if 0 < self.thinking_budget < out.max_tokens else 0
             problems.append(
                 f"setting 'thinkingBudget': {budget} must be at least {MIN_THINKING_BUDGET} "
-                f"and less than maxTokens ({out.max_tokens}); thinking stays "
-                f"{'on with ' + str(self.thinking_budget) if self.thinking_budget else 'off'}"
+                f"and less than maxTokens ({out.max_tokens}); thinking "
+                + (f"stays at {keep}" if keep else "is off")
             )
-            keep = self.thinking_budget if self.thinking_budget < out.max_tokens else 0
             out = replace(out, thinking_budget=keep)
         return out, problems
 

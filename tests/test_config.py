@@ -49,10 +49,13 @@ def test_thinking_budget_must_fit_the_api_limits() -> None:
     assert big.thinking_budget == 0 and "less than maxTokens" in problems[0]
     on, problems = base.with_overrides({"thinkingBudget": 2048})
     assert problems == [] and on.thinking_budget == 2048
+    # A bad new budget keeps the good one already set, and says so.
+    kept, problems = on.with_overrides({"thinkingBudget": 50})
+    assert kept.thinking_budget == 2048 and problems[0].endswith("thinking stays at 2048")
     # Lowering maxTokens under a budget already on turns thinking off, with the reason.
     lowered, problems = on.with_overrides({"maxTokens": 2000})
     assert lowered.max_tokens == 2000 and lowered.thinking_budget == 0
-    assert "less than maxTokens (2000)" in problems[0]
+    assert "less than maxTokens (2000)" in problems[0] and problems[0].endswith("thinking is off")
     # Both at once, consistent: accepted.
     both, problems = base.with_overrides({"maxTokens": 32000, "thinkingBudget": 16000})
     assert problems == [] and (both.max_tokens, both.thinking_budget) == (32000, 16000)
