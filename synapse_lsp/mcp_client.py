@@ -369,6 +369,13 @@ class McpServer:
 
     # ------------------------------------------------------------ internals
 
+    def _ended(self) -> None:
+        """The server's stdout closed while we were not stopping it: it exited. Marked
+        broken now, so the next call restarts it before sending, instead of failing."""
+        if not self._stop.is_set() and self.state == "ready":
+            log.warning("MCP server %s exited; it is restarted on next use", self.name)
+            self._mark_broken(f"the server exited{self._stderr_tail()}")
+
     def _mark_broken(self, why: str) -> None:
         if self.state == "ready":
             self.state, self.error = "broken", f"disconnected: {why}"
@@ -417,7 +424,7 @@ class McpServer:
                     )
                     from mcp.client.stdio import stdio_client
 
-                    target: Any = stdio_client(params, errlog=errlog)
+                    target: Any = _watch_end(stdio_client(params, errlog=errlog), self._ended)
                 else:
                     import httpx2
                     from mcp.client.streamable_http import streamable_http_client
@@ -474,6 +481,57 @@ class McpServer:
                 continue
             kept.append(tool)
         return kept, skipped
+
+
+@contextlib.asynccontextmanager
+async def _watch_end(transport: Any, on_end: Callable[[], None]) -> Any:
+    """The transport's (read, write) streams, the read side wrapped to call `on_end` when
+    the server's output ends - the only sign the SDK gives of a stdio server that exited
+    between requests. A wrapper, not a pump: no extra hop per message."""
+    async with transport as (read, write):
+        yield _EndWatch(read, on_end), write
+
+
+class _EndWatch:
+    """Delegates to a receive stream; reports its end of stream once."""
+
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end: Callable[[], None] | None = on_end
+
+    def _ended(self) -> None:
+        on_end, self._on_end = self._on_end, None
+        if on_end is not None:
+            on_end()
+
+    async def __aenter__(self) -> _EndWatch:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> Any:
+        return await self._inner.__aexit__(*exc)
+
+    def __aiter__(self) -> _EndWatch:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._inner.__anext__()
+        except StopAsyncIteration:
+            self._ended()
+            raise
+
+    async def receive(self) -> Any:
+        import anyio
+
+        try:
+            return await self._inner.receive()
+        except anyio.EndOfStream:
+            self._ended()
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 async def _list_tools(client: Client, server: str) -> list[ToolSpec]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -332,6 +333,20 @@ async def test_crashed_stdio_server_is_restarted_on_next_use(
     assert int(again.stdout) != first
     assert await wait_until(lambda: not pid_alive(first))
     assert (await router.route("mcp:demo:echo back")).stdout == "back\n"
+
+
+async def test_a_server_that_exits_while_idle_is_restarted_before_the_next_call(
+    router: BashRouter, registry: ExtensionRegistry
+) -> None:
+    server = registry.mcp.servers["demo"]
+    first = int((await router.route("mcp:demo:pid")).stdout)
+    os.kill(first, signal.SIGKILL)
+    assert await wait_until(lambda: server.state == "broken")  # noticed with no call made
+    assert server.error is not None and "exited" in server.error
+    again = await router.route("mcp:demo:pid")
+    assert again.exit_code == 0, again.text  # the call was not lost
+    assert int(again.stdout) != first
+    assert server.state == "ready"
 
 
 # ------------------------------------------------------------- discovery
