@@ -184,16 +184,16 @@ async def editor(
         client.set_configuration(configuration, section="synapse")
     state = Editor(client)
 
-    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    @client.feature(types.WORKSPACE_APPLY_EDIT)  # type: ignore[untyped-decorator]  # pygls
     def _apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
         return state._apply(params)
 
-    @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+    @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)  # type: ignore[untyped-decorator]  # pygls
     def _ask(params: types.ShowMessageRequestParams) -> types.MessageActionItem | None:
         state.asks.append(params)
         return types.MessageActionItem(title=state.answer) if state.answer else None
 
-    @client.feature("synapse/sessionUpdate")
+    @client.feature("synapse/sessionUpdate")  # type: ignore[untyped-decorator]  # pygls
     def _update(params: Any) -> None:
         state.updates.append(_plain(params))
 

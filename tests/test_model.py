@@ -279,7 +279,7 @@ async def test_demo_script_fills_its_templates_from_the_request() -> None:
         tool = done.content[-1]
         assert tool["input"] == {"command": "ls"}
         assert "hello demo" in done.content[0]["text"]
-        messages = [
+        messages: list[dict[str, Any]] = [
             {"role": "user", "content": "hello demo"},
             {"role": "assistant", "content": done.content},
             {

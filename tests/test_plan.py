@@ -14,7 +14,7 @@ from synapse_lsp.commands import CommandContext, FailureCategory, Layer
 from synapse_lsp.config import Settings
 from synapse_lsp.events import PlanEntry, PlanUpdated
 from synapse_lsp.files import DiskFiles
-from synapse_lsp.router import BashRouter
+from synapse_lsp.router import BashRouter, RouteResult
 
 THREE = {
     "explanation": "fix the quoting bug",
@@ -120,7 +120,9 @@ async def test_empty_plan_clears(router: BashRouter, events: Events) -> None:
 
 
 async def test_short_forms(router: BashRouter, events: Events) -> None:
-    steps = lambda r: [(s["step"], s["status"]) for s in r.data["plan"]]  # noqa: E731
+    def steps(r: RouteResult) -> list[tuple[str, str]]:
+        return [(s["step"], s["status"]) for s in r.data["plan"]]
+
     r = await router.route('plan set "Read code" "Fix bug" --explanation "bug 12"', emit=events)
     assert steps(r) == [("Read code", "pending"), ("Fix bug", "pending")]
     assert r.data["explanation"] == "bug 12"

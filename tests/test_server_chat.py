@@ -188,7 +188,7 @@ async def test_cancel_by_command_and_by_cancel_request(
     # $/cancelRequest for the prompt request does the same.
     protocol = ed.client.protocol
     future = asyncio.ensure_future(
-        protocol.send_request_async(
+        protocol.send_request_async(  # type: ignore[no-untyped-call]  # pygls
             "workspace/executeCommand",
             types.ExecuteCommandParams(
                 command="synapse.session.prompt",

@@ -11,6 +11,7 @@ import pytest
 from synapse_lsp.agent import ChatSession
 from synapse_lsp.config import Settings
 from synapse_lsp.events import (
+    Event,
     PlanEntry,
     PlanUpdated,
     TextDelta,
@@ -54,7 +55,7 @@ async def run(session: ChatSession, text: str) -> TurnFinished:
 
 
 def test_events_round_trip_through_dicts() -> None:
-    events = [
+    events: list[Event] = [
         TextDelta("hi", "toolu_1"),
         ToolCallStarted("t", "ls", True),
         ToolCallFinished("t", "failed", 2, True, "err", "native", "execution_error", {"a": [1]}),

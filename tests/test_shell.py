@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -279,7 +280,7 @@ async def test_interrupt_when_bash_itself_ignores_sigint(shell: ShellSession) ->
 async def test_concurrent_runs_are_serialized(shell: ShellSession) -> None:
     events: list[str] = []
 
-    def sink(tag: str) -> object:
+    def sink(tag: str) -> Callable[[str, str], None]:
         return lambda stream, text: events.extend(f"{tag}:{t}" for t in text.split())
 
     first = asyncio.create_task(shell.run("echo a; sleep 0.2; echo b", on_output=sink("1")))
