@@ -159,6 +159,37 @@ async def test_prompt_streams_text_runs_ls_and_edits_the_open_buffer(
     assert len(api.message_requests) == 3
 
 
+async def _configure(ed: Editor, settings: dict[str, Any]) -> None:
+    ed.client.set_configuration(settings, section="synapse")  # type: ignore[no-untyped-call]
+    ed.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    for _ in range(500):
+        status = await ed.command("synapse.status")
+        if status["thinkingBudget"] == settings.get("thinkingBudget", 0):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"settings {settings} never applied")
+
+
+async def test_thinking_setting_asks_for_thinking_and_streams_thoughts(
+    ed: Editor, proj: Path, api: FakeAnthropic
+) -> None:
+    await _configure(ed, {"thinkingBudget": 2048})
+    try:
+        api.add({"thinking": "First list the files.", "text": "Nothing to do."})
+        sid = await new_session(ed, proj)
+        result = await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "Hi"})
+    finally:
+        await _configure(ed, {})
+    assert result["stopReason"] == "end_turn"
+    assert api.message_requests[0]["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    updates = ed.session_updates(sid)
+    assert kinds(updates)[1:3] == ["agent_thought_chunk", "agent_message_chunk"]
+    thought = "".join(
+        u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_thought_chunk"
+    )
+    assert thought == "First list the files."
+
+
 async def test_cancel_by_command_and_by_cancel_request(
     ed: Editor, proj: Path, api: FakeAnthropic
 ) -> None:
