@@ -55,6 +55,8 @@ _WRITERS = frozenset(
 )
 _REDIRECT = re.compile(r"(?:^|[^<>&0-9])\d*(?:>>?|&>>?|>\|)\s*([^\s;&|<>()]+)")
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+# Words before the command that runs: `sudo env nohup rm x` writes what `rm x` writes.
+_PREFIXES = frozenset({"sudo", "env", "nohup", "time", "exec", "command", "nice", "xargs"})
 
 
 def segments(line: str) -> list[str]:
@@ -86,16 +88,46 @@ def _inside(path: Path, root: Path) -> bool:
 
 
 def writes_outside(line: str, layer: Layer, cwd: Path, root: Path) -> list[str]:
-    """Paths outside `root` that `line` obviously writes (best effort; [] if none seen)."""
+    """Paths outside `root` that `line` obviously writes (best effort; [] if none seen).
+
+    Followed within the line: `cd`/`pushd` (so `cd .. && rm -rf x` is seen for what it
+    is), the script of `bash -c`/`sh -c`, and `$VARS` of this process's environment. A
+    path that still depends on something unknown (`cd -`, `$UNSET`, `$(…)`) counts as
+    outside: the policy asks rather than guesses.
+    """
+    return _writes(line, layer, cwd, root)
+
+
+def _shell_script(words: list[str]) -> str | None:
+    """The script of `bash -c SCRIPT` / `sh -lc SCRIPT`, if that is what `words` is."""
+    for i, word in enumerate(words[1:], start=1):
+        if not word.startswith("-") or word.startswith("--"):
+            return None
+        if "c" in word[1:]:
+            return words[i + 1] if i + 1 < len(words) else None
+    return None
+
+
+def _writes(line: str, layer: Layer, cwd: Path | None, root: Path) -> list[str]:
     outside: list[str] = []
+    here = cwd  # None: the line moved somewhere we cannot know
+
+    def resolve(arg: str) -> Path | None:
+        expanded = os.path.expandvars(arg)
+        if "$" in expanded or "`" in expanded:
+            return None
+        path = Path(expanded).expanduser()
+        if path.is_absolute():
+            return path
+        return None if here is None else here / path
 
     def check(arg: str) -> None:
         if not arg or arg in _HARMLESS_TARGETS:
             return
-        path = Path(arg).expanduser()
-        if not path.is_absolute():
-            path = cwd / path
-        if not _inside(path, root):
+        path = resolve(arg)
+        if path is None:
+            outside.append(arg)
+        elif not _inside(path, root):
             outside.append(str(path))
 
     if layer is Layer.AGENT:
@@ -118,15 +150,19 @@ def writes_outside(line: str, layer: Layer, cwd: Path, root: Path) -> list[str]:
             words = shlex.split(segment, posix=True)
         except ValueError:
             continue
-        while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
-            words = words[1:]
-        if words and words[0] == "sudo":
+        while words and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]) or words[0] in _PREFIXES):
             words = words[1:]
         if not words:
             continue
         name = Path(words[0]).name
         args = [w for w in words[1:] if not w.startswith("-") and not set(w) <= set("<>&|")]
-        if name == "sed" and any(w == "-i" or w.startswith("-i") for w in words[1:]):
+        if name in ("cd", "pushd"):
+            targets = [w for w in words[1:] if w == "-" or not w.startswith("-")]
+            target = targets[0] if targets else "~"
+            here = None if target == "-" else resolve(target)
+        elif name in ("bash", "sh", "zsh", "dash") and (script := _shell_script(words)):
+            outside += _writes(script, layer, here, root)
+        elif name == "sed" and any(w == "-i" or w.startswith("-i") for w in words[1:]):
             for arg in args[1:]:
                 check(arg)
         elif name == "dd":

@@ -233,6 +233,19 @@ def test_edits_are_small_and_positions_are_utf16() -> None:
         ("cat /etc/hosts", Layer.NATIVE, []),
         ("write /tmp/n.txt hi", Layer.AGENT, ["/tmp/n.txt"]),
         ("edit a.py x y", Layer.AGENT, []),
+        # `cd` within the line is followed
+        ("cd .. && rm -rf other", Layer.NATIVE, ["/ws/../other"]),
+        ("cd sub && rm x && cd /tmp && touch y", Layer.NATIVE, ["/tmp/y"]),
+        ("cd - && rm x", Layer.NATIVE, ["x"]),  # unknown directory: asked, not guessed
+        ("pushd /etc; touch hosts", Layer.NATIVE, ["/etc/hosts"]),
+        # the script of bash -c / sh -lc
+        ("bash -c 'rm -rf /opt/x'", Layer.NATIVE, ["/opt/x"]),
+        ('sh -lc "cd /tmp && echo hi > f"', Layer.NATIVE, ["/tmp/f"]),
+        ("bash -c 'echo hi > ok.txt'", Layer.NATIVE, []),
+        # variables: known ones expanded, unknown ones asked
+        ("rm -f $SYNAPSE_TEST_UNSET_VAR/x", Layer.NATIVE, ["$SYNAPSE_TEST_UNSET_VAR/x"]),
+        ("touch $HOME/.bashrc", Layer.NATIVE, [f"{Path.home()}/.bashrc"]),
+        ("sudo env X=1 rm /etc/passwd", Layer.NATIVE, ["/etc/passwd"]),
     ],
 )
 def test_writes_outside(line: str, layer: Layer, outside: list[str]) -> None:
