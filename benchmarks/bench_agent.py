@@ -12,7 +12,7 @@ Prints:
   into the fake server's own time, the SDK + HTTP, and ours (loop, router, events,
   request encoding), with the target ratio raw and without the fake server;
 - peak RSS after a long session (one short tool call per turn);
-- cold import time of `synapse_lsp.agent` (and that it does not import the SDK).
+- cold import time of `synapse_lsp.agent.session` (and that it does not import the SDK).
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
-from synapse_lsp import model as model_module
-from synapse_lsp.agent import ChatSession
+from synapse_lsp.agent import model as model_module
+from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.agent.model import ModelClient, StreamItem, StreamText
+from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.config import Settings
 from synapse_lsp.events import TextDelta
-from synapse_lsp.fakeapi import FakeAnthropic
-from synapse_lsp.model import ModelClient, StreamItem, StreamText
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellResult, ShellSession
 
@@ -300,7 +300,7 @@ async def bench_rss(turns: int, router: BashRouter, settings: Settings) -> None:
 
 def bench_import() -> None:
     code = (
-        "import time, sys; t = time.perf_counter(); import synapse_lsp.agent; "
+        "import time, sys; t = time.perf_counter(); import synapse_lsp.agent.session; "
         "print(time.perf_counter() - t, 'anthropic' in sys.modules)"
     )
     runs = []
@@ -311,7 +311,7 @@ def bench_import() -> None:
         runs.append(float(seconds))
         sdk = sdk or loaded == "True"
     print(
-        f"cold import of synapse_lsp.agent: median {statistics.median(runs) * 1e3:.0f} ms "
+        f"cold import of synapse_lsp.agent.session: median {statistics.median(runs) * 1e3:.0f} ms "
         f"(5 runs); anthropic imported: {sdk}"
     )
 

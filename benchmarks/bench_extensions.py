@@ -22,11 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from synapse_lsp.builtins.command_search import CommandSearchCommand, SearchIndex
 from synapse_lsp.commands import CommandContext
 from synapse_lsp.config import Settings
+from synapse_lsp.extensions.registry import ExtensionRegistry, IndexEntry
+from synapse_lsp.extensions.search import CommandSearchCommand, SearchIndex
 from synapse_lsp.files import DiskFiles
-from synapse_lsp.registry import ExtensionRegistry, IndexEntry
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
 

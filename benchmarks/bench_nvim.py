@@ -75,7 +75,7 @@ def synthetic(nvim: str, mode: str, tmp: Path, *, noop: bool = False) -> dict[st
 
 
 async def end_to_end(nvim: str, tmp: Path) -> dict[str, Any]:
-    from synapse_lsp.fakeapi import FakeAnthropic
+    from synapse_lsp.agent.fakeapi import FakeAnthropic
 
     # 2,000 deltas of 4 characters, a newline every 16 words
     text = "".join("abc\n" if i % 16 == 15 else "abc " for i in range(DELTAS))
@@ -171,7 +171,7 @@ def main() -> int:
         # without any plugin work (OS scheduling, Neovim itself)
         base = [synthetic(nvim, "paced", tmp, noop=True) for _ in range(REPEATS)]
         print(row(f"paced, no handler, worst {REPEATS}", aggregate(base, "worst")))
-        if (ROOT / "synapse_lsp" / "server.py").exists():
+        if (ROOT / "synapse_lsp" / "lsp" / "server.py").exists():
             e2e_tmp = tmp / "e2e"
             e2e_tmp.mkdir()
             r = asyncio.run(end_to_end(nvim, e2e_tmp))

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from synapse_lsp.parse_command import parse_command
-from synapse_lsp.shell_words import bash_parser, extract_bash_script, shlex_join
-from synapse_lsp.summary import summarize
+from synapse_lsp.summaries.parse_command import parse_command
+from synapse_lsp.summaries.shell_words import bash_parser, extract_bash_script, shlex_join
+from synapse_lsp.summaries.titles import summarize
 
 CALLS = 50_000
 REPEATS = 5

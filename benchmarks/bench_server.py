@@ -300,7 +300,7 @@ def fake_api(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
     script.write_text(json.dumps({"responses": ["Hello from the fake model."], "loop": True}))
     port_file = tmp / "port"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "synapse_lsp.cli", "fake-api", "--script", str(script)]
+        [sys.executable, "-m", "synapse_lsp.cli.entry", "fake-api", "--script", str(script)]
         + ["--port-file", str(port_file)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

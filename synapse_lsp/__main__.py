@@ -2,6 +2,6 @@
 
 import sys
 
-from synapse_lsp.server import main
+from synapse_lsp.lsp.server import main
 
 sys.exit(main(sys.argv[1:]))

@@ -1,6 +1,6 @@
 """Helpers for tests that need the fake Messages API in another process (REPL, LSP, editors).
 
-In-process tests use `synapse_lsp.fakeapi.FakeAnthropic` directly.
+In-process tests use `synapse_lsp.agent.fakeapi.FakeAnthropic` directly.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class FakeApiProcess:
         self.port_file = tmp_path / "fake-api.port"
         self.port_file.unlink(missing_ok=True)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "synapse_lsp.cli", "fake-api", "--script"]
+            [sys.executable, "-m", "synapse_lsp.cli.entry", "fake-api", "--script"]
             + [str(self.script_path), "--port-file", str(self.port_file)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

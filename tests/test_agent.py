@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
-from synapse_lsp.agent import ChatSession, Selection, TurnContext
+from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.prompts import SIMPLE_NATIVE_COMMANDS, bash_tool
+from synapse_lsp.agent.session import ChatSession, Selection, TurnContext
 from synapse_lsp.builtins import default_builtins
 from synapse_lsp.config import Settings
 from synapse_lsp.errors import SessionBusyError
@@ -25,9 +28,6 @@ from synapse_lsp.events import (
     TurnFinished,
     UsageUpdated,
 )
-from synapse_lsp.fakeapi import FakeAnthropic
-from synapse_lsp.model import ModelClient
-from synapse_lsp.prompts import SIMPLE_NATIVE_COMMANDS, bash_tool
 from synapse_lsp.router import BashRouter
 
 KEY = "sk-ant-agent-test-key"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from synapse_lsp.event_queue import EventQueue
+from synapse_lsp.agent.event_queue import EventQueue
 from synapse_lsp.events import (
     Event,
     Notice,

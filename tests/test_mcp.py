@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from synapse_lsp import wrappers
 from synapse_lsp.commands import FailureCategory, Layer
 from synapse_lsp.config import Settings
-from synapse_lsp.registry import ExtensionRegistry
+from synapse_lsp.extensions import wrappers
+from synapse_lsp.extensions.registry import ExtensionRegistry
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
 

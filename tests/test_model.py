@@ -15,11 +15,8 @@ from typing import Any
 
 import pytest
 
-from synapse_lsp.config import Settings
-from synapse_lsp.errors import ModelError
-from synapse_lsp.events import Usage
-from synapse_lsp.fakeapi import FakeAnthropic, Script, ScriptError, demo_script
-from synapse_lsp.model import (
+from synapse_lsp.agent.fakeapi import FakeAnthropic, Script, ScriptError, demo_script
+from synapse_lsp.agent.model import (
     ModelClient,
     StreamDone,
     StreamItem,
@@ -28,6 +25,9 @@ from synapse_lsp.model import (
     StreamThinking,
     StreamToolUse,
 )
+from synapse_lsp.config import Settings
+from synapse_lsp.errors import ModelError
+from synapse_lsp.events import Usage
 
 KEY = "sk-ant-test-SECRET-0123456789"
 
@@ -310,7 +310,7 @@ async def test_fake_api_as_a_subprocess_records_requests(tmp_path: Path) -> None
     script.write_text(json.dumps([{"text": "from the subprocess"}]))
     port_file = tmp_path / "port"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "synapse_lsp.cli", "fake-api", "--script", str(script)]
+        [sys.executable, "-m", "synapse_lsp.cli.entry", "fake-api", "--script", str(script)]
         + ["--port-file", str(port_file)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -340,7 +340,7 @@ def test_fake_api_cli_rejects_a_bad_script(tmp_path: Path) -> None:
     script = tmp_path / "bad.json"
     script.write_text('[{"txt": 1}]')
     proc = subprocess.run(
-        [sys.executable, "-m", "synapse_lsp.cli", "fake-api", "--script", str(script)],
+        [sys.executable, "-m", "synapse_lsp.cli.entry", "fake-api", "--script", str(script)],
         capture_output=True,
         text=True,
         timeout=30,

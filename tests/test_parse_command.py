@@ -12,9 +12,13 @@ from typing import Any
 
 import pytest
 
-from synapse_lsp.parse_command import CODEX_TYPES, is_small_formatting_command, parse_command
-from synapse_lsp.parse_command import main as cli_main
-from synapse_lsp.shell_words import (
+from synapse_lsp.summaries.parse_command import (
+    CODEX_TYPES,
+    is_small_formatting_command,
+    parse_command,
+)
+from synapse_lsp.summaries.parse_command import main as cli_main
+from synapse_lsp.summaries.shell_words import (
     parse_plain_shell_script,
     parse_shell_lc_plain_commands,
     shlex_join,
@@ -330,7 +334,7 @@ def test_cli_usage_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) -
 def test_cli_through_synapse_entry_point() -> None:
     """The real `synapse parse-command` dispatch, in a subprocess."""
     proc = subprocess.run(
-        [sys.executable, "-m", "synapse_lsp.cli", "parse-command", "--", "cat", "README.md"],
+        [sys.executable, "-m", "synapse_lsp.cli.entry", "parse-command", "--", "cat", "README.md"],
         capture_output=True,
         text=True,
         timeout=30,

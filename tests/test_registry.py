@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from synapse_lsp import tools_cli, wrappers
-from synapse_lsp.builtins.command_search import compile_query, search
-from synapse_lsp.mcp_client import load_config
-from synapse_lsp.registry import IndexEntry
+from synapse_lsp.cli import tools as tools_cli
+from synapse_lsp.extensions import wrappers
+from synapse_lsp.extensions.mcp_client import load_config
+from synapse_lsp.extensions.registry import IndexEntry
+from synapse_lsp.extensions.search import compile_query, search
 
 SERVER = Path(__file__).parent / "mcp_servers" / "demo_server.py"
 
@@ -193,7 +194,7 @@ def test_synapse_exec_runs_mcp_and_skill_commands(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "synapse_lsp.cli",
+            "synapse_lsp.cli.entry",
             "exec",
             "--json",
             "mcp:demo:add 2 3",

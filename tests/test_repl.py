@@ -25,7 +25,7 @@ def spawn(
 ) -> subprocess.Popen[str]:
     """Start `synapse chat ARGS`; `stdin` is written and closed at once unless None."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "synapse_lsp.cli", "chat", *args],
+        [sys.executable, "-m", "synapse_lsp.cli.entry", "chat", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -20,7 +20,7 @@ import pytest_asyncio
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from synapse_lsp.fakeapi import FakeAnthropic
+from synapse_lsp.agent.fakeapi import FakeAnthropic
 from tests.lsp_client import Editor, add_folder, editor, remove_folder, reset
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

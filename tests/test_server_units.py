@@ -14,7 +14,6 @@ from lsprotocol import types
 
 from synapse_lsp.commands import Layer
 from synapse_lsp.config import Settings
-from synapse_lsp.editor_files import apply_offset_edits, offset_edits, to_text_edits, utf16_units
 from synapse_lsp.events import (
     Notice,
     PlanEntry,
@@ -27,7 +26,13 @@ from synapse_lsp.events import (
     Usage,
     UserMessage,
 )
-from synapse_lsp.lsp_updates import MAX_OUTPUT_CHUNK, UpdateStream, event_to_update
+from synapse_lsp.lsp.editor_files import (
+    apply_offset_edits,
+    offset_edits,
+    to_text_edits,
+    utf16_units,
+)
+from synapse_lsp.lsp.updates import MAX_OUTPUT_CHUNK, UpdateStream, event_to_update
 from synapse_lsp.permissions import EditorPermissionGate, writes_outside
 from tests.lsp_client import apply_edits
 

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from synapse_lsp.agent import ChatSession
+from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.session import ChatSession
+from synapse_lsp.agent.store import SessionNotFoundError, SessionStore
 from synapse_lsp.config import Settings
 from synapse_lsp.events import (
     Event,
@@ -23,10 +26,7 @@ from synapse_lsp.events import (
     event_from_dict,
     event_to_dict,
 )
-from synapse_lsp.fakeapi import FakeAnthropic
-from synapse_lsp.model import ModelClient
 from synapse_lsp.router import BashRouter
-from synapse_lsp.sessions import SessionNotFoundError, SessionStore
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ import pytest
 
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory, Layer
 from synapse_lsp.config import Settings
+from synapse_lsp.extensions.registry import ExtensionRegistry
+from synapse_lsp.extensions.skills import SkillScriptCommand, run_script, scan_skills
 from synapse_lsp.files import DiskFiles
-from synapse_lsp.registry import ExtensionRegistry
 from synapse_lsp.router import BashRouter
-from synapse_lsp.skills import SkillScriptCommand, run_script, scan_skills
 
 SKILL_MD = """\
 ---

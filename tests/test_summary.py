@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from synapse_lsp.summary import ACP_KINDS, Summary, shorten_command, summarize
+from synapse_lsp.summaries.titles import ACP_KINDS, Summary, shorten_command, summarize
 
 TABLE = [
     # Codex kinds

@@ -52,9 +52,9 @@ def usage_dict(usage: Usage) -> dict[str, int]:
 
 
 def default_summarizer(command: str) -> tuple[str, str, list[str]]:
-    """Title, ACP kind and paths from `synapse_lsp.summary`; the raw command until it exists."""
+    """Title, ACP kind and paths from `summaries.titles`; the raw command until it exists."""
     try:
-        from synapse_lsp.summary import summarize
+        from synapse_lsp.summaries.titles import summarize
     except ImportError:
         return command, "execute", []
     try:

@@ -57,7 +57,7 @@ def prompts_dir() -> Path:
     packaged = resources.files("synapse_lsp").joinpath("_prompts")
     if packaged.is_dir():
         return Path(str(packaged))
-    return Path(__file__).resolve().parent.parent / "prompts"
+    return Path(__file__).resolve().parents[2] / "prompts"
 
 
 @functools.cache

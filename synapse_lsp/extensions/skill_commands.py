@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 from synapse_lsp.builtins.args import ArgError, non_negative_int, parse_args
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
-from synapse_lsp.skills import SkillInfo, skills_dir
+from synapse_lsp.extensions.skills import SkillInfo, skills_dir
 
 if TYPE_CHECKING:
-    from synapse_lsp.registry import ExtensionRegistry
+    from synapse_lsp.extensions.registry import ExtensionRegistry
 
 DEFAULT_LIMIT = 10
 

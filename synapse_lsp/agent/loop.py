@@ -18,9 +18,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from synapse_lsp import prompts
+from synapse_lsp.agent import prompts
+from synapse_lsp.agent.compaction import DEFAULT_CONTEXT_WINDOW, maybe_compact
+from synapse_lsp.agent.history import (
+    CANCELLED_RESULT,
+    NOT_RUN_RESULT,
+    Message,
+    add_message,
+    text_of,
+    tool_result,
+    with_cache_breakpoint,
+)
+from synapse_lsp.agent.model import StreamDone, StreamRetry, StreamText, StreamThinking
 from synapse_lsp.commands import FailureCategory
-from synapse_lsp.compaction import DEFAULT_CONTEXT_WINDOW, maybe_compact
 from synapse_lsp.errors import ModelError
 from synapse_lsp.events import (
     Event,
@@ -33,20 +43,10 @@ from synapse_lsp.events import (
     Usage,
     UsageUpdated,
 )
-from synapse_lsp.history import (
-    CANCELLED_RESULT,
-    NOT_RUN_RESULT,
-    Message,
-    add_message,
-    text_of,
-    tool_result,
-    with_cache_breakpoint,
-)
-from synapse_lsp.model import StreamDone, StreamRetry, StreamText, StreamThinking
 
 if TYPE_CHECKING:
+    from synapse_lsp.agent.model import ModelClient
     from synapse_lsp.config import Settings
-    from synapse_lsp.model import ModelClient
     from synapse_lsp.router import BashRouter
 
 log = logging.getLogger(__name__)

@@ -27,12 +27,12 @@ from synapse_lsp.config import Settings
 from synapse_lsp.errors import ModelError, SynapseError
 
 if TYPE_CHECKING:
-    from synapse_lsp.agent import ChatSession
+    from synapse_lsp.agent.fakeapi import FakeAnthropic
+    from synapse_lsp.agent.model import ModelClient
+    from synapse_lsp.agent.session import ChatSession
+    from synapse_lsp.agent.store import SessionStore
     from synapse_lsp.events import Event
-    from synapse_lsp.fakeapi import FakeAnthropic
-    from synapse_lsp.model import ModelClient
     from synapse_lsp.router import BashRouter
-    from synapse_lsp.sessions import SessionStore
     from synapse_lsp.shell import ShellSession
 
 HELP = """\
@@ -86,7 +86,7 @@ def _preload_sdk() -> None:
 
 def _title(command: str) -> str:
     try:
-        from synapse_lsp.summary import summarize
+        from synapse_lsp.summaries.titles import summarize
     except ImportError:  # pragma: no cover - summaries ship with the package
         return command
     try:
@@ -122,7 +122,7 @@ class Runtime:
         self.shell = ShellSession(self.cwd, self.settings)
         await self.shell.start()
         try:
-            from synapse_lsp.registry import ExtensionRegistry
+            from synapse_lsp.extensions.registry import ExtensionRegistry
         except ImportError:  # the extension registry is optional for the REPL
             self.router = BashRouter(self.shell, self.settings)
             return
@@ -140,7 +140,7 @@ class Runtime:
 
     def _api_model(self, *, demo: bool, allow_demo_fallback: bool) -> ModelClient | None:
         """The API's model client; None when the demo model is to be used."""
-        from synapse_lsp.model import ModelClient
+        from synapse_lsp.agent.model import ModelClient
 
         if demo:
             return None
@@ -152,15 +152,15 @@ class Runtime:
         return None
 
     async def _demo_model(self) -> ModelClient:
-        from synapse_lsp.fakeapi import FakeAnthropic, demo_script
-        from synapse_lsp.model import ModelClient
+        from synapse_lsp.agent.fakeapi import FakeAnthropic, demo_script
+        from synapse_lsp.agent.model import ModelClient
 
         self.demo = await FakeAnthropic(demo_script()).start()
         self.notes.append(DEMO_BANNER)
         return ModelClient(api_key="demo", base_url=self.demo.base_url, model="synapse-demo")
 
     def new_session(self) -> ChatSession:
-        from synapse_lsp.agent import ChatSession
+        from synapse_lsp.agent.session import ChatSession
 
         assert self.router is not None
         self.session = ChatSession(
@@ -169,7 +169,7 @@ class Runtime:
         return self.session
 
     def resume(self, session_id: str) -> ChatSession:
-        from synapse_lsp.agent import ChatSession
+        from synapse_lsp.agent.session import ChatSession
 
         assert self.router is not None
         self.session = ChatSession.resume(
@@ -411,7 +411,7 @@ def main(argv: list[str]) -> int:
     if problems:
         print("synapse chat: " + "; ".join(problems), file=sys.stderr)
         return 2
-    from synapse_lsp.sessions import SessionStore
+    from synapse_lsp.agent.store import SessionStore
 
     store = SessionStore(settings.synapse_home / "sessions")
     if args.list:

@@ -19,17 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from synapse_lsp import wrappers
 from synapse_lsp.commands import Command, CommandContext, CommandOutput, FailureCategory
 from synapse_lsp.config import Settings
+from synapse_lsp.extensions import wrappers
+from synapse_lsp.extensions.mcp2bash import McpToolCommand
+from synapse_lsp.extensions.mcp_client import McpManager, McpServer
+from synapse_lsp.extensions.skills import SkillInfo, SkillScriptCommand, scan_skills, skills_dir
+from synapse_lsp.extensions.watcher import ExtensionWatcher
 from synapse_lsp.files import DiskFiles
-from synapse_lsp.mcp2bash import McpToolCommand
-from synapse_lsp.mcp_client import McpManager, McpServer
-from synapse_lsp.skills import SkillInfo, SkillScriptCommand, scan_skills, skills_dir
-from synapse_lsp.watcher import ExtensionWatcher
 
 if TYPE_CHECKING:
-    from synapse_lsp.builtins.command_search import SearchIndex
+    from synapse_lsp.extensions.search import SearchIndex
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ class ExtensionRegistry:
 
     def search_index(self) -> SearchIndex:
         """The cached search index (rebuilt when the command set changes)."""
-        from synapse_lsp.builtins.command_search import SearchIndex
+        from synapse_lsp.extensions.search import SearchIndex
 
         entries = self.index()
         if self._search is None or self._search.entries is not entries:
@@ -197,8 +197,8 @@ class ExtensionRegistry:
         return out
 
     def builtins(self) -> list[Command]:
-        from synapse_lsp.builtins.command_search import CommandSearchCommand
-        from synapse_lsp.builtins.skill import (
+        from synapse_lsp.extensions.search import CommandSearchCommand
+        from synapse_lsp.extensions.skill_commands import (
             SkillLoadCommand,
             SkillReinforceCommand,
             SkillSearchCommand,

@@ -17,7 +17,7 @@ from synapse_lsp.builtins.args import ArgError, non_negative_int, parse_args
 from synapse_lsp.commands import CommandContext, CommandOutput
 
 if TYPE_CHECKING:
-    from synapse_lsp.registry import IndexEntry
+    from synapse_lsp.extensions.registry import IndexEntry
 
 DEFAULT_LIMIT = 50
 _REGEX_CHARS = set(".*+?[](){}|^$\\")

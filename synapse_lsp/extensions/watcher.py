@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from synapse_lsp.mcp_client import CONFIG_NAME
+from synapse_lsp.extensions.mcp_client import CONFIG_NAME
 
 log = logging.getLogger(__name__)
 

@@ -45,8 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def run(args: argparse.Namespace, settings: Settings, cwd: Path) -> int:
-    from synapse_lsp.builtins.command_search import search
-    from synapse_lsp.registry import ExtensionRegistry
+    from synapse_lsp.extensions.registry import ExtensionRegistry
+    from synapse_lsp.extensions.search import search
 
     need_mcp = args.action != "refresh" or args.kind in ("mcp", "all")
     registry = ExtensionRegistry(

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from synapse_lsp.shell_words import (
+from synapse_lsp.summaries.shell_words import (
     extract_bash_script,
     extract_powershell_script,
     parse_bash,
@@ -196,7 +196,7 @@ def _parse_command(argv: list[str], codex_only: bool) -> list[ParsedCommand]:
         codex = _finish(argv, _parse_impl(argv, None))
         if codex_only or not _has_unknown(codex):
             return codex
-        from synapse_lsp.command_kinds import upgrade_stage
+        from synapse_lsp.summaries.command_kinds import upgrade_stage
 
         extended = _finish(argv, _parse_impl(argv, upgrade_stage))
         return codex if _has_unknown(extended) else extended
@@ -206,7 +206,7 @@ def _parse_command(argv: list[str], codex_only: bool) -> list[ParsedCommand]:
     codex = _finish(argv, _parse_script(script, commands, None))
     if codex_only or not _has_unknown(codex):
         return codex
-    from synapse_lsp.command_kinds import fallback_for_script, upgrade_stage
+    from synapse_lsp.summaries.command_kinds import fallback_for_script, upgrade_stage
 
     if commands:
         extended = _finish(argv, _parse_script(script, commands, upgrade_stage))
@@ -881,7 +881,7 @@ def main(argv: list[str]) -> int:
             "parse-command: give either --script 'LINE' or -- ARGV...\n" + _usage(), file=sys.stderr
         )
         return 2
-    from synapse_lsp.summary import summarize_parsed
+    from synapse_lsp.summaries.titles import summarize_parsed
 
     full = ["bash", "-lc", script] if script is not None else list(words or [])
     parsed = parse_command(full, codex_only=codex_only)

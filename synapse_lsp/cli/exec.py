@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from synapse_lsp.config import Settings
 
 if TYPE_CHECKING:
-    from synapse_lsp.registry import ExtensionRegistry
+    from synapse_lsp.extensions.registry import ExtensionRegistry
     from synapse_lsp.router import BashRouter
 
 
@@ -82,7 +82,7 @@ async def _add_extensions(router: BashRouter, settings: Settings, cwd: Path) -> 
     """mcp:*/skill:* commands and command:search/skill:* built-ins (no watcher: one-shot).
 
     It also serves the wrappers' socket unless another Synapse process already does."""
-    from synapse_lsp.registry import ExtensionRegistry
+    from synapse_lsp.extensions.registry import ExtensionRegistry
 
     registry = ExtensionRegistry(settings, cwd, watch=False)
     await registry.start()

@@ -24,13 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from synapse_lsp import prompts
-from synapse_lsp.commands import CommandOutput, FailureCategory
-from synapse_lsp.compaction import COMPACT_RATIO, DEFAULT_CONTEXT_WINDOW, KEEP_RECENT_TURNS
-from synapse_lsp.errors import ModelError, SessionBusyError
-from synapse_lsp.event_queue import EventQueue
-from synapse_lsp.events import Event, Notice, TurnFinished, Usage, UserMessage
-from synapse_lsp.history import (
+from synapse_lsp.agent import prompts
+from synapse_lsp.agent.compaction import COMPACT_RATIO, DEFAULT_CONTEXT_WINDOW, KEEP_RECENT_TURNS
+from synapse_lsp.agent.event_queue import EventQueue
+from synapse_lsp.agent.history import (
     CANCELLED_RESULT,
     INTERRUPTED_RESULT,
     NOT_RUN_RESULT,
@@ -39,15 +36,18 @@ from synapse_lsp.history import (
     estimate_tokens,
     repair_history,
 )
-from synapse_lsp.loop import Emit, Loop, LoopResult
-from synapse_lsp.subagents import run_subagent
-from synapse_lsp.transcript import Recorder
+from synapse_lsp.agent.loop import Emit, Loop, LoopResult
+from synapse_lsp.agent.subagents import run_subagent
+from synapse_lsp.agent.transcript import Recorder
+from synapse_lsp.commands import CommandOutput, FailureCategory
+from synapse_lsp.errors import ModelError, SessionBusyError
+from synapse_lsp.events import Event, Notice, TurnFinished, Usage, UserMessage
 
 if TYPE_CHECKING:
+    from synapse_lsp.agent.model import ModelClient
+    from synapse_lsp.agent.store import SessionStore
     from synapse_lsp.config import Settings
-    from synapse_lsp.model import ModelClient
     from synapse_lsp.router import BashRouter
-    from synapse_lsp.sessions import SessionStore
 
 __all__ = [
     "CANCELLED_RESULT",
@@ -158,7 +158,7 @@ class ChatSession:
         workspace_root: Path | None = None,
         context_window: int = DEFAULT_CONTEXT_WINDOW,
     ) -> None:
-        from synapse_lsp.sessions import DEFAULT_TITLE, new_session_id
+        from synapse_lsp.agent.store import DEFAULT_TITLE, new_session_id
 
         self.id = session_id or new_session_id()
         self.settings = settings
@@ -334,7 +334,7 @@ class ChatSession:
         queue.put_nowait(None)
 
     def _begin(self, text: str) -> None:
-        from synapse_lsp.sessions import DEFAULT_TITLE
+        from synapse_lsp.agent.store import DEFAULT_TITLE
 
         if self.title == DEFAULT_TITLE:
             first = next((line.strip() for line in text.splitlines() if line.strip()), "")
@@ -372,7 +372,7 @@ class ChatSession:
 
     def _ensure_model(self) -> ModelClient:
         if self._model is None:
-            from synapse_lsp.model import ModelClient
+            from synapse_lsp.agent.model import ModelClient
 
             self._model = ModelClient.from_settings(self.settings)
             self._owns_model = True

@@ -36,18 +36,18 @@ from pygls.protocol.language_server import lsp_method
 from synapse_lsp import __version__
 from synapse_lsp.config import Settings
 from synapse_lsp.errors import SynapseError
-from synapse_lsp.workspace import LiveSession, WorkspaceContext
+from synapse_lsp.lsp.workspace import LiveSession, WorkspaceContext
 
 # Editor files, updates, permissions, the router and the agent are imported on first
 # use: `initialize` must not wait for them (cold start within 1.3x of bare pygls).
 if TYPE_CHECKING:
-    from synapse_lsp.agent import TurnContext
-    from synapse_lsp.editor_files import EditorFiles
-    from synapse_lsp.lsp_updates import UpdateStream
-    from synapse_lsp.sessions import SessionStore
-    from synapse_lsp.warmup import Warmup
+    from synapse_lsp.agent.session import TurnContext
+    from synapse_lsp.agent.store import SessionStore
+    from synapse_lsp.lsp.editor_files import EditorFiles
+    from synapse_lsp.lsp.updates import UpdateStream
+    from synapse_lsp.lsp.warmup import Warmup
 
-log = logging.getLogger("synapse_lsp.server")
+log = logging.getLogger("synapse_lsp.lsp.server")
 
 SESSION_UPDATE = "synapse/sessionUpdate"
 REQUEST_FAILED = -32803
@@ -310,7 +310,7 @@ class SynapseServer(LanguageServer):
     @property
     def files(self) -> EditorFiles:
         if self._files is None:
-            from synapse_lsp.editor_files import EditorFiles
+            from synapse_lsp.lsp.editor_files import EditorFiles
 
             self._files = EditorFiles(self)
         return self._files
@@ -348,14 +348,14 @@ class SynapseServer(LanguageServer):
     def start_warmup(self) -> None:
         """Import the model SDK (and the MCP SDK if a folder has MCP servers) on a
         daemon thread, so the first prompt does not wait for them; see warmup.py."""
-        from synapse_lsp.warmup import ENV_SWITCH, Warmup
+        from synapse_lsp.lsp.warmup import ENV_SWITCH, Warmup
 
         if self.warmup is not None or self._disposed or os.environ.get(ENV_SWITCH) == "0":
             return
         roots: list[Path | None] = [ws.root for ws in self.workspaces.values()] or [None]
 
         def need_mcp() -> bool:
-            from synapse_lsp.mcp_client import config_paths
+            from synapse_lsp.extensions.mcp_client import config_paths
 
             return any(
                 path.is_file() for root in roots for path in config_paths(self.settings, root)
@@ -521,7 +521,7 @@ class SynapseServer(LanguageServer):
     def store(self) -> SessionStore:
         root = self.settings.synapse_home / "sessions"
         if self._store is None or self._store.root != root:
-            from synapse_lsp.sessions import SessionStore
+            from synapse_lsp.agent.store import SessionStore
 
             self._store = SessionStore(root)
         return self._store
@@ -536,7 +536,7 @@ class SynapseServer(LanguageServer):
         return live
 
     def _stream(self, session_id: str) -> UpdateStream:
-        from synapse_lsp.lsp_updates import UpdateStream
+        from synapse_lsp.lsp.updates import UpdateStream
 
         writer = self._writer
         return UpdateStream(
@@ -561,7 +561,7 @@ class SynapseServer(LanguageServer):
             stream=self._stream(chat.id),
             router=router,
         )
-        from synapse_lsp.sessions import now_iso
+        from synapse_lsp.agent.store import now_iso
 
         live.extra["created"] = now_iso()
         ws.sessions[chat.id] = live
@@ -580,7 +580,7 @@ class SynapseServer(LanguageServer):
 
     async def cmd_session_new(self, args: Args) -> dict[str, Any]:
         ws = self.workspace_for(args.opt_text("workspaceUri"), args.command)
-        from synapse_lsp.agent import ChatSession
+        from synapse_lsp.agent.session import ChatSession
 
         settings = self.settings
         store = self.store
@@ -639,8 +639,8 @@ class SynapseServer(LanguageServer):
         session_id = args.text("sessionId")
         live = self.sessions.get(session_id)
         if live is None:
-            from synapse_lsp.agent import ChatSession
-            from synapse_lsp.sessions import SessionNotFoundError
+            from synapse_lsp.agent.session import ChatSession
+            from synapse_lsp.agent.store import SessionNotFoundError
 
             store = self.store
             try:
@@ -663,7 +663,7 @@ class SynapseServer(LanguageServer):
                     store, session_id, router, settings, workspace_root=ws.root
                 ),
             )
-        from synapse_lsp.lsp_updates import event_to_update
+        from synapse_lsp.lsp.updates import event_to_update
 
         for event in live.chat.transcript():
             update = event_to_update(event)
@@ -682,7 +682,7 @@ class SynapseServer(LanguageServer):
         if live is not None:
             live.workspace.sessions.pop(session_id, None)
             await live.close()
-        from synapse_lsp.sessions import SessionNotFoundError
+        from synapse_lsp.agent.store import SessionNotFoundError
 
         try:
             self.store.delete(session_id)
@@ -708,7 +708,7 @@ class SynapseServer(LanguageServer):
             )
         from synapse_lsp.errors import SessionBusyError
         from synapse_lsp.events import TurnFinished
-        from synapse_lsp.lsp_updates import event_to_update, usage_dict, user_message
+        from synapse_lsp.lsp.updates import event_to_update, usage_dict, user_message
 
         live.turn = asyncio.current_task()
         live.prompt_id = self.protocol.msg_id
@@ -888,7 +888,7 @@ class SynapseServer(LanguageServer):
 
 def usage_dict_zero() -> dict[str, int]:
     from synapse_lsp.events import Usage
-    from synapse_lsp.lsp_updates import usage_dict
+    from synapse_lsp.lsp.updates import usage_dict
 
     return usage_dict(Usage())
 
@@ -910,7 +910,7 @@ def _turn_context(args: Args) -> TurnContext | None:
     raw = args.opt_obj("context")
     if raw is None:
         return None
-    from synapse_lsp.agent import Selection, TurnContext
+    from synapse_lsp.agent.session import Selection, TurnContext
 
     cmd = args.command
     active = raw.get("activeFile")

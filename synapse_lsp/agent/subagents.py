@@ -13,12 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from synapse_lsp.agent.loop import Emit, Loop
 from synapse_lsp.commands import CommandOutput, FailureCategory, Layer
 from synapse_lsp.errors import ModelError
-from synapse_lsp.loop import Emit, Loop
 
 if TYPE_CHECKING:
-    from synapse_lsp.model import ModelClient
+    from synapse_lsp.agent.model import ModelClient
 
 
 async def run_subagent(
@@ -116,7 +116,7 @@ class ExploreGate:
         if first == "git" and len(words) > 1 and words[1] in self.GIT_READ:
             return None if not cmdline.has_redirection(command) else refusal
         try:
-            from synapse_lsp.summary import summarize
+            from synapse_lsp.summaries.titles import summarize
         except ImportError:  # pragma: no cover - summaries are part of the package
             return refusal
         parsed = summarize(command).parsed

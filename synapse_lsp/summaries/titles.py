@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from synapse_lsp.parse_command import (
+from synapse_lsp.summaries.parse_command import (
     Edit,
     Fetch,
     Format,

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 from synapse_lsp.config import Settings
 
 if TYPE_CHECKING:
-    from synapse_lsp.agent import ChatSession
+    from synapse_lsp.agent.session import ChatSession
     from synapse_lsp.files import FileGateway
-    from synapse_lsp.lsp_updates import UpdateStream
+    from synapse_lsp.lsp.updates import UpdateStream
     from synapse_lsp.permissions import Asker, EditorPermissionGate
     from synapse_lsp.router import BashRouter, RouteResult
     from synapse_lsp.shell import ShellSession
@@ -153,7 +153,9 @@ class WorkspaceContext:
     async def _start_registry(self, router: BashRouter) -> None:
         try:
             # Import off the event loop: the MCP SDK alone costs most of a second.
-            module = await asyncio.to_thread(importlib.import_module, "synapse_lsp.registry")
+            module = await asyncio.to_thread(
+                importlib.import_module, "synapse_lsp.extensions.registry"
+            )
             registry = module.ExtensionRegistry(self.settings, self.root)
             router.extensions = registry
             for command in registry.builtins():
@@ -182,7 +184,7 @@ class WorkspaceContext:
         )
 
     def _has_mcp_config(self) -> bool:
-        from synapse_lsp.mcp_client import config_paths
+        from synapse_lsp.extensions.mcp_client import config_paths
 
         return any(path.is_file() for path in config_paths(self.settings, self.root))
 

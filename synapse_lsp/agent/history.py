@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from synapse_lsp import prompts
+from synapse_lsp.agent import prompts
 
 Message = dict[str, Any]
 

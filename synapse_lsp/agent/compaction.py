@@ -13,14 +13,14 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from synapse_lsp import prompts
+from synapse_lsp.agent import prompts
+from synapse_lsp.agent.history import Message, add_message, blocks, estimate_tokens, text_of
+from synapse_lsp.agent.model import StreamDone
 from synapse_lsp.errors import ModelError
 from synapse_lsp.events import Notice
-from synapse_lsp.history import Message, add_message, blocks, estimate_tokens, text_of
-from synapse_lsp.model import StreamDone
 
 if TYPE_CHECKING:
-    from synapse_lsp.loop import Emit, Loop
+    from synapse_lsp.agent.loop import Emit, Loop
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 COMPACT_RATIO = 0.8

@@ -21,7 +21,7 @@ from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
 if TYPE_CHECKING:
     from mcp_types import CallToolResult
 
-    from synapse_lsp.mcp_client import McpServer, ToolSpec
+    from synapse_lsp.extensions.mcp_client import McpServer, ToolSpec
 
 
 class ArgError(ValueError):
@@ -489,7 +489,7 @@ def usage_failure(name: str, usage: str, message: str) -> CommandOutput:
 async def call_tool(
     server: McpServer, tool: str, arguments: dict[str, Any], timeout: float
 ) -> CommandOutput:
-    from synapse_lsp.mcp_client import McpCallError
+    from synapse_lsp.extensions.mcp_client import McpCallError
 
     try:
         result = await server.call(tool, arguments, timeout)

@@ -11,12 +11,18 @@ import sys
 
 # name -> (module, one-line help). Each module exposes `main(argv: list[str]) -> int`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "exec": ("synapse_lsp.exec_cli", "run command lines through the router and one shell session"),
-    "chat": ("synapse_lsp.repl", "interactive chat with the agent (or one-shot with -p)"),
-    "lsp": ("synapse_lsp.server", "start the language server on stdio"),
-    "tools": ("synapse_lsp.tools_cli", "search and refresh extension commands (mcp:*, skill:*)"),
-    "parse-command": ("synapse_lsp.parse_command", "print the summary of a command line as JSON"),
-    "fake-api": ("synapse_lsp.fakeapi", "serve a scripted fake Anthropic Messages API on loopback"),
+    "exec": ("synapse_lsp.cli.exec", "run command lines through the router and one shell session"),
+    "chat": ("synapse_lsp.cli.chat", "interactive chat with the agent (or one-shot with -p)"),
+    "lsp": ("synapse_lsp.lsp.server", "start the language server on stdio"),
+    "tools": ("synapse_lsp.cli.tools", "search and refresh extension commands (mcp:*, skill:*)"),
+    "parse-command": (
+        "synapse_lsp.summaries.parse_command",
+        "print the summary of a command line as JSON",
+    ),
+    "fake-api": (
+        "synapse_lsp.agent.fakeapi",
+        "serve a scripted fake Anthropic Messages API on loopback",
+    ),
 }
 
 

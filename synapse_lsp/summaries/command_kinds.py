@@ -13,7 +13,7 @@ import re
 from tree_sitter import Tree
 
 from synapse_lsp import cmdline
-from synapse_lsp.parse_command import (
+from synapse_lsp.summaries.parse_command import (
     Edit,
     Fetch,
     Format,
@@ -30,7 +30,7 @@ from synapse_lsp.parse_command import (
     parse_shell_script,
     short_display_path,
 )
-from synapse_lsp.shell_words import parse_bash, parse_plain_shell_script, shlex_join
+from synapse_lsp.summaries.shell_words import parse_bash, parse_plain_shell_script, shlex_join
 
 # Wrappers that run a tool: `uv run pytest`, `npx eslint`, `python -m pytest`.
 _RUNNERS: dict[tuple[str, ...], int] = {
@@ -290,7 +290,7 @@ def fallback_for_script(script: str, tree: Tree | None = None) -> list[ParsedCom
     stripped = _strip_harmless_redirects(script, tree)
     if stripped is None or parse_plain_shell_script(stripped) is None:
         return None
-    from synapse_lsp.parse_command import _finish
+    from synapse_lsp.summaries.parse_command import _finish
 
     parsed = _finish(["bash", "-lc", stripped], parse_shell_script(stripped, upgrade_stage))
     if any(isinstance(p, Unknown) for p in parsed):

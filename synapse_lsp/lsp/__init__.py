@@ -1,0 +1,1 @@
+"""The editor face: a pygls language server over stdio (docs/protocol.md)."""
