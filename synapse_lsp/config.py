@@ -1,8 +1,21 @@
-"""Settings: a fully defaulted tree; bad values fall back to defaults with a warning."""
+"""Settings: a fully defaulted tree; bad values fall back to defaults with a warning.
+
+Every setting is validated here, the same for CLI flags, the REPL and editors.
+`LiveSettings` is the one live source: components keep it (a `SettingsSource`, any
+callable returning `Settings`) and read it at use time, so a change reaches a shell,
+router, gate or registry that already exists. Sources and precedence, lowest first:
+
+    defaults < $SYNAPSE_HOME/settings.json < <folder>/.synapse/settings.json
+             (WORKSPACE_SAFE keys only) < environment (ENV_SETTINGS) < the face
+             (LSP initializationOptions / workspace/configuration, CLI flags)
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +33,29 @@ ENV_SETTINGS: tuple[tuple[str, str], ...] = (
 )
 
 
-def synapse_home(env: dict[str, str] | None = None) -> Path:
+POLICIES = ("auto", "ask-writes-outside-workspace", "ask-all-native")
+LOG_LEVELS = ("error", "warning", "info", "debug")
+SETTINGS_FILE = "settings.json"
+WORKSPACE_DIR = ".synapse"
+# What a folder's own `.synapse/settings.json` may set. A repository is not trusted
+# to loosen permissions, add allow rules, move $SYNAPSE_HOME, point the API key at
+# another endpoint or name another key variable: those keys are refused there.
+WORKSPACE_SAFE = frozenset(
+    {
+        "commandTimeout",
+        "output",
+        "maxTurns",
+        "model",
+        "maxTokens",
+        "thinkingBudget",
+        "deny",
+        "logLevel",
+    }
+)
+_CHOICES: dict[str, tuple[str, ...]] = {"permission": POLICIES, "log_level": LOG_LEVELS}
+
+
+def synapse_home(env: Mapping[str, str] | None = None) -> Path:
     """`$SYNAPSE_HOME`, else `~/.synapse`."""
     source = os.environ if env is None else env
     value = source.get("SYNAPSE_HOME")
@@ -58,28 +93,14 @@ class Settings:
         return self.synapse_home / "bin"
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> tuple[Settings, list[str]]:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> tuple[Settings, list[str]]:
         """Defaults, then the variables of `ENV_SETTINGS` that are set (and not empty).
 
         Returns the settings and the problems found (a bad value keeps the default).
         """
         source = os.environ if env is None else env
-        base = cls(synapse_home=synapse_home(dict(source)))
-        values: dict[str, Any] = {}
-        problems: list[str] = []
-        for var, key in ENV_SETTINGS:
-            raw = source.get(var, "").strip()
-            if not raw:
-                continue
-            if isinstance(getattr(base, _snake(key)), int):
-                try:
-                    values[key] = int(raw)
-                except ValueError:
-                    problems.append(f"${var}: expected a whole number, got {raw!r}")
-                    continue
-            else:
-                values[key] = raw
-        settings, found = base.with_overrides(values)
+        values, problems = env_values(source)
+        settings, found = cls(synapse_home=synapse_home(source)).with_overrides(values)
         return settings, problems + found
 
     def with_overrides(self, values: dict[str, Any]) -> tuple[Settings, list[str]]:
@@ -101,6 +122,14 @@ class Settings:
                 changes[name] = _coerce(current, value, zero_ok=name in _ZERO_OK)
             except (TypeError, ValueError) as exc:
                 problems.append(f"setting {key!r}: {exc}; keeping {current!r}")
+                continue
+            choices = _CHOICES.get(name)
+            if choices is not None and changes[name] not in choices:
+                problems.append(
+                    f"setting {key!r}: {changes[name]!r} is not one of "
+                    f"{', '.join(choices)}; keeping {current!r}"
+                )
+                del changes[name]
         out = replace(self, **changes)
         budget = out.thinking_budget
         if budget and not MIN_THINKING_BUDGET <= budget < out.max_tokens:
@@ -154,12 +183,175 @@ def _coerce(current: Any, value: Any, *, zero_ok: bool = False) -> Any:
     if isinstance(current, OutputLimits):
         if not isinstance(value, dict):
             raise TypeError("expected an object")
-        return OutputLimits(
-            max_bytes=int(value.get("maxBytes", current.max_bytes)),
-            max_lines=int(value.get("maxLines", current.max_lines)),
-        )
+        unknown = set(value) - {"maxBytes", "maxLines"}
+        if unknown:
+            raise TypeError(f"unknown keys {', '.join(sorted(unknown))} (maxBytes, maxLines)")
+        limits = {}
+        for key, default in (("maxBytes", current.max_bytes), ("maxLines", current.max_lines)):
+            raw = value.get(key, default)
+            if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+                raise ValueError(f"`{key}` must be a whole number >= 1")
+            limits[key] = raw
+        return OutputLimits(max_bytes=limits["maxBytes"], max_lines=limits["maxLines"])
     if current is None or isinstance(current, str):
         if not isinstance(value, str):
             raise TypeError("expected a string")
         return value
     raise TypeError(f"cannot set a {type(current).__name__}")
+
+
+SettingsSource = Callable[[], Settings]
+
+
+def as_source(settings: Settings | SettingsSource) -> SettingsSource:
+    """A plain `Settings` as a source that always answers it (tests, one-shot tools)."""
+    if isinstance(settings, Settings):
+        fixed = settings
+        return lambda: fixed
+    return settings
+
+
+def env_values(env: Mapping[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The settings named by the variables of `ENV_SETTINGS` that are set and not empty."""
+    source = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    defaults = Settings(synapse_home=Path("/"))
+    for var, key in ENV_SETTINGS:
+        raw = source.get(var, "").strip()
+        if not raw:
+            continue
+        if isinstance(getattr(defaults, _snake(key)), int):
+            try:
+                values[key] = int(raw)
+            except ValueError:
+                problems.append(f"${var}: expected a whole number, got {raw!r}")
+        else:
+            values[key] = raw
+    return values, problems
+
+
+def read_settings_file(path: Path, *, workspace: bool) -> tuple[dict[str, Any], list[str]]:
+    """The object in a settings file (absent = empty); in a folder's file only the
+    WORKSPACE_SAFE keys count, the others are reported and ignored."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}, []
+    except (OSError, UnicodeDecodeError) as exc:
+        return {}, [f"{path}: cannot read: {exc}"]
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except (json.JSONDecodeError, RecursionError) as exc:
+        return {}, [f"{path}: not valid JSON: {exc}"]
+    if not isinstance(data, dict):
+        return {}, [f"{path}: expected a JSON object of settings"]
+    problems: list[str] = []
+    if workspace:
+        refused = sorted(k for k in data if k not in WORKSPACE_SAFE)
+        if refused:
+            problems.append(
+                f"{path}: {', '.join(refused)} cannot be set by a folder's own settings "
+                f"(only {', '.join(sorted(WORKSPACE_SAFE))}); set them in "
+                f"$SYNAPSE_HOME/{SETTINGS_FILE} or in the editor"
+            )
+        data = {k: v for k, v in data.items() if k in WORKSPACE_SAFE}
+    elif "synapseHome" in data:
+        problems.append(f"{path}: synapseHome cannot be set inside $SYNAPSE_HOME itself")
+        data = {k: v for k, v in data.items() if k != "synapseHome"}
+    return data, problems
+
+
+class LiveSettings:
+    """The one live source of settings for a face, or for one workspace folder.
+
+    Call it for the current `Settings`. `set_face()` replaces what the face says
+    (editor settings, CLI flags) and `reload()` re-reads the settings files; either
+    recomputes the layers and updates every folder derived with `for_folder()`.
+    Problems (bad values, refused keys) are returned and kept in `problems`; a bad
+    value never crashes anything, the layer below it wins.
+    """
+
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        folder: Path | None = None,
+        base: Settings | None = None,
+    ) -> None:
+        self._env = dict(os.environ if env is None else env)
+        self._folder = folder
+        self._base = base
+        self._face: tuple[dict[str, Any], ...] = ()
+        self._files: list[dict[str, Any]] = []
+        self._file_problems: list[str] = []
+        self._children: weakref.WeakSet[LiveSettings] = weakref.WeakSet()
+        self._parent: LiveSettings | None = None
+        self._listeners: list[Callable[[Settings], None]] = []
+        self.problems: list[str] = []
+        self._value = Settings()
+        self.reload()
+
+    def __call__(self) -> Settings:
+        return self._value
+
+    @property
+    def folder(self) -> Path | None:
+        return self._folder
+
+    def for_folder(self, folder: Path) -> LiveSettings:
+        """A source for one workspace folder: this one's layers plus the folder's own
+        `.synapse/settings.json`; it follows every later change of this one."""
+        child = LiveSettings(self._env, folder=folder, base=self._base)
+        child._parent = self
+        child._face = self._face
+        self._children.add(child)
+        child.reload()
+        return child
+
+    def subscribe(self, listener: Callable[[Settings], None]) -> None:
+        """Called with the new settings after every recomputation (log levels...)."""
+        self._listeners.append(listener)
+
+    def set_face(self, *sources: Mapping[str, Any]) -> list[str]:
+        """Replace the face's layer (later sources win) and recompute."""
+        self._face = tuple(dict(s) for s in sources)
+        return self._recompute()
+
+    def reload(self) -> list[str]:
+        """Re-read the settings files, then recompute."""
+        home = (self._base.synapse_home if self._base else None) or synapse_home(self._env)
+        files: list[dict[str, Any]] = []
+        problems: list[str] = []
+        data, found = read_settings_file(home / SETTINGS_FILE, workspace=False)
+        files.append(data)
+        problems += found
+        if self._folder is not None:
+            path = self._folder / WORKSPACE_DIR / SETTINGS_FILE
+            data, found = read_settings_file(path, workspace=True)
+            files.append(data)
+            problems += found
+        self._files = files
+        self._file_problems = problems
+        found = self._recompute(children=False)
+        for child in list(self._children):
+            child.reload()
+        return found
+
+    def _recompute(self, *, children: bool = True) -> list[str]:
+        settings = self._base or Settings(synapse_home=synapse_home(self._env))
+        problems = list(self._file_problems)
+        env, found = env_values(self._env)
+        problems += found
+        for layer in (*self._files, env, *self._face):
+            settings, found = settings.with_overrides(layer)
+            problems += found
+        self._value = settings
+        self.problems = problems
+        for listener in list(self._listeners):
+            listener(settings)
+        if children:
+            for child in list(self._children):
+                child._face = self._face
+                child._recompute()
+        return problems

@@ -20,9 +20,8 @@ from pathlib import Path
 
 from synapse_lsp import cmdline
 from synapse_lsp.commands import Layer
-from synapse_lsp.config import Settings
+from synapse_lsp.config import POLICIES, Settings, SettingsSource, as_source
 
-POLICIES = ("auto", "ask-writes-outside-workspace", "ask-all-native")
 ALLOW_ONCE = "Allow once"
 ALLOW_SESSION = "Allow for this session"
 DENY = "Deny"
@@ -182,11 +181,11 @@ class EditorPermissionGate:
 
     def __init__(
         self,
-        settings: Callable[[], Settings],
+        settings: Settings | SettingsSource,
         workspace_root: Path,
         ask: Asker,
     ) -> None:
-        self._settings = settings
+        self._settings = as_source(settings)
         self._root = workspace_root
         self._ask = ask
         self.remembered: set[str] = set()

@@ -31,7 +31,7 @@ from synapse_lsp.commands import (
     PermissionGate,
     SubAgentRunner,
 )
-from synapse_lsp.config import Settings
+from synapse_lsp.config import Settings, SettingsSource, as_source
 from synapse_lsp.errors import ShellError
 from synapse_lsp.files import DiskFiles, FileGateway
 from synapse_lsp.output import bound_text
@@ -76,7 +76,7 @@ class BashRouter:
     def __init__(
         self,
         shell: ShellSession,
-        settings: Settings,
+        settings: Settings | SettingsSource,
         *,
         files: FileGateway | None = None,
         extensions: CommandLookup | None = None,
@@ -87,7 +87,7 @@ class BashRouter:
         builtins: dict[str, Command] | None = None,
     ) -> None:
         self.shell = shell
-        self.settings = settings
+        self.settings_source = as_source(settings)
         self.files: FileGateway = files or DiskFiles()
         self.extensions = extensions
         self.subagent = subagent
@@ -99,6 +99,11 @@ class BashRouter:
             builtins if builtins is not None else {c.name: c for c in default_builtins()}
         )
 
+    @property
+    def settings(self) -> Settings:
+        """The live settings, read at use (see `config.LiveSettings`)."""
+        return self.settings_source()
+
     def register(self, command: Command) -> None:
         self.builtins[command.name] = command
 
@@ -107,6 +112,7 @@ class BashRouter:
         each chat session gets its own shell so sessions can run concurrently)."""
         fields_: dict[str, Any] = {
             "shell": self.shell,
+            "settings": self.settings_source,
             "files": self.files,
             "extensions": self.extensions,
             "subagent": self.subagent,
@@ -120,7 +126,8 @@ class BashRouter:
             raise TypeError(f"derive() got unknown fields: {sorted(unknown)}")
         fields_.update(changes)
         shell = fields_.pop("shell")
-        return BashRouter(shell, self.settings, **fields_)
+        settings = fields_.pop("settings")
+        return BashRouter(shell, settings, **fields_)
 
     # ----------------------------------------------------------------- routing
 

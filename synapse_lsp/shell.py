@@ -33,7 +33,7 @@ from pathlib import Path
 from ptyprocess import PtyProcess  # type: ignore[import-untyped]
 
 from synapse_lsp.commands import OutputSink
-from synapse_lsp.config import Settings
+from synapse_lsp.config import Settings, SettingsSource, as_source
 from synapse_lsp.errors import ShellError
 from synapse_lsp.output import BoundedCapture
 
@@ -98,8 +98,10 @@ class ShellSession:
     command (SIGINT, then SIGKILL of its process group) and keeps the session.
     """
 
-    def __init__(self, cwd: Path, settings: Settings, env: dict[str, str] | None = None) -> None:
-        self.settings = settings
+    def __init__(
+        self, cwd: Path, settings: Settings | SettingsSource, env: dict[str, str] | None = None
+    ) -> None:
+        self._settings = as_source(settings)
         self._initial_cwd = Path(cwd).resolve()
         self._cwd = self._initial_cwd
         self._extra_env = dict(env or {})
@@ -145,6 +147,11 @@ class ShellSession:
         return self._lock.locked()
 
     # -------------------------------------------------------------- lifecycle
+
+    @property
+    def settings(self) -> Settings:
+        """The live settings (read at use: a changed limit reaches the next command)."""
+        return self._settings()
 
     async def start(self) -> None:
         """Start bash (idempotent while alive)."""

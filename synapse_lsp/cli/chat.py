@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from synapse_lsp.config import Settings
+from synapse_lsp.agent.slash import SESSION_COMMANDS
+from synapse_lsp.config import LiveSettings
 from synapse_lsp.errors import ModelError, SynapseError
 
 if TYPE_CHECKING:
@@ -31,19 +32,14 @@ if TYPE_CHECKING:
     from synapse_lsp.agent.model import ModelClient
     from synapse_lsp.agent.session import ChatSession
     from synapse_lsp.agent.store import SessionStore
+    from synapse_lsp.core import Workspace
     from synapse_lsp.events import Event
     from synapse_lsp.router import BashRouter
-    from synapse_lsp.shell import ShellSession
 
-HELP = """\
+HELP_INTRO = """\
 Type a request and press Enter. Lines starting with ! run in this terminal directly
 (e.g. !git status) and are not sent to the agent. Ctrl-C cancels a running turn;
-Ctrl-D or /exit leaves.
-  /help            this help
-  /exit            leave (also /quit)
-  /sessions        list stored sessions
-  /resume ID       continue a stored session
-  /clear           start a new session (also /new)"""
+Ctrl-D or /exit leaves."""
 DEMO_BANNER = (
     "Offline demo model: no ANTHROPIC_API_KEY is set, so a scripted stand-in answers "
     "(it runs `ls` to show the tool loop). Set ANTHROPIC_API_KEY to talk to Claude."
@@ -85,10 +81,8 @@ def _preload_sdk() -> None:
 
 
 def _title(command: str) -> str:
-    try:
-        from synapse_lsp.summaries.titles import summarize
-    except ImportError:  # pragma: no cover - summaries ship with the package
-        return command
+    from synapse_lsp.summaries.titles import summarize
+
     try:
         return summarize(command).title
     except Exception:  # a summary is cosmetic: never fail a turn over it
@@ -99,44 +93,50 @@ def _title(command: str) -> str:
 class Runtime:
     """Everything one `synapse chat` process owns; `close()` releases all of it."""
 
-    settings: Settings
+    settings: LiveSettings
     cwd: Path
     store: SessionStore
-    shell: ShellSession | None = None
+    workspace: Workspace | None = None
     router: BashRouter | None = None
     model: ModelClient | None = None
     demo: FakeAnthropic | None = None
-    registry: Any = None
     session: ChatSession | None = None
     notes: list[str] = field(default_factory=list)
+    exit_requested: bool = False
 
     async def start(self, *, demo: bool, allow_demo_fallback: bool) -> None:
-        from synapse_lsp.router import BashRouter
-        from synapse_lsp.shell import ShellSession
+        from synapse_lsp.core import Workspace
 
         model = self._api_model(demo=demo, allow_demo_fallback=allow_demo_fallback)
         # The SDK takes seconds to import: overlap it with starting the shell (and only
         # once it is known to be needed: a missing key ends `-p` before this).
         threading.Thread(target=_preload_sdk, name="synapse-preload", daemon=True).start()
         self.model = model if model is not None else await self._demo_model()
-        self.shell = ShellSession(self.cwd, self.settings)
-        await self.shell.start()
-        try:
-            from synapse_lsp.extensions.registry import ExtensionRegistry
-        except ImportError:  # the extension registry is optional for the REPL
-            self.router = BashRouter(self.shell, self.settings)
-            return
-        self.registry = ExtensionRegistry(self.settings, self.cwd)
-        try:
-            await self.registry.start()
-        except Exception as exc:  # extensions must not keep the chat from starting
-            self.notes.append(f"extensions unavailable: {exc}")
-            self.registry = None
-            self.router = BashRouter(self.shell, self.settings)
-            return
-        self.router = BashRouter(self.shell, self.settings, extensions=self.registry)
-        for command in self.registry.builtins():
-            self.router.register(command)
+        # The terminal asks nothing (no gate) until terminal asks exist.
+        self.workspace = Workspace(self.cwd, self.settings)
+        self.router = await self.workspace.start()
+        await self.workspace.registry_ready()
+        if self.workspace.registry_error is not None:
+            self.notes.append(self.workspace.registry_error)
+
+    # -- SlashHost
+
+    def list_sessions(self) -> list[tuple[str, str, str]]:
+        return [(i.id, i.updated_at, i.title) for i in self.store.list()]
+
+    async def new_session(self) -> str:
+        if self.session is not None:
+            await self.session.close()
+        return self.new_session_now().id
+
+    async def resume(self, session_id: str) -> str:
+        self.store.info(session_id)  # an unknown id raises here: the current session stays
+        if self.session is not None:
+            await self.session.close()
+        return self.resume_now(session_id).title
+
+    def request_exit(self) -> None:
+        self.exit_requested = True
 
     def _api_model(self, *, demo: bool, allow_demo_fallback: bool) -> ModelClient | None:
         """The API's model client; None when the demo model is to be used."""
@@ -145,7 +145,7 @@ class Runtime:
         if demo:
             return None
         try:
-            return ModelClient.from_settings(self.settings)
+            return ModelClient.from_settings(self.settings())
         except ModelError:
             if not allow_demo_fallback:
                 raise
@@ -159,21 +159,22 @@ class Runtime:
         self.notes.append(DEMO_BANNER)
         return ModelClient(api_key="demo", base_url=self.demo.base_url, model="synapse-demo")
 
-    def new_session(self) -> ChatSession:
+    def new_session_now(self) -> ChatSession:
         from synapse_lsp.agent.session import ChatSession
 
         assert self.router is not None
         self.session = ChatSession(
-            self.router, self.settings, model=self.model, store=self.store, workspace_root=self.cwd
-        )
+            self.router, self.settings(), model=self.model, store=self.store,
+            workspace_root=self.cwd,
+        )  # fmt: skip
         return self.session
 
-    def resume(self, session_id: str) -> ChatSession:
+    def resume_now(self, session_id: str) -> ChatSession:
         from synapse_lsp.agent.session import ChatSession
 
         assert self.router is not None
         self.session = ChatSession.resume(
-            self.store, session_id, self.router, self.settings, model=self.model,
+            self.store, session_id, self.router, self.settings(), model=self.model,
             workspace_root=self.cwd,
         )  # fmt: skip
         return self.session
@@ -181,11 +182,8 @@ class Runtime:
     async def close(self) -> None:
         if self.session is not None:
             await self.session.close()
-        if self.registry is not None:
-            with contextlib.suppress(Exception):
-                await self.registry.close()
-        if self.shell is not None:
-            await self.shell.close()
+        if self.workspace is not None:
+            await self.workspace.close()
         if self.model is not None:
             await self.model.close()
         if self.demo is not None:
@@ -365,38 +363,28 @@ def interactive(
             run_bang(text[1:].strip(), runtime.cwd, out)
             continue
         if text.startswith("/"):
-            word, _, rest = text.partition(" ")
-            if word in ("/exit", "/quit"):
+            command = SESSION_COMMANDS.get(text.split()[0])
+            if command is not None and command.name == "help":
+                out.write(HELP_INTRO + "\n")
+            shown = loop.run_until_complete(SESSION_COMMANDS.run(runtime, text))
+            if runtime.exit_requested:
                 return 0
-            if word == "/help":
-                out.write(HELP + "\n")
-            elif word == "/sessions":
-                _print_sessions(runtime.store, out)
-            elif word in ("/clear", "/new"):
-                loop.run_until_complete(runtime.session.close())
-                runtime.new_session()
-                out.write(f"New session {runtime.session.id}.\n")
-            elif word == "/resume":
-                if not rest.strip():
-                    out.write("Usage: /resume ID (see /sessions)\n")
-                else:
-                    try:
-                        loop.run_until_complete(runtime.session.close())
-                        runtime.resume(rest.strip())
-                        out.write(f"Resumed {runtime.session.id}: {runtime.session.title}\n")
-                    except SynapseError as exc:
-                        out.write(f"{exc.message}\n")
-                        runtime.new_session()
-            else:
-                out.write(f"Unknown command {word}; /help lists them.\n")
+            if shown:
+                out.write(shown + "\n")
             out.flush()
             continue
+        assert runtime.session is not None
         loop.run_until_complete(run_turn(runtime.session, text, renderer))
 
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    settings, problems = Settings.from_env()
+    cwd = (args.cwd or Path.cwd()).resolve()
+    if not cwd.is_dir():
+        print(f"synapse chat: --cwd {cwd}: not a directory", file=sys.stderr)
+        return 2
+    settings = LiveSettings(folder=cwd)
+    problems = list(settings.problems)
     overrides: dict[str, Any] = {}
     if args.model:
         overrides["model"] = args.model
@@ -406,21 +394,16 @@ def main(argv: list[str]) -> int:
         overrides["maxTokens"] = args.max_tokens
     if args.thinking is not None:
         overrides["thinkingBudget"] = args.thinking
-    settings, found = settings.with_overrides(overrides)
-    problems += found
+    problems += [p for p in settings.set_face(overrides) if p not in problems]
     if problems:
         print("synapse chat: " + "; ".join(problems), file=sys.stderr)
         return 2
     from synapse_lsp.agent.store import SessionStore
 
-    store = SessionStore(settings.synapse_home / "sessions")
+    store = SessionStore(settings().synapse_home / "sessions")
     if args.list:
         _print_sessions(store, sys.stdout)
         return 0
-    cwd = (args.cwd or Path.cwd()).resolve()
-    if not cwd.is_dir():
-        print(f"synapse chat: --cwd {cwd}: not a directory", file=sys.stderr)
-        return 2
     one_shot = args.prompt is not None
     if one_shot and not args.prompt.strip():
         print("synapse chat: -p needs a non-empty prompt", file=sys.stderr)
@@ -437,9 +420,9 @@ def main(argv: list[str]) -> int:
         try:
             loop.run_until_complete(runtime.start(demo=args.demo, allow_demo_fallback=not one_shot))
             if args.resume:
-                runtime.resume(args.resume)
+                runtime.resume_now(args.resume)
             else:
-                runtime.new_session()
+                runtime.new_session_now()
         except SynapseError as exc:
             print(f"synapse chat: {exc.message}", file=sys.stderr)
             return 2

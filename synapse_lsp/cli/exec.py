@@ -10,13 +10,8 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from synapse_lsp.config import Settings
-
-if TYPE_CHECKING:
-    from synapse_lsp.extensions.registry import ExtensionRegistry
-    from synapse_lsp.router import BashRouter
+from synapse_lsp.config import LiveSettings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,19 +32,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def run(commands: list[str], cwd: Path, settings: Settings, as_json: bool) -> int:
+async def run(commands: list[str], cwd: Path, settings: LiveSettings, as_json: bool) -> int:
     import json
 
-    from synapse_lsp.router import BashRouter
-    from synapse_lsp.shell import ShellSession
+    from synapse_lsp.core import Workspace
 
-    shell = ShellSession(cwd, settings)
-    await shell.start()
+    # One-shot: no watcher; the registry serves the wrappers' socket unless another
+    # Synapse process already does. No gate: the terminal asks nothing (yet).
+    workspace = Workspace(cwd, settings, watch=False)
     exit_code = 0
-    registry = None
     try:
-        router = BashRouter(shell, settings)
-        registry = await _add_extensions(router, settings, cwd)
+        router = await workspace.start()
+        await workspace.registry_ready()
         for index, command in enumerate(commands):
             result = await router.route(command)
             exit_code = result.exit_code
@@ -72,38 +66,24 @@ async def run(commands: list[str], cwd: Path, settings: Settings, as_json: bool)
                 sys.stdout.write(result.text if result.text.endswith("\n") else result.text + "\n")
             sys.stdout.flush()
     finally:
-        if registry is not None:
-            await registry.close()
-        await shell.close()
+        await workspace.close()
     return exit_code
-
-
-async def _add_extensions(router: BashRouter, settings: Settings, cwd: Path) -> ExtensionRegistry:
-    """mcp:*/skill:* commands and command:search/skill:* built-ins (no watcher: one-shot).
-
-    It also serves the wrappers' socket unless another Synapse process already does."""
-    from synapse_lsp.extensions.registry import ExtensionRegistry
-
-    registry = ExtensionRegistry(settings, cwd, watch=False)
-    await registry.start()
-    router.extensions = registry
-    for command in registry.builtins():
-        router.register(command)
-    return registry
 
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    settings = Settings()
-    if args.timeout is not None:
-        if args.timeout <= 0:
-            print("synapse exec: --timeout must be a positive number of seconds", file=sys.stderr)
-            return 2
-        settings, _ = settings.with_overrides({"commandTimeout": args.timeout})
     cwd = (args.cwd or Path.cwd()).resolve()
     if not cwd.is_dir():
         print(f"synapse exec: --cwd {cwd}: not a directory", file=sys.stderr)
         return 2
+    settings = LiveSettings(folder=cwd)
+    if args.timeout is not None:
+        if args.timeout <= 0:
+            print("synapse exec: --timeout must be a positive number of seconds", file=sys.stderr)
+            return 2
+        settings.set_face({"commandTimeout": args.timeout})
+    for problem in settings.problems:
+        print(f"synapse exec: settings: {problem}", file=sys.stderr)
     try:
         return asyncio.run(run(args.commands, cwd, settings, args.json))
     except KeyboardInterrupt:

@@ -19,7 +19,6 @@ import sys
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +33,9 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from synapse_lsp import __version__
-from synapse_lsp.config import Settings
+from synapse_lsp.config import LiveSettings, Settings
 from synapse_lsp.errors import SynapseError
+from synapse_lsp.tasks import TaskOwner
 from synapse_lsp.lsp.workspace import LiveSession, WorkspaceContext
 
 # Editor files, updates, permissions, the router and the agent are imported on first
@@ -53,7 +53,7 @@ SESSION_UPDATE = "synapse/sessionUpdate"
 REQUEST_FAILED = -32803
 INTERNAL_ERROR = -32603
 LOG_LEVELS = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO}
-LOG_LEVELS["debug"] = logging.DEBUG
+LOG_LEVELS["debug"] = logging.DEBUG  # the names are config.LOG_LEVELS
 _LSP_TYPES = {
     logging.ERROR: types.MessageType.Error,
     logging.WARNING: types.MessageType.Warning,
@@ -285,21 +285,20 @@ class PipeReader:
 
 
 class SynapseServer(LanguageServer):
-    def __init__(self, *, settings: Settings | None = None) -> None:
+    def __init__(self, *, settings: LiveSettings | None = None) -> None:
         super().__init__(
             "synapse",
             __version__,
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
             protocol_cls=SynapseProtocol,
         )
-        self.base_settings = settings or Settings()
-        self.settings = self.base_settings
+        self.live_settings = settings if settings is not None else LiveSettings()
         self.init_options: dict[str, Any] = {}
         self._files: EditorFiles | None = None
         self.workspaces: dict[str, WorkspaceContext] = {}
         self.sessions: dict[str, LiveSession] = {}
         self._store: SessionStore | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self.tasks = TaskOwner("server")
         self._writer: PipeWriter | None = None
         self._disposed = False
         self._log_handler: _LspLogHandler | None = None
@@ -314,6 +313,11 @@ class SynapseServer(LanguageServer):
 
             self._files = EditorFiles(self)
         return self._files
+
+    @property
+    def settings(self) -> Settings:
+        """The server-wide settings (a folder adds its own `.synapse/settings.json`)."""
+        return self.live_settings()
 
     # -- registration
 
@@ -332,16 +336,7 @@ class SynapseServer(LanguageServer):
     # -- background work that is always owned
 
     def run_task(self, coro: Any, name: str) -> asyncio.Task[Any]:
-        task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-
-        def done(t: asyncio.Task[Any]) -> None:
-            self._tasks.discard(t)
-            if not t.cancelled() and t.exception() is not None:
-                log.error("background task %s failed: %r", name, t.exception())
-
-        task.add_done_callback(done)
-        return task
+        return self.tasks.spawn(coro, name)
 
     # -- warm-up of heavy imports (after `initialized`)
 
@@ -372,31 +367,13 @@ class SynapseServer(LanguageServer):
     # -- settings
 
     def apply_settings(self, *sources: dict[str, Any], notify: bool = True) -> None:
-        from synapse_lsp.permissions import POLICIES
-
-        settings = self.base_settings
-        problems: list[str] = []
-        for source in sources:
-            settings, found = settings.with_overrides(source)
-            problems += found
-        defaults = Settings()
-        if settings.permission not in POLICIES:
-            problems.append(
-                f"setting 'permission': {settings.permission!r} is not one of "
-                f"{', '.join(POLICIES)}; keeping {defaults.permission!r}"
-            )
-            settings = replace(settings, permission=self.base_settings.permission)
-        if settings.log_level not in LOG_LEVELS:
-            problems.append(
-                f"setting 'logLevel': {settings.log_level!r} is not one of "
-                f"{', '.join(LOG_LEVELS)}; keeping {defaults.log_level!r}"
-            )
-            settings = replace(settings, log_level=self.base_settings.log_level)
-        self.settings = settings
-        if self._log_handler is not None:
-            self._log_handler.setLevel(LOG_LEVELS.get(settings.log_level, logging.INFO))
+        """The face's layer of settings (initializationOptions, then workspace/configuration);
+        validated in config.py, live in every folder, shell and session at once."""
+        problems = self.live_settings.set_face(*sources)
         for ws in self.workspaces.values():
-            ws.apply_settings(settings)
+            problems += [p for p in ws.live_settings.problems if p not in problems]
+        if self._log_handler is not None:
+            self._log_handler.setLevel(LOG_LEVELS[self.settings.log_level])
         if problems and notify:
             self.window_show_message(
                 types.ShowMessageParams(
@@ -442,7 +419,7 @@ class SynapseServer(LanguageServer):
         self.workspaces[key] = WorkspaceContext(
             key,
             path,
-            lambda: self.settings,
+            self.live_settings.for_folder(path),
             lambda: self.files,
             self.ask_user,
             progress=self.work_progress,
@@ -547,7 +524,8 @@ class SynapseServer(LanguageServer):
         )
 
     async def _new_live(self, ws: WorkspaceContext, make_chat: Callable[[Any], Any]) -> LiveSession:
-        router, shell, gate = await ws.session_router()
+        tools = await ws.session_tools()
+        router, shell, gate = tools.router, tools.shell, tools.gate
         try:
             chat = make_chat(router)
         except BaseException:
@@ -572,7 +550,6 @@ class SynapseServer(LanguageServer):
         """`$/cancelRequest`: a cancelled prompt request cancels its turn."""
         for live in self.sessions.values():
             if live.prompt_id is not None and live.prompt_id == msg_id:
-                live.cancelled_by_request = True
                 with contextlib.suppress(Exception):
                     live.chat.cancel()
 
@@ -712,7 +689,6 @@ class SynapseServer(LanguageServer):
 
         live.turn = asyncio.current_task()
         live.prompt_id = self.protocol.msg_id
-        live.cancelled_by_request = False
         finished: TurnFinished | None = None
         try:
             events = live.chat.run_turn(text, context)
@@ -791,7 +767,7 @@ class SynapseServer(LanguageServer):
             raise invalid(f'{args.command}: `type` must be "mcp" or "skill", not {kind!r}')
         ws = self.workspace_for(args.opt_text("workspaceUri"), args.command)
         await ws.registry_ready()
-        return {"tools": ws.search_tools(query, kind)}
+        return {"tools": [match.as_dict() for match in ws.search(query, kind)]}
 
     async def cmd_tools_refresh(self, args: Args) -> dict[str, Any]:
         what = args.opt_text("what") or "all"
@@ -836,8 +812,7 @@ class SynapseServer(LanguageServer):
         self.workspaces.clear()
         self.sessions.clear()
         await asyncio.gather(*(ws.close() for ws in workspaces), return_exceptions=True)
-        for task in list(self._tasks):
-            task.cancel()
+        await self.tasks.aclose()
         _kill_leftovers(pids)
 
     async def serve_stdio(self) -> None:
@@ -1012,7 +987,13 @@ async def _on_folders(ls: SynapseServer, params: types.DidChangeWorkspaceFolders
 async def _on_configuration(ls: SynapseServer, params: types.DidChangeConfigurationParams) -> None:
     caps = ls.client_capabilities.workspace
     if caps is not None and caps.configuration:
-        await ls.read_configuration()
+        # Commands that arrive meanwhile wait for the new values (bounded), so none
+        # runs under a setting the user has just changed.
+        configured = ls._configured = asyncio.Event()
+        try:
+            await ls.read_configuration()
+        finally:
+            configured.set()
         return
     settings = params.settings
     if isinstance(settings, dict) and isinstance(settings.get("synapse"), dict):
@@ -1116,12 +1097,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             sys.stderr.write(f"synapse lsp: unknown argument {arg!r}\n\n{USAGE}")
             return 2
-    settings, env_problems = Settings.from_env()  # editor settings override these
-    server = SynapseServer(settings=settings)
-    log_file = log_path or server.base_settings.synapse_home / "logs" / "lsp.log"
+    live = LiveSettings()  # settings files and the environment; the editor's go on top
+    server = SynapseServer(settings=live)
+    log_file = log_path or server.settings.synapse_home / "logs" / "lsp.log"
     _setup_logging(server, log_file)
-    for problem in env_problems:
-        log.warning("environment: %s", problem)
+    for problem in live.problems:
+        log.warning("settings: %s", problem)
 
     async def run() -> None:
         _attach_lsp_logging(server)

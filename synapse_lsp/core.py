@@ -1,0 +1,239 @@
+"""The one assembly: a folder's shell + router + extension registry + permission gate.
+
+Every face (LSP, REPL and `chat -p`, `exec`, later ACP) builds its tools here, so
+they are the same tools: the same built-ins, the same `mcp:`/`skill:` commands,
+the same search and the same gate, all reading one live settings source. A face
+only says how it asks the user (`ask`; none = no gate, as in the terminal until
+terminal asks exist), where files go (`files`: disk, or the editor's buffers) and
+how it shows slow start-up work (`progress`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import weakref
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from synapse_lsp.config import Settings, SettingsSource, as_source
+from synapse_lsp.errors import SynapseError
+from synapse_lsp.tasks import TaskOwner
+
+if TYPE_CHECKING:
+    from synapse_lsp.extensions.registry import ExtensionRegistry
+    from synapse_lsp.extensions.search import Match
+    from synapse_lsp.files import FileGateway
+    from synapse_lsp.permissions import Asker, EditorPermissionGate
+    from synapse_lsp.router import BashRouter, RouteResult
+    from synapse_lsp.shell import ShellSession
+
+log = logging.getLogger(__name__)
+Progress = Callable[[str], AbstractAsyncContextManager[None]]
+
+
+@dataclass
+class SessionTools:
+    """One chat session's own shell (its own cwd and env), gate and router."""
+
+    router: BashRouter
+    shell: ShellSession
+    gate: EditorPermissionGate | None
+
+
+class Workspace:
+    """The tools of one folder; nothing starts before `start()` (or the first use)."""
+
+    def __init__(
+        self,
+        root: Path,
+        settings: Settings | SettingsSource,
+        *,
+        files: Callable[[], FileGateway] | None = None,
+        ask: Asker | None = None,
+        extensions: bool = True,
+        watch: bool = True,
+        progress: Progress | None = None,
+        before_mcp: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.root = root
+        self.settings_source = as_source(settings)
+        self._files = files
+        self._ask = ask
+        self._use_registry = extensions
+        self._watch = watch
+        self._progress = progress
+        self._before_mcp = before_mcp
+        self._gate: EditorPermissionGate | None = None
+        self.shell: ShellSession | None = None
+        self.router: BashRouter | None = None
+        self.registry: ExtensionRegistry | None = None
+        self.registry_error: str | None = None
+        self.tasks = TaskOwner(f"workspace-{root.name}")
+        self._registry_task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._session_shells: weakref.WeakSet[ShellSession] = weakref.WeakSet()
+
+    @property
+    def settings(self) -> Settings:
+        return self.settings_source()
+
+    @property
+    def started(self) -> bool:
+        return self.router is not None
+
+    def new_gate(self) -> EditorPermissionGate | None:
+        """A permission gate that asks through the face (None when the face cannot ask)."""
+        if self._ask is None:
+            return None
+        from synapse_lsp.permissions import EditorPermissionGate
+
+        return EditorPermissionGate(self.settings_source, self.root, self._ask)
+
+    @property
+    def gate(self) -> EditorPermissionGate | None:
+        """The gate of the folder's own (direct) commands."""
+        if self._gate is None:
+            self._gate = self.new_gate()
+        return self._gate
+
+    async def start(self) -> BashRouter:
+        """The folder's router, starting its shell and extension registry on first use."""
+        if self.router is not None:
+            return self.router
+        async with self._lock:
+            if self._closed:
+                raise SynapseError(f"workspace {self.root} was closed")
+            if self.router is not None:
+                return self.router
+            from synapse_lsp.router import BashRouter
+            from synapse_lsp.shell import ShellSession
+
+            shell = ShellSession(self.root, self.settings_source)
+            await shell.start()
+            self.shell = shell
+            files = self._files() if self._files is not None else None
+            router = BashRouter(shell, self.settings_source, files=files, permission=self.gate)
+            if self._use_registry:
+                await self._start_registry(router)
+            self.router = router
+            return router
+
+    async def _start_registry(self, router: BashRouter) -> None:
+        try:
+            # Imported off the event loop: the MCP SDK behind it costs most of a second.
+            module = await asyncio.to_thread(
+                importlib.import_module, "synapse_lsp.extensions.registry"
+            )
+            registry: ExtensionRegistry = module.ExtensionRegistry(
+                self.settings, self.root, watch=self._watch
+            )
+            router.extensions = registry
+            for command in registry.builtins():
+                router.register(command)
+        except Exception as exc:  # extensions are optional: the shell must still work
+            self.registry_error = f"extensions unavailable: {exc}"
+            log.warning("workspace %s: %s", self.root, self.registry_error)
+            return
+        self.registry = registry
+        self._registry_task = self.tasks.spawn(self._run_registry(registry), "registry")
+
+    async def _run_registry(self, registry: ExtensionRegistry) -> None:
+        try:
+            if self._before_mcp is not None and self.has_mcp_config():
+                await self._before_mcp()  # e.g. the LSP warm-up importing the MCP SDK
+            await registry.start()
+            if self._progress is not None and registry.pending_servers():
+                async with self._progress("Synapse: connecting MCP servers"):
+                    await registry.wait_for_mcp(60.0)
+        except Exception as exc:
+            self.registry_error = f"extensions failed to start: {exc}"
+            log.warning("workspace %s: %s", self.root, self.registry_error)
+
+    def has_mcp_config(self) -> bool:
+        from synapse_lsp.extensions.mcp_client import config_paths
+
+        return any(path.is_file() for path in config_paths(self.settings, self.root))
+
+    async def registry_ready(self) -> ExtensionRegistry | None:
+        """The started registry (None when extensions are unavailable)."""
+        await self.start()
+        if self._registry_task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._registry_task)
+        return self.registry
+
+    async def run(self, command: str, *, timeout: float | None = None) -> RouteResult:
+        """One command in the folder's own shell."""
+        router = await self.start()
+        if "mcp:" in command:
+            # An MCP tool run right after start: let its server finish connecting
+            # (bounded by the registry's connect wait) instead of "command not found".
+            await self.registry_ready()
+        if timeout is not None:
+            source = self.settings_source
+            router = router.derive(settings=lambda: replace(source(), command_timeout=timeout))
+        return await router.route(command)
+
+    async def restart_shell(self) -> None:
+        await self.start()
+        assert self.shell is not None
+        await self.shell.restart()
+
+    async def session_tools(self) -> SessionTools:
+        """A router on a fresh shell (in the folder) for one chat session, with its own gate."""
+        router = await self.start()
+        from synapse_lsp.shell import ShellSession
+
+        shell = ShellSession(self.root, self.settings_source)
+        await shell.start()
+        self._session_shells.add(shell)
+        gate = self.new_gate()
+        return SessionTools(router.derive(shell=shell, permission=gate, state={}), shell, gate)
+
+    def search(self, query: str, kind: str | None = None) -> list[Match]:
+        """The one search over the folder's extension commands (`command:search`'s)."""
+        from synapse_lsp.extensions.search import search_commands
+
+        if self.registry is None:
+            return []
+        return search_commands(self.registry.commands(), query, kind)
+
+    def tool_count(self) -> int:
+        return len(self.registry.commands()) if self.registry is not None else 0
+
+    async def refresh_tools(self, what: str) -> dict[str, Any]:
+        registry = await self.registry_ready()
+        if registry is None:
+            return {"tools": 0, "errors": [self.registry_error or "extensions unavailable"]}
+        await registry.refresh(what)  # type: ignore[arg-type]
+        with contextlib.suppress(Exception):
+            await registry.wait_for_mcp(30.0)
+        return {"tools": self.tool_count(), "errors": list(registry.problems)}
+
+    def child_pids(self) -> list[int]:
+        """Process ids of the bash sessions this folder owns (for last-resort cleanup)."""
+        shells = [self.shell, *self._session_shells]
+        return [s.pid for s in shells if s is not None and s.pid is not None]
+
+    async def close(self) -> None:
+        """Dispose everything: background tasks, shells, the registry and its children."""
+        self._closed = True
+        await self.tasks.aclose()
+        if self.registry is not None:
+            try:
+                await asyncio.wait_for(self.registry.close(), 10.0)
+            except BaseException as exc:  # keep closing the rest
+                log.warning("workspace %s: closing extensions: %s", self.root, exc)
+        shells = [s for s in (self.shell, *self._session_shells) if s is not None]
+        self._session_shells.clear()
+        for shell in shells:
+            with contextlib.suppress(Exception):
+                await shell.close()
+        self.router = None
