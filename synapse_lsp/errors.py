@@ -12,14 +12,6 @@ class SynapseError(Exception):
         self.cause = cause
 
 
-class ConfigError(SynapseError):
-    """A settings or config file is wrong; `source` names the file or setting."""
-
-    def __init__(self, message: str, *, source: str | None = None) -> None:
-        super().__init__(message)
-        self.source = source
-
-
 class ShellError(SynapseError):
     """The persistent shell could not start or died."""
 
