@@ -16,6 +16,8 @@ from dataclasses import dataclass
 _OPERATORS = ("&&", "||", "|&", ";;", "|", ";", "&", "\n")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2[ \t]*\n", re.DOTALL)
+# Characters no POSIX shell treats specially inside a word (ASCII only; no `~`, `*`, `$`…).
+_SAFE_WORD = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 
 
 @dataclass(frozen=True)
@@ -132,3 +134,13 @@ def base_command(line: str) -> str:
         if not _ASSIGNMENT.match(word):
             return word
     return words[0] if words else ""
+
+
+def quote(text: str) -> str:
+    """`text` as one POSIX shell word: bare when every character is safe
+    (`A-Z a-z 0-9 _ @ % + = : , . / -`), else single-quoted, a `'` inside written
+    as `'\\''`; the empty string is `''`. For building shell text (paths, example
+    arguments); Codex's summaries use `summaries.shell_words.shlex_quote` instead."""
+    if _SAFE_WORD.fullmatch(text):
+        return text
+    return "'" + text.replace("'", "'\\''") + "'"

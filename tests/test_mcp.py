@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from synapse_lsp.cmdline import quote
 from synapse_lsp.commands import FailureCategory, Layer
 from synapse_lsp.config import Settings
-from synapse_lsp.extensions import wrappers
+from synapse_lsp.extensions import wrapper_files
 from synapse_lsp.extensions.registry import ExtensionRegistry
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
@@ -101,7 +102,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, http_server: str) -> dict[str,
     work.mkdir()
     # A stale wrapper of a server that no longer exists, and a user's own file.
     (home / "bin").mkdir()
-    wrappers.install(home / "bin" / "mcp:gone:tool", f"#!/bin/sh\n{wrappers.MARKER}: x\n")
+    wrapper_files.install(home / "bin" / "mcp:gone:tool", f"#!/bin/sh\n{wrapper_files.MARKER}: x\n")
     (home / "bin" / "mcp:user:own").write_text("#!/bin/sh\necho mine\n")
     config = {
         "mcpServers": {
@@ -240,6 +241,38 @@ async def test_dash_dash_help_prints_the_full_page(router: BashRouter) -> None:
         """  mcp:demo:configure '{"name": "name-value", "count": 1}'""",
     ):
         assert line in page.splitlines(), line
+
+
+async def test_help_examples_run_as_printed(router: BashRouter) -> None:
+    """The generated examples are quoted with `cmdline.quote`: each one runs as shown."""
+    page = (await router.route("mcp:demo:configure --help")).stdout
+    examples = page.split("Examples:\n", 1)[1].splitlines()
+    assert len(examples) >= 2
+    for line in examples:
+        result = await router.route(line.strip())
+        assert result.exit_code == 0, (line, result.text)
+
+
+@pytest.mark.parametrize(
+    ("text", "quoted"),
+    [
+        ("name-value_1.2/x:y@z,a=b+%", "name-value_1.2/x:y@z,a=b+%"),
+        ("", "''"),
+        ("two words", "'two words'"),
+        ("it's", "'it'\\''s'"),
+        ('{"name": "x"}', """'{"name": "x"}'"""),
+        ("~", "'~'"),
+        ("$HOME *.py `id` $(id) a;b|c&d<e>f", "'$HOME *.py `id` $(id) a;b|c&d<e>f'"),
+        ("café", "'café'"),
+        ("line\nbreak\\", "'line\nbreak\\'"),
+    ],
+)
+async def test_cmdline_quote_is_one_word_for_bash(
+    router: BashRouter, text: str, quoted: str
+) -> None:
+    assert quote(text) == quoted
+    result = await router.route(f"printf '%s|' {quote(text)} {quote(text)}")
+    assert result.stdout == f"{text}|{text}|"
 
 
 # ------------------------------------------------------------------ results
@@ -402,10 +435,10 @@ async def test_wrapper_without_a_running_synapse_connects_one_shot(env: dict[str
     other_home.mkdir()
     config = other_home / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"solo": stdio_entry()}}))
-    spec = wrappers.mcp_wrapper_spec("mcp:solo:add", "u", "h", other_home, config)
+    spec = wrapper_files.mcp_wrapper_spec("mcp:solo:add", "u", "h", other_home, config)
     path = other_home / "bin" / "mcp:solo:add"
     path.parent.mkdir()
-    wrappers.install(path, wrappers.render(spec))
+    wrapper_files.install(path, wrapper_files.render(spec))
     proc = await asyncio.create_subprocess_exec(
         str(path), "2", "3", stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from synapse_lsp.summaries.codex import parse_codex
 from synapse_lsp.summaries.parse_command import (
     CODEX_TYPES,
     is_small_formatting_command,
@@ -69,6 +70,14 @@ def test_vector_file_is_complete() -> None:
 @pytest.mark.parametrize("vector", _VECTORS, ids=_ids(_VECTORS))
 def test_codex_vector(vector: dict[str, Any]) -> None:
     got = [p.to_dict() for p in parse_command(vector["argv"], codex_only=True)]
+    assert got == vector["expected"]
+
+
+@needs_vectors
+@pytest.mark.parametrize("vector", _VECTORS, ids=_ids(_VECTORS))
+def test_the_codex_port_alone_gives_codex_answer(vector: dict[str, Any]) -> None:
+    """`codex.py` stands alone (it imports none of our kinds) and is Codex."""
+    got = [p.to_dict() for p in parse_codex(vector["argv"])]
     assert got == vector["expected"]
 
 

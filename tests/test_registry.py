@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from synapse_lsp.cli import tools as tools_cli
-from synapse_lsp.extensions import wrappers
+from synapse_lsp.extensions import wrapper_files
 from synapse_lsp.extensions.mcp_client import load_config
-from synapse_lsp.extensions.registry import IndexEntry
-from synapse_lsp.extensions.search import compile_query, search
+from synapse_lsp.extensions.search import IndexEntry, SearchIndex, compile_query, search_commands
+from synapse_lsp.extensions.wrapper_files import WrapperSpec
 
 SERVER = Path(__file__).parent / "mcp_servers" / "demo_server.py"
 
@@ -67,14 +67,18 @@ def test_workspace_entries_override_home_entries_by_name(tmp_path: Path) -> None
 
 def test_sync_writes_atomically_removes_only_our_stale_files(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
-    spec = wrappers.WrapperSpec("skill:a:b", "Usage: skill:a:b\nSays b.", None, ["/bin/echo", "b"])
-    text = wrappers.render(spec)
-    assert wrappers.sync(bin_dir, {"skill:a:b": text}, lambda n: n.startswith("skill:")) == (1, 0)
-    assert wrappers.sync(bin_dir, {"skill:a:b": text}, lambda n: n.startswith("skill:")) == (0, 0)
+    spec = WrapperSpec("skill:a:b", "Usage: skill:a:b\nSays b.", None, ["/bin/echo", "b"])
+    text = wrapper_files.render(spec)
+
+    def skills_only(name: str) -> bool:
+        return name.startswith("skill:")
+
+    assert wrapper_files.sync(bin_dir, {"skill:a:b": text}, skills_only) == (1, 0)
+    assert wrapper_files.sync(bin_dir, {"skill:a:b": text}, skills_only) == (0, 0)
     (bin_dir / "skill:user:mine").write_text("#!/bin/sh\necho mine\n")
-    stale = wrappers.WrapperSpec("skill:a:old", "x", None, ["/bin/true"])
-    wrappers.install(bin_dir / "skill:a:old", wrappers.render(stale))
-    assert wrappers.sync(bin_dir, {"skill:a:b": text}, lambda n: n.startswith("skill:")) == (0, 1)
+    stale = WrapperSpec("skill:a:old", "x", None, ["/bin/true"])
+    wrapper_files.install(bin_dir / "skill:a:old", wrapper_files.render(stale))
+    assert wrapper_files.sync(bin_dir, {"skill:a:b": text}, skills_only) == (0, 1)
     assert sorted(p.name for p in bin_dir.iterdir()) == ["skill:a:b", "skill:user:mine"]
     run = subprocess.run([str(bin_dir / "skill:a:b"), "x y"], capture_output=True, text=True)
     assert run.stdout == "b x y\n"
@@ -85,9 +89,9 @@ def test_sync_writes_atomically_removes_only_our_stale_files(tmp_path: Path) -> 
 def test_wrapper_text_quotes_hostile_values(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     evil = f"$(touch {marker}) `touch {marker}` ; touch {marker}\nSYNAPSE_TEXT\ntouch {marker}"
-    spec = wrappers.WrapperSpec("skill:a:b", evil, evil, ["/bin/echo", evil], env=(("X", evil),))
+    spec = WrapperSpec("skill:a:b", evil, evil, ["/bin/echo", evil], env=(("X", evil),))
     path = tmp_path / "w"
-    wrappers.install(path, wrappers.render(spec))
+    wrapper_files.install(path, wrapper_files.render(spec))
     for args in ([], ["-h"], ["--help"]):
         subprocess.run([str(path), *args], capture_output=True, check=True)
     assert not marker.exists()
@@ -97,9 +101,9 @@ def test_wrapper_text_quotes_hostile_values(tmp_path: Path) -> None:
 
 def test_long_synapse_home_gets_a_short_socket_path(tmp_path: Path) -> None:
     long_home = tmp_path / ("x" * 120)
-    path = wrappers.socket_path(long_home)
+    path = wrapper_files.socket_path(long_home)
     assert len(str(path)) < 108
-    assert wrappers.socket_path(long_home) == path
+    assert wrapper_files.socket_path(long_home) == path
 
 
 # ------------------------------------------------------------------- search
@@ -133,7 +137,8 @@ ENTRIES = [
     ],
 )
 def test_search_rule_and_ranking(query: str, kind: str | None, expected: list[str]) -> None:
-    assert [e.name for e in search(ENTRIES, query, kind)] == expected
+    index = SearchIndex(sorted(ENTRIES, key=lambda e: e.name))
+    assert [m.name for m in search_commands(index, query, kind)] == expected
 
 
 def test_query_rule_regex_only_with_metacharacters() -> None:

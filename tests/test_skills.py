@@ -7,6 +7,7 @@ import asyncio
 import os
 import shutil
 import time
+import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -209,19 +210,14 @@ async def test_timeout_kills_the_script_process_group(home: Path, workdir: Path)
     assert await wait_until(lambda: not _alive(child))
 
 
-async def test_cancel_kills_the_script_and_output_is_bounded(home: Path, workdir: Path) -> None:
-    folder = make_skill(home, "big", "Floods")
-    write(folder / "scripts" / "flood.py", "import sys\nsys.stdout.write('x' * 3_000_000)\n")
+async def test_cancel_kills_the_script_group(home: Path, workdir: Path) -> None:
+    folder = make_skill(home, "big", "Hangs")
     write(folder / "scripts" / "hang.sh", f"echo $$ > {workdir / 'hang.pid'}\nsleep 60\n")
     skills, _ = scan_skills(home / "skills")
-    by_name = {s.stem: s for k in skills if k.name == "big" for s in k.scripts}
+    hang = next(s for k in skills if k.name == "big" for s in k.scripts)
     settings = Settings(synapse_home=home)
     ctx = CommandContext(cwd=workdir, settings=settings, files=DiskFiles(), env=dict(os.environ))
-    flood = await SkillScriptCommand(by_name["flood"]).run([], ctx)
-    assert flood.exit_code == 0
-    assert len(flood.stdout) < 1_100_000
-    assert "bytes omitted" in flood.stdout
-    task = asyncio.create_task(run_script(by_name["hang"], [], ctx, timeout=60))
+    task = asyncio.create_task(run_script(hang, [], ctx, timeout=60))
     pidfile = workdir / "hang.pid"
     assert await wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "")
     task.cancel()
@@ -229,6 +225,67 @@ async def test_cancel_kills_the_script_and_output_is_bounded(home: Path, workdir
         await task
     pid = int((workdir / "hang.pid").read_text())
     assert await wait_until(lambda: not _alive(pid))
+
+
+# 200,000 numbered lines on stdout (1.3 MB), 50,000 bytes on stderr.
+FLOOD = (
+    "import sys\n"
+    "sys.stdout.write(''.join(f'line {i}\\n' for i in range(200_000)))\n"
+    "sys.stderr.write('e' * 50_000)\n"
+)
+FLOOD_STDOUT = "".join(f"line {i}\n" for i in range(200_000))
+
+
+async def test_big_output_is_bounded_and_spilled_like_native_output(
+    ext_router: BashRouter, registry: ExtensionRegistry, home: Path, settings: Settings
+) -> None:
+    script = write(make_skill(home, "big", "Floods") / "scripts" / "flood.py", FLOOD)
+    await registry.refresh("skills")
+    skill = await ext_router.route("skill:big:flood")
+    native = await ext_router.route(f"python3 {script}")
+    assert skill.exit_code == native.exit_code == 0
+    # The whole stream is on disk under $SYNAPSE_HOME/outputs, named in the cut marker.
+    path = Path(skill.data["full_output_path"])
+    assert path.parent == home / "outputs" and path.name.endswith("-stdout.txt")
+    assert path.read_text() == FLOOD_STDOUT
+    assert f"; full output: {path} ...]" in skill.stdout
+    # What the model sees is exactly what a native command's output gives, but the path.
+    assert native.full_output_path is not None
+    assert skill.stdout.replace(str(path), "PATH") == native.stdout.replace(
+        str(native.full_output_path), "PATH"
+    )
+    assert skill.stdout.startswith("line 0\n") and skill.stdout.endswith("line 199999\n")
+    assert len(skill.stdout.encode()) < settings.output.max_bytes + 200
+    assert len(skill.stdout.splitlines()) <= settings.output.max_lines + 1
+
+
+async def test_script_output_memory_stays_bounded(home: Path, workdir: Path) -> None:
+    """40 MiB on each stream: memory stays flat, both streams spill to their files."""
+    folder = make_skill(home, "huge", "Floods a lot")
+    write(
+        folder / "scripts" / "huge.py",
+        "import sys\nchunk = b'y' * (1 << 20)\nfor _ in range(40):\n"
+        "    sys.stdout.buffer.write(chunk)\n    sys.stderr.buffer.write(chunk)\n",
+    )
+    skills, _ = scan_skills(home / "skills")
+    huge = next(s for k in skills if k.name == "huge" for s in k.scripts)
+    settings = Settings(synapse_home=home)
+    ctx = CommandContext(cwd=workdir, settings=settings, files=DiskFiles(), env=dict(os.environ))
+    tracemalloc.start()
+    try:
+        out = await SkillScriptCommand(huge).run([], ctx)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert out.exit_code == 0 and out.paged
+    assert peak < 4 * 1024 * 1024, f"peak {peak} bytes while reading 80 MiB"
+    spilled = list((home / "outputs").iterdir())
+    assert sorted(p.name.rsplit("-", 1)[1] for p in spilled) == ["stderr.txt", "stdout.txt"]
+    assert all(p.stat().st_size == 40 << 20 for p in spilled)
+    assert out.data["full_output_path"].endswith("-stdout.txt")
+    for text in (out.stdout, out.stderr):
+        assert "bytes / 0 lines omitted; full output: " in text
+        assert len(text.encode()) < settings.output.max_bytes + 200
 
 
 def _alive(pid: int) -> bool:

@@ -5,6 +5,8 @@
     synapse tools refresh [mcp|skills|all]
 
 The workspace is the current directory (its `mcp_servers.json` is read first).
+`list` and `search` print what `extensions.search.search_commands` finds, in its
+order (the same search and ranking as `command:search`; `list` is the empty query).
 `refresh` connects every MCP server, waits for them, regenerates the wrappers in
 `$SYNAPSE_HOME/bin/` and prints what it found and every config problem.
 """
@@ -18,6 +20,15 @@ from pathlib import Path
 
 from synapse_lsp.config import Settings
 
+DEFAULT_LIMIT = 50  # command:search's default
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -29,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     search = sub.add_parser("search", help="search commands by keyword or regex")
     search.add_argument("query")
     search.add_argument("--type", choices=["mcp", "skill"], default=None)
-    search.add_argument("--limit", type=int, default=50)
+    search.add_argument("--limit", type=_non_negative, default=DEFAULT_LIMIT)
     refresh = sub.add_parser(
         "refresh", help="reconnect MCP servers / rescan skills, rewrite wrappers"
     )
@@ -46,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def run(args: argparse.Namespace, settings: Settings, cwd: Path) -> int:
     from synapse_lsp.extensions.registry import ExtensionRegistry
-    from synapse_lsp.extensions.search import search
+    from synapse_lsp.extensions.search import more_line, no_match_line, search_commands
 
     need_mcp = args.action != "refresh" or args.kind in ("mcp", "all")
     registry = ExtensionRegistry(
@@ -61,16 +72,16 @@ async def run(args: argparse.Namespace, settings: Settings, cwd: Path) -> int:
         if need_mcp:
             await registry.wait_for_mcp(args.connect_timeout)
         kind = getattr(args, "type", None)
-        if args.action == "list":
-            for entry in registry.index():
-                if kind is None or entry.kind == kind:
-                    print(f"{entry.name}  {entry.summary}")
-        elif args.action == "search":
-            found = search(registry.index(), args.query, kind, args.limit)
-            for entry in found:
-                print(f"{entry.name}  {entry.summary}")
-            if not found:
-                print(f"No extension commands match {args.query!r}.", file=sys.stderr)
+        if args.action in ("list", "search"):
+            query = args.query if args.action == "search" else ""
+            limit = args.limit if args.action == "search" else None
+            shown = search_commands(registry.search_index(), query, kind, limit)
+            for match in shown:
+                print(match.line())
+            if not shown.total and args.action == "search":
+                print(no_match_line(query, kind), file=sys.stderr)
+            elif shown.total > len(shown):
+                print(more_line(shown.total - len(shown)), file=sys.stderr)
         else:
             mcp = [c for c in registry.commands() if c.name.startswith("mcp:")]
             skills = [c for c in registry.commands() if c.name.startswith("skill:")]

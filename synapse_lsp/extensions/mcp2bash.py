@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from synapse_lsp.cmdline import quote
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
 
 if TYPE_CHECKING:
@@ -340,7 +341,7 @@ def help_page(name: str, description: str, schema_dict: dict[str, Any]) -> str:
         lines.append(f"  {_example(name, schema, flags=True)}")
     whole = {n: _sample(schema.props.get(n, {}), n) for n in schema.required}
     if whole:
-        lines.append(f"  {name} {_shell_quote(json.dumps(whole))}")
+        lines.append(f"  {name} {quote(json.dumps(whole))}")
     return "\n".join(lines) + "\n"
 
 
@@ -362,25 +363,19 @@ def _sample(prop: dict[str, Any], name: str) -> Any:
 def _example(name: str, schema: Schema, *, flags: bool) -> str:
     parts = [name]
     for req in schema.required:
-        parts.append(_shell_quote(_render(_sample(schema.props.get(req, {}), req))))
+        parts.append(quote(_render(_sample(schema.props.get(req, {}), req))))
     if flags:
         for opt in schema.optional[:3]:
             if schema.is_bool(opt):
                 parts.append(f"--{opt}")
             else:
                 value = _sample(schema.props.get(opt, {}), opt)
-                parts.append(f"--{opt} {_shell_quote(_render(value))}")
+                parts.append(f"--{opt} {quote(_render(value))}")
     return " ".join(parts)
 
 
 def _render(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
-
-
-def _shell_quote(text: str) -> str:
-    if text and all(c.isalnum() or c in "-_.,/:=+@" for c in text):
-        return text
-    return "'" + text.replace("'", "'\\''") + "'"
 
 
 # ------------------------------------------------------------- results

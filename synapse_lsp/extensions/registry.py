@@ -17,40 +17,27 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from synapse_lsp.commands import Command, CommandContext, CommandOutput, FailureCategory
 from synapse_lsp.config import Settings
-from synapse_lsp.extensions import wrappers
+from synapse_lsp.extensions import wrapper_files
 from synapse_lsp.extensions.mcp2bash import McpToolCommand
 from synapse_lsp.extensions.mcp_client import McpManager, McpServer
+from synapse_lsp.extensions.search import CommandSearchCommand, SearchIndex
+from synapse_lsp.extensions.search import IndexEntry as IndexEntry  # re-export (benchmarks)
+from synapse_lsp.extensions.skill_commands import (
+    SkillLoadCommand,
+    SkillReinforceCommand,
+    SkillSearchCommand,
+)
 from synapse_lsp.extensions.skills import SkillInfo, SkillScriptCommand, scan_skills, skills_dir
 from synapse_lsp.extensions.watcher import ExtensionWatcher
 from synapse_lsp.files import DiskFiles
 
-if TYPE_CHECKING:
-    from synapse_lsp.extensions.search import SearchIndex
-
 log = logging.getLogger(__name__)
 
 RefreshKind = Literal["mcp", "skills", "all"]
-
-
-@dataclass(frozen=True)
-class IndexEntry:
-    """One searchable command: name, summary and their lowercase forms, precomputed so a
-    search over 10,000 commands is a tight loop of `in` / `re.search` calls."""
-
-    name: str
-    summary: str
-    kind: str  # "mcp" | "skill"
-    name_lower: str
-    haystack: str  # "<name>\n<summary>", lowercase
-
-    @classmethod
-    def of(cls, name: str, summary: str) -> IndexEntry:
-        kind = "mcp" if name.startswith("mcp:") else "skill"
-        return cls(name, summary, kind, name.lower(), f"{name}\n{summary}".lower())
 
 
 class ExtensionRegistry:
@@ -83,7 +70,6 @@ class ExtensionRegistry:
         self._watcher: ExtensionWatcher | None = None
         self._socket_server: asyncio.Server | None = None
         self._socket_file: Path | None = None
-        self._index: list[IndexEntry] | None = None
         self._search: SearchIndex | None = None
         self._started = False
         self.version = 0
@@ -162,22 +148,11 @@ class ExtensionRegistry:
     def commands(self) -> list[Command]:
         return [*self._mcp_cmds.values(), *self._skill_cmds.values()]
 
-    def index(self) -> list[IndexEntry]:
-        """Search entries, rebuilt only when the command set changed."""
-        if self._index is None:
-            self._index = [
-                IndexEntry.of(c.name, c.summary)
-                for c in sorted(self.commands(), key=lambda c: c.name)
-            ]
-        return self._index
-
     def search_index(self) -> SearchIndex:
-        """The cached search index (rebuilt when the command set changes)."""
-        from synapse_lsp.extensions.search import SearchIndex
-
-        entries = self.index()
-        if self._search is None or self._search.entries is not entries:
-            self._search = SearchIndex(entries)
+        """The cached index for `search.search_commands`, rebuilt only when the command
+        set changed."""
+        if self._search is None:
+            self._search = SearchIndex.of(self.commands())
         return self._search
 
     def pending_servers(self) -> list[str]:
@@ -197,13 +172,6 @@ class ExtensionRegistry:
         return out
 
     def builtins(self) -> list[Command]:
-        from synapse_lsp.extensions.search import CommandSearchCommand
-        from synapse_lsp.extensions.skill_commands import (
-            SkillLoadCommand,
-            SkillReinforceCommand,
-            SkillSearchCommand,
-        )
-
         return [
             CommandSearchCommand(self),
             SkillSearchCommand(self),
@@ -214,7 +182,7 @@ class ExtensionRegistry:
     # ------------------------------------------------------------ internals
 
     def _changed(self) -> None:
-        self._index = None
+        self._search = None
         self.version += 1
 
     def _refresh_skills(self) -> None:
@@ -255,7 +223,7 @@ class ExtensionRegistry:
         wanted: dict[str, str] = {}
         for name, cmd in self._skill_cmds.items():
             script = cmd.script
-            spec = wrappers.WrapperSpec(
+            spec = wrapper_files.WrapperSpec(
                 name=name,
                 short_help=f"Usage: {cmd.usage}\n{cmd.summary}",
                 long_help=cmd.help() if script.doc else None,
@@ -263,9 +231,9 @@ class ExtensionRegistry:
                 help_exact=True,
                 env=(("SYNAPSE_SKILL_DIR", str(script.path.parent.parent)),),
             )
-            wanted[name] = wrappers.render(spec)
+            wanted[name] = wrapper_files.render(spec)
         try:
-            wrappers.sync(self.settings.bin_dir, wanted, lambda n: n.startswith("skill:"))
+            wrapper_files.sync(self.settings.bin_dir, wanted, lambda n: n.startswith("skill:"))
         except OSError as exc:
             log.warning("cannot write skill wrappers in %s: %s", self.settings.bin_dir, exc)
 
@@ -281,14 +249,14 @@ class ExtensionRegistry:
             if server.state != "disabled":
                 keep.add(server.name)
         for name, cmd in self._mcp_cmds.items():
-            spec = wrappers.mcp_wrapper_spec(
+            spec = wrapper_files.mcp_wrapper_spec(
                 name,
                 f"Usage: {cmd.usage}\n{cmd.summary}",
                 cmd.help(),
                 self.settings.synapse_home,
                 cmd.server.config.source,
             )
-            wanted[name] = wrappers.render(spec)
+            wanted[name] = wrapper_files.render(spec)
 
         def owns(file_name: str) -> bool:
             if not file_name.startswith("mcp:"):
@@ -296,7 +264,7 @@ class ExtensionRegistry:
             return file_name.split(":")[1] not in keep
 
         try:
-            wrappers.sync(self.settings.bin_dir, wanted, owns)
+            wrapper_files.sync(self.settings.bin_dir, wanted, owns)
         except OSError as exc:
             log.warning("cannot write MCP wrappers in %s: %s", self.settings.bin_dir, exc)
 
@@ -309,7 +277,7 @@ class ExtensionRegistry:
     # --------------------------------------------------------------- socket
 
     async def _start_socket(self) -> None:
-        path = wrappers.socket_path(self.settings.synapse_home)
+        path = wrapper_files.socket_path(self.settings.synapse_home)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             if path.exists():

@@ -1,41 +1,130 @@
-"""`command:search <keyword|regex> [--type mcp|skill] [--limit N]` (alias `tools search`).
+"""The one search over extension commands (`mcp:*`, `skill:*`).
 
-The rule: a query holding any of `. * + ? [ ] ( ) { } | ^ $ \\` that compiles is a
-regular expression (Python `re`, case-insensitive, `search` semantics); anything
-else is keywords, each of which must appear (case-insensitively) in the name or
-the description. Name matches rank before description-only matches.
+`search_commands(commands, query, kind=None, limit=None)` is the only matcher and
+ranker: `command:search` (alias `tools search`, `CommandSearchCommand` below),
+`synapse tools search|list` (`cli/tools.py`) and the LSP command
+`synapse.tools.search` (`core.Workspace.search`) all call it and list its matches
+in its order.
+
+The rule:
+
+- Matching. A query holding any of `. * + ? [ ] ( ) { } | ^ $ \\` that compiles is a
+  regular expression (Python `re`, `search` semantics, case-insensitive, `^`/`$`
+  anchor at the start/end of the name or of the description); anything else is
+  keywords, each of which must appear (case-insensitively) in the name or the
+  description. `""` matches every command.
+- Ranking, best first: 0 the name equals the query; 1 the name starts with the query
+  text; 2 the query matches the name (a regex matches it, or the one keyword / every
+  keyword is in it); 3 it matches only through the description. Ties are broken by
+  name (code-point order). Case is ignored throughout.
+
+This module imports no other module of `extensions/`: the registry hands it the
+commands (or its cached `SearchIndex`), so the dependency runs one way.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
 
 from synapse_lsp.builtins.args import ArgError, non_negative_int, parse_args
 from synapse_lsp.commands import CommandContext, CommandOutput
 
-if TYPE_CHECKING:
-    from synapse_lsp.extensions.registry import IndexEntry
-
 DEFAULT_LIMIT = 50
+KINDS = ("mcp", "skill")
 _REGEX_CHARS = set(".*+?[](){}|^$\\")
 
+# Ranks (lower is better); see the module docstring.
+RANK_EXACT = 0
+RANK_PREFIX = 1
+RANK_NAME = 2
+RANK_DESCRIPTION = 3
 
-class SearchSource(Protocol):
-    def search_index(self) -> SearchIndex: ...
 
-    def notes(self) -> list[str]: ...
+class Searchable(Protocol):
+    """What the search needs of a command: any `commands.Command` is one."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def summary(self) -> str: ...
+
+    @property
+    def usage(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """One command found: `type` is "mcp" or "skill"; `rank` as in the module docstring."""
+
+    name: str
+    type: str
+    summary: str
+    usage: str
+    rank: int
+
+    def as_dict(self) -> dict[str, str]:
+        """The LSP `synapse.tools.search` shape (docs/protocol.md)."""
+        return {"name": self.name, "type": self.type, "summary": self.summary, "usage": self.usage}
+
+    def line(self) -> str:
+        """How every text listing shows a match: `name  summary`."""
+        return f"{self.name}  {self.summary}" if self.summary else self.name
+
+
+class Matches(list[Match]):
+    """`search_commands`' result: the matches (after any limit), best first, and
+    `total`, how many matched before the limit."""
+
+    def __init__(self, matches: Iterable[Match], total: int) -> None:
+        super().__init__(matches)
+        self.total = total
+
+
+def kind_of(name: str) -> str:
+    return "mcp" if name.startswith("mcp:") else "skill"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """One searchable command: name, summary, usage and their lowercase forms,
+    precomputed so a search over 10,000 commands is a tight loop of `in` /
+    `re.search` calls."""
+
+    name: str
+    summary: str
+    kind: str  # "mcp" | "skill"
+    name_lower: str
+    haystack: str  # "<name>\n<summary>", lowercase
+    usage: str = ""
+
+    @classmethod
+    def of(cls, name: str, summary: str, usage: str = "") -> IndexEntry:
+        lowered = name.lower()
+        return cls(name, summary, kind_of(name), lowered, f"{lowered}\n{summary.lower()}", usage)
+
+    def match(self, rank: int) -> Match:
+        return Match(self.name, self.kind, self.summary, self.usage or self.name, rank)
 
 
 class SearchIndex:
     """Entries (sorted by name) plus one lowercase text blob per kind, so a query is a
-    C-speed scan (`str.find` / `re.search` from a position) instead of a Python loop."""
+    C-speed scan (`str.find` / `re.search` from a position) instead of a Python loop.
+    Build one with `SearchIndex.of(commands)`; the registry keeps one per command set."""
 
     def __init__(self, entries: list[IndexEntry]) -> None:
         self.entries = entries
         self._blobs: dict[str | None, tuple[list[IndexEntry], str, list[int]]] = {}
+
+    @classmethod
+    def of(cls, commands: Iterable[Searchable]) -> SearchIndex:
+        entries = [IndexEntry.of(c.name, c.summary, c.usage) for c in commands]
+        entries.sort(key=lambda e: e.name)
+        return cls(entries)
 
     def _blob(self, kind: str | None) -> tuple[list[IndexEntry], str, list[int]]:
         cached = self._blobs.get(kind)
@@ -53,9 +142,10 @@ class SearchIndex:
         return cached
 
     def find(
-        self, query: str, kind: str | None = None, limit: int | None = None
-    ) -> list[IndexEntry]:
-        """Matching entries ranked: exact name, name prefix, name match, description match."""
+        self, query: str, kind: str | None = None
+    ) -> tuple[list[IndexEntry], tuple[int, int, int]]:
+        """Every match, best first (the module's rule), and the positions in that list
+        where ranks 1, 2 and 3 start (so no per-match rank object is built)."""
         pool, blob, starts = self._blob(kind)
         pattern = _regex(query)
         words = query.lower().split()
@@ -87,7 +177,9 @@ class SearchIndex:
         in_name = {id(e) for e in named}
         described = [e for e in hits if id(e) not in in_name]
         found = exact + prefix + other_named + described
-        return found if limit is None else found[:limit]
+        a = len(exact)
+        b = a + len(prefix)
+        return found, (a, b, b + len(other_named))
 
     @staticmethod
     def _scan(
@@ -104,6 +196,27 @@ class SearchIndex:
             if index + 1 >= len(starts):
                 return hits
             pos = starts[index + 1]
+
+
+def search_commands(
+    commands: SearchIndex | Iterable[Searchable],
+    query: str,
+    kind: str | None = None,
+    limit: int | None = None,
+) -> Matches:
+    """The one search: matches of `query` among `commands`, best first (module docstring).
+
+    `commands` is any iterable of commands (name, summary, usage), or a `SearchIndex`
+    built from them (the registry keeps one: `registry.search_index()`), which saves
+    rebuilding it per query. `kind` keeps only "mcp" or only "skill" commands;
+    `limit` keeps the first N (`.total` of the result counts them all)."""
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)} or None, not {kind!r}")
+    index = commands if isinstance(commands, SearchIndex) else SearchIndex.of(commands)
+    found, rank_starts = index.find(query, kind)
+    shown = found if limit is None else found[: max(0, limit)]
+    matches = [e.match(bisect.bisect_right(rank_starts, i)) for i, e in enumerate(shown)]
+    return Matches(matches, len(found))
 
 
 def _start(match: re.Match[str] | None) -> int:
@@ -125,7 +238,7 @@ def _regex(query: str) -> re.Pattern[str] | None:
 
 
 def compile_query(query: str) -> Callable[[str], bool]:
-    """A predicate over lowercase text by the module's rule (for callers without an index)."""
+    """A predicate over lowercase text by the module's matching rule (no ranking)."""
     pattern = _regex(query)
     if pattern is not None:
         return lambda text: pattern.search(text) is not None
@@ -133,11 +246,22 @@ def compile_query(query: str) -> Callable[[str], bool]:
     return lambda text: all(w in text for w in words)
 
 
-def search(
-    entries: list[IndexEntry], query: str, kind: str | None = None, limit: int | None = None
-) -> list[IndexEntry]:
-    """One-off search (builds an index); the registry keeps a cached one."""
-    return SearchIndex(sorted(entries, key=lambda e: e.name)).find(query, kind, limit)
+def no_match_line(query: str, kind: str | None, known: int | None = None) -> str:
+    what = f"{kind} commands" if kind else "extension commands"
+    counted = f" ({known} commands known)" if known is not None else ""
+    return f"No {what} match {query!r}{counted}."
+
+
+def more_line(hidden: int) -> str:
+    return f"[{hidden} more; narrow the query or raise --limit]"
+
+
+class SearchSource(Protocol):
+    """What `command:search` reads: the registry's cached index and its notes."""
+
+    def search_index(self) -> SearchIndex: ...
+
+    def notes(self) -> list[str]: ...
 
 
 class CommandSearchCommand:
@@ -159,8 +283,9 @@ class CommandSearchCommand:
                    Empty query ("") lists every command.
   --type T         only mcp or only skill commands
   --limit N        at most N results (default {DEFAULT_LIMIT})
-  Name matches are listed before description matches. Then use `<name> -h` for the
-  usage line and `<name> --help` for the full page.
+  Order: exact name, name starting with the query, name match, description match;
+  by name within each. Then use `<name> -h` for the usage line and `<name> --help`
+  for the full page.
 Examples:
   command:search pdf
   command:search "mcp:git-.*"
@@ -170,7 +295,7 @@ Examples:
         try:
             args = parse_args(argv, options={"type", "limit"})
             kind = args.options.get("type")
-            if kind is not None and kind not in ("mcp", "skill"):
+            if kind is not None and kind not in KINDS:
                 raise ArgError(f"--type must be mcp or skill, not {kind!r}")
             limit = non_negative_int("limit", args.options.get("limit"), DEFAULT_LIMIT)
             if len(args.positional) > 1:
@@ -184,14 +309,12 @@ Examples:
             return CommandOutput.usage_error(self.name, str(exc))
         query = args.positional[0]
         index = self.source.search_index()
-        found = index.find(query, kind, None)
-        shown = found[:limit]
-        lines = [f"{e.name}  {e.summary}" if e.summary else e.name for e in shown]
-        if not found:
-            what = f"{kind} commands" if kind else "extension commands"
-            lines.append(f"No {what} match {query!r} ({len(index.entries)} commands known).")
-        elif len(found) > len(shown):
-            lines.append(f"[{len(found) - len(shown)} more; narrow the query or raise --limit]")
+        shown = search_commands(index, query, kind, limit)
+        lines = [m.line() for m in shown]
+        if not shown.total:
+            lines.append(no_match_line(query, kind, len(index.entries)))
+        elif shown.total > len(shown):
+            lines.append(more_line(shown.total - len(shown)))
         lines += self.source.notes()
-        data = {"matches": [e.name for e in shown], "total": len(found)}
+        data = {"matches": [m.name for m in shown], "total": shown.total}
         return CommandOutput("\n".join(lines) + "\n", data=data)

@@ -1,22 +1,28 @@
 """`skill:search`, `skill:load`, `skill:reinforce` (aliases `skill search|load|reinforce`).
 
 Skills live in `$SYNAPSE_HOME/skills/<name>/` (SKILL.md + scripts/); the registry
-keeps the index current (the watcher refreshes it), these commands read it.
+keeps the index current (the watcher refreshes it), these commands read it through
+`SkillSource` (so this module never imports the registry, which imports it).
 """
 
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
 from synapse_lsp.builtins.args import ArgError, non_negative_int, parse_args
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
 from synapse_lsp.extensions.skills import SkillInfo, skills_dir
 
-if TYPE_CHECKING:
-    from synapse_lsp.extensions.registry import ExtensionRegistry
-
 DEFAULT_LIMIT = 10
+
+
+class SkillSource(Protocol):
+    """Where the skill commands read the current skills (the registry is one)."""
+
+    @property
+    def skills(self) -> Mapping[str, SkillInfo]: ...
 
 
 def score_skill(skill: SkillInfo, words: list[str]) -> int:
@@ -44,8 +50,8 @@ class SkillSearchCommand:
     summary = "Find skills by what they do (name, description, SKILL.md text)."
     usage = 'skill:search "<what you need>" [--limit N]'
 
-    def __init__(self, registry: ExtensionRegistry) -> None:
-        self.registry = registry
+    def __init__(self, source: SkillSource) -> None:
+        self.source = source
 
     def help(self) -> str:
         return f"""\
@@ -69,7 +75,7 @@ Examples:
         except ArgError as exc:
             return CommandOutput.usage_error(self.name, str(exc))
         words = " ".join(args.positional).lower().split()
-        skills = list(self.registry.skills.values())
+        skills = list(self.source.skills.values())
         scored = [(score_skill(s, words), s) for s in skills]
         found = sorted((p for p in scored if p[0] > 0), key=lambda p: (-p[0], p[1].name))
         if not found:
@@ -95,8 +101,8 @@ class SkillLoadCommand:
     summary = "Print a skill's SKILL.md and list its commands."
     usage = "skill:load <name>"
 
-    def __init__(self, registry: ExtensionRegistry) -> None:
-        self.registry = registry
+    def __init__(self, source: SkillSource) -> None:
+        self.source = source
 
     def help(self) -> str:
         return f"""\
@@ -115,9 +121,9 @@ Example:
         except ArgError as exc:
             return CommandOutput.usage_error(self.name, str(exc))
         wanted = args.positional[0]
-        skill = self.registry.skills.get(wanted)
+        skill = self.source.skills.get(wanted)
         if skill is None:
-            close = difflib.get_close_matches(wanted, list(self.registry.skills), n=3)
+            close = difflib.get_close_matches(wanted, list(self.source.skills), n=3)
             hint = f" Did you mean: {', '.join(close)}?" if close else ""
             return CommandOutput(
                 stderr=f"skill:load: no skill named {wanted!r}.{hint} Find skills with "
@@ -147,8 +153,8 @@ class SkillReinforceCommand:
     summary = "After a task: have a skill sub-agent improve or create a skill from it."
     usage = 'skill:reinforce "<what was done and what worked>" [--skill NAME]'
 
-    def __init__(self, registry: ExtensionRegistry) -> None:
-        self.registry = registry
+    def __init__(self, source: SkillSource) -> None:
+        self.source = source
 
     def help(self) -> str:
         return f"""\
@@ -192,7 +198,7 @@ Example:
             )
         target = args.options.get("skill")
         existing = (
-            "\n".join(f"- {s.name}: {s.description}" for s in self.registry.skills.values())
+            "\n".join(f"- {s.name}: {s.description}" for s in self.source.skills.values())
             or "(none yet)"
         )
         goal = (

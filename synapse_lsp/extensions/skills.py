@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
+from synapse_lsp.output import BoundedCapture
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 EXTENSIONS: dict[str, str] = {
@@ -33,8 +34,6 @@ EXTENSIONS: dict[str, str] = {
     ".cjs": "node",
 }
 _IGNORED_SUFFIXES = (".pyc", ".pyo", "~", ".swp", ".md", ".txt", ".json")
-# What a script may hold in memory per stream before the middle is dropped.
-MAX_CAPTURE_BYTES = 1024 * 1024
 HELP_TIMEOUT = 10.0
 
 
@@ -298,36 +297,16 @@ class SkillScriptCommand:
         return await run_script(self.script, args, ctx, timeout=ctx.settings.command_timeout)
 
 
-class _Bounded:
-    """Keeps the head and tail of a stream within MAX_CAPTURE_BYTES."""
-
-    def __init__(self, limit: int = MAX_CAPTURE_BYTES) -> None:
-        self.half = limit // 2
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.dropped = 0
-
-    def add(self, chunk: bytes) -> None:
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            if len(self.tail) > self.half:
-                cut = len(self.tail) - self.half
-                self.dropped += cut
-                del self.tail[:cut]
-
-    def text(self) -> str:
-        middle = f"\n[... {self.dropped} bytes omitted ...]\n".encode() if self.dropped else b""
-        return bytes(self.head + middle + self.tail).decode("utf-8", errors="replace")
-
-
 async def run_script(
     script: ScriptInfo, args: list[str], ctx: CommandContext, *, timeout: float
 ) -> CommandOutput:
-    """Run one script in its own process group; kill the group on timeout or cancel."""
+    """Run one script in its own process group; kill the group on timeout or cancel.
+
+    Output is captured as native commands' is (`output.BoundedCapture`): within
+    `settings.output`, head and tail, memory bounded whatever the volume, and past
+    the limits the whole stream is written to `$SYNAPSE_HOME/outputs/`, whose path
+    the cut marker names and `data["full_output_path"]` carries. The result is
+    `paged` so the router does not cut the already bounded stdout a second time."""
     env = dict(ctx.env) if ctx.env else dict(os.environ)
     env.setdefault("SYNAPSE_SKILL_DIR", str(script.path.parent.parent))
     # Shielded: a cancel while asyncio connects the pipes would otherwise wait for the
@@ -356,13 +335,29 @@ async def run_script(
             exit_code=127,
             category=FailureCategory.DEPENDENCY_MISSING,
         )
-    out, err = _Bounded(), _Bounded()
+    spill = ctx.settings.synapse_home / "outputs"
+    out = BoundedCapture(ctx.settings.output, spill, name="stdout")
+    err = BoundedCapture(ctx.settings.output, spill, name="stderr")
+    try:
+        return await _supervise(proc, script, ctx, timeout, out, err)
+    finally:
+        out.close()
+        err.close()
 
-    async def pump(stream: asyncio.StreamReader | None, sink: _Bounded, name: str) -> None:
+
+async def _supervise(
+    proc: asyncio.subprocess.Process,
+    script: ScriptInfo,
+    ctx: CommandContext,
+    timeout: float,
+    out: BoundedCapture,
+    err: BoundedCapture,
+) -> CommandOutput:
+    async def pump(stream: asyncio.StreamReader | None, sink: BoundedCapture, name: str) -> None:
         if stream is None:
             return
         while chunk := await stream.read(65536):
-            sink.add(chunk)
+            sink.feed(chunk)
             if ctx.on_output is not None:
                 ctx.on_output(name, chunk.decode("utf-8", errors="replace"))
 
@@ -389,6 +384,8 @@ async def run_script(
         await _kill_group(proc)
         work.cancel()
         raise
+    path = out.full_output_path or err.full_output_path
+    data = {"full_output_path": str(path)} if path is not None else {}
     code = proc.returncode if proc.returncode is not None else -1
     if timed_out:
         return CommandOutput(
@@ -396,11 +393,20 @@ async def run_script(
             stderr=err.text() + f"\n[timed out after {timeout:g} s: the script was killed]\n",
             exit_code=124,
             category=FailureCategory.TIMEOUT,
+            data=data,
+            paged=True,
         )
     if code < 0:
         code = 128 - code
     category = None if code == 0 else FailureCategory.EXECUTION_ERROR
-    return CommandOutput(stdout=out.text(), stderr=err.text(), exit_code=code, category=category)
+    return CommandOutput(
+        stdout=out.text(),
+        stderr=err.text(),
+        exit_code=code,
+        category=category,
+        data=data,
+        paged=True,
+    )
 
 
 async def _kill_group(proc: asyncio.subprocess.Process) -> None:

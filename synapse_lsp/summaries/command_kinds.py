@@ -1,19 +1,23 @@
-"""Synapse's summary kinds beyond Codex (docs/command-summaries.md).
+"""Synapse's summary kinds beyond Codex, and `parse_command` (docs/command-summaries.md).
 
-`parse_command` consults these only for stages Codex calls `unknown`, so a Codex
-answer that is not `unknown` never changes. Two kinds of knowledge live here:
-well-known developer tools (tests, linters, formatters, fetchers, no-ops) and the
-commands of our own Agent/Extension Shell (`read`, `edit`, `mcp:*`, `task:*`, …).
+`parse_command` asks the Codex port (`codex.py`) first and consults these kinds only
+for stages Codex calls `unknown`, so a Codex answer that is not `unknown` never
+changes (one exception, for safety: a `find` that deletes or executes). Two kinds
+of knowledge live here: well-known developer tools (tests, linters, formatters,
+fetchers, no-ops) and the commands of our own Agent/Extension Shell (`read`,
+`edit`, `mcp:*`, `task:*`, …). The public import path is
+`synapse_lsp.summaries.parse_command`, which re-exports `parse_command`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from tree_sitter import Tree
 
 from synapse_lsp import cmdline
-from synapse_lsp.summaries.parse_command import (
+from synapse_lsp.summaries.codex import (
     Edit,
     Fetch,
     Format,
@@ -27,10 +31,69 @@ from synapse_lsp.summaries.parse_command import (
     Test,
     Tool,
     Unknown,
+    finish,
+    has_unknown,
+    parse_codex,
+    parse_script_commands,
     parse_shell_script,
     short_display_path,
+    single_unknown,
 )
-from synapse_lsp.summaries.shell_words import parse_bash, parse_plain_shell_script, shlex_join
+from synapse_lsp.summaries.shell_words import (
+    extract_bash_script,
+    parse_bash,
+    parse_plain_shell_script,
+    shlex_join,
+    shlex_split,
+    word_only_commands,
+)
+
+
+def parse_command(argv: Sequence[str], *, codex_only: bool = False) -> list[ParsedCommand]:
+    """Summaries of one command (argv as the shell would run it), left to right.
+
+    `codex_only=True` gives exactly Codex's answer. By default Synapse's extra kinds
+    replace an `unknown` answer when every stage is then understood."""
+    argv = list(argv)
+    parsed = _parse(argv, codex_only)
+    if not codex_only and any(_mutating_find(p) for p in parsed):
+        return [single_unknown(argv)]
+    return parsed
+
+
+# `find` actions that change or run things: a title saying "List"/"Search" would hide
+# them from the user, so Synapse (not Codex) shows such a command as unknown.
+_FIND_ACTIONS = frozenset(
+    {"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"}
+)
+
+
+def _mutating_find(parsed: ParsedCommand) -> bool:
+    if isinstance(parsed, Unknown):
+        return False
+    words = shlex_split(parsed.cmd) or []
+    return bool(words) and words[0] == "find" and not _FIND_ACTIONS.isdisjoint(words)
+
+
+def _parse(argv: list[str], codex_only: bool) -> list[ParsedCommand]:
+    script = extract_bash_script(argv)
+    if script is None:
+        codex = parse_codex(argv)
+        if codex_only or not has_unknown(codex):
+            return codex
+        extended = parse_codex(argv, upgrade_stage)
+        return codex if has_unknown(extended) else extended
+    # One tree-sitter parse serves Codex's answer, the extended one and the fallback.
+    tree = parse_bash(script)
+    commands = word_only_commands(tree)
+    codex = finish(argv, parse_script_commands(script, commands))
+    if codex_only or not has_unknown(codex):
+        return codex
+    if commands:
+        extended = finish(argv, parse_script_commands(script, commands, upgrade_stage))
+        return codex if has_unknown(extended) else extended
+    return fallback_for_script(script, tree) or codex
+
 
 # Wrappers that run a tool: `uv run pytest`, `npx eslint`, `python -m pytest`.
 _RUNNERS: dict[tuple[str, ...], int] = {
@@ -290,12 +353,8 @@ def fallback_for_script(script: str, tree: Tree | None = None) -> list[ParsedCom
     stripped = _strip_harmless_redirects(script, tree)
     if stripped is None or parse_plain_shell_script(stripped) is None:
         return None
-    from synapse_lsp.summaries.parse_command import _finish
-
-    parsed = _finish(["bash", "-lc", stripped], parse_shell_script(stripped, upgrade_stage))
-    if any(isinstance(p, Unknown) for p in parsed):
-        return None
-    return parsed
+    parsed = finish(["bash", "-lc", stripped], parse_shell_script(stripped, upgrade_stage))
+    return None if has_unknown(parsed) else parsed
 
 
 def _own_command_line(script: str) -> ParsedCommand | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from synapse_lsp.summaries.parse_command import (
+from synapse_lsp.summaries.codex import (
     Edit,
     Fetch,
     Format,
@@ -25,8 +25,8 @@ from synapse_lsp.summaries.parse_command import (
     Test,
     Tool,
     Unknown,
-    parse_command,
 )
+from synapse_lsp.summaries.command_kinds import parse_command
 
 # ACP ToolKind values we use (agentclientprotocol.com, schema `ToolKind`).
 ACP_KINDS = ("read", "edit", "search", "execute", "fetch", "think", "other")
