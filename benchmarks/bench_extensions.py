@@ -24,8 +24,8 @@ from pathlib import Path
 
 from synapse_lsp.commands import CommandContext
 from synapse_lsp.config import Settings
-from synapse_lsp.extensions.registry import ExtensionRegistry, IndexEntry
-from synapse_lsp.extensions.search import CommandSearchCommand, SearchIndex
+from synapse_lsp.extensions.registry import ExtensionRegistry
+from synapse_lsp.extensions.search import CommandSearchCommand, IndexEntry, SearchIndex
 from synapse_lsp.files import DiskFiles
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession

@@ -52,6 +52,10 @@ class CommandOutput:
     # The command bounded its own stdout and told the model how to page on (`read`):
     # the router must not cut it again to the head + tail of `settings.output`.
     paged: bool = False
+    # Both streams are already cut to `settings.output` (by output.BoundedCapture, as
+    # skills do); the whole output, when it was cut, is in `full_output_path`.
+    bounded: bool = False
+    full_output_path: Path | None = None
 
     @classmethod
     def usage_error(cls, command: str, message: str) -> CommandOutput:

@@ -203,7 +203,7 @@ class Workspace:
 
         if self.registry is None:
             return []
-        return search_commands(self.registry.commands(), query, kind)
+        return search_commands(self.registry.search_index(), query, kind)
 
     def tool_count(self) -> int:
         return len(self.registry.commands()) if self.registry is not None else 0

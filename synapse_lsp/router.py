@@ -171,7 +171,11 @@ class BashRouter:
             return await self._run_native(command, line, on_output, started)
         assert target is not None
         output = await self._run_in_process(target, line, on_output, emit)
-        return self._finish(command, layer, output, started, paged=output.paged)
+        routed = self._finish(
+            command, layer, output, started, bounded=output.bounded, paged=output.paged
+        )
+        routed.full_output_path = output.full_output_path
+        return routed
 
     def _misuse(self, line: str) -> CommandOutput | None:
         """`Bash` / `Bash ls` / `Bash(command="ls")` as the command: not run, and the hint
@@ -342,7 +346,7 @@ class BashRouter:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(output.stdout)
-            native = f"{{ {rest.strip()}\n}} < {_shell_quote(name)}"
+            native = f"{{ {rest.strip()}\n}} < {cmdline.quote(name)}"
             result = await self.shell.run(
                 native, timeout=self.settings.command_timeout, on_output=on_output
             )
@@ -373,10 +377,10 @@ class BashRouter:
         folder = tempfile.mkdtemp(prefix="synapse-env-")
         names, values = Path(folder, "names"), Path(folder, "values")
         script = (
-            f"compgen -e > {_shell_quote(str(names))}; "
+            f"compgen -e > {cmdline.quote(str(names))}; "
             "while IFS= read -r __synapse_n; do "
             'printf "%s=%s\\0" "$__synapse_n" "${!__synapse_n}"; '
-            f"done < {_shell_quote(str(names))} > {_shell_quote(str(values))}; "
+            f"done < {cmdline.quote(str(names))} > {cmdline.quote(str(values))}; "
             "unset __synapse_n"
         )
         try:
@@ -478,10 +482,6 @@ def _apply_alias(argv: list[str]) -> list[str]:
     if argv and argv[0] in SINGLE_ALIASES:
         return [SINGLE_ALIASES[argv[0]], *argv[1:]]
     return argv
-
-
-def _shell_quote(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
 
 
 def _quote_for_hint(inner: str) -> str:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ptyprocess import PtyProcess  # type: ignore[import-untyped]
 
+from synapse_lsp.cmdline import quote
 from synapse_lsp.commands import OutputSink
 from synapse_lsp.config import Settings, SettingsSource, as_source
 from synapse_lsp.errors import ShellError
@@ -397,9 +398,9 @@ class ShellSession:
             fcntl.fcntl(self._out_r, F_SETPIPE_SZ, 1 << 20)
         self._line_template = (
             "__syn_seq={seq}; . "
-            + _quote(self._cmd_path).replace("{", "{{").replace("}", "}}")
+            + quote(self._cmd_path).replace("{", "{{").replace("}", "}}")
             + " </dev/null >"
-            + _quote(str(out_fifo)).replace("{", "{{").replace("}", "}}")
+            + quote(str(out_fifo)).replace("{", "{{").replace("}", "}}")
             + "\n"
         )
         cwd = self._cwd if self._cwd.is_dir() else self._initial_cwd
@@ -439,8 +440,7 @@ class ShellSession:
         self._begin(run)
         try:
             self._send(
-                f"exec 2>{_quote(str(fifo))}; set +o history; readonly PROMPT_COMMAND; "
-                "__syn_seq=0\n"
+                f"exec 2>{quote(str(fifo))}; set +o history; readonly PROMPT_COMMAND; __syn_seq=0\n"
             )
             await asyncio.wait({run.done}, timeout=START_TIMEOUT_S)
         finally:
@@ -712,10 +712,6 @@ def _reap(proc: PtyProcess) -> None:
             if not proc.isalive():
                 return
         time.sleep(0.001)
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
 
 
 def _exit_status(proc: PtyProcess) -> int:

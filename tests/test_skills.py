@@ -245,7 +245,8 @@ async def test_big_output_is_bounded_and_spilled_like_native_output(
     native = await ext_router.route(f"python3 {script}")
     assert skill.exit_code == native.exit_code == 0
     # The whole stream is on disk under $SYNAPSE_HOME/outputs, named in the cut marker.
-    path = Path(skill.data["full_output_path"])
+    assert skill.full_output_path is not None
+    path = skill.full_output_path
     assert path.parent == home / "outputs" and path.name.endswith("-stdout.txt")
     assert path.read_text() == FLOOD_STDOUT
     assert f"; full output: {path} ...]" in skill.stdout
@@ -257,6 +258,21 @@ async def test_big_output_is_bounded_and_spilled_like_native_output(
     assert skill.stdout.startswith("line 0\n") and skill.stdout.endswith("line 199999\n")
     assert len(skill.stdout.encode()) < settings.output.max_bytes + 200
     assert len(skill.stdout.splitlines()) <= settings.output.max_lines + 1
+
+
+async def test_big_stderr_keeps_its_spill_path_through_the_router(
+    ext_router: BashRouter, registry: ExtensionRegistry, home: Path
+) -> None:
+    script = "import sys\nfor i in range(200_000):\n    print(f'err {i}', file=sys.stderr)\n"
+    write(make_skill(home, "noisy", "Floods stderr") / "scripts" / "noisy.py", script)
+    await registry.refresh("skills")
+    result = await ext_router.route("skill:noisy:noisy")
+    assert result.full_output_path is not None
+    spilled = result.full_output_path.with_name(
+        result.full_output_path.name.replace("-stdout", "-stderr")
+    )
+    assert f"full output: {spilled} ...]" in result.stderr  # cut once, by the capture
+    assert result.stderr.count("omitted") == 1
 
 
 async def test_script_output_memory_stays_bounded(home: Path, workdir: Path) -> None:
@@ -277,12 +293,13 @@ async def test_script_output_memory_stays_bounded(home: Path, workdir: Path) -> 
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert out.exit_code == 0 and out.paged
+    assert out.exit_code == 0 and out.bounded
     assert peak < 4 * 1024 * 1024, f"peak {peak} bytes while reading 80 MiB"
     spilled = list((home / "outputs").iterdir())
     assert sorted(p.name.rsplit("-", 1)[1] for p in spilled) == ["stderr.txt", "stdout.txt"]
     assert all(p.stat().st_size == 40 << 20 for p in spilled)
-    assert out.data["full_output_path"].endswith("-stdout.txt")
+    assert out.full_output_path is not None
+    assert out.full_output_path.name.endswith("-stdout.txt")
     for text in (out.stdout, out.stderr):
         assert "bytes / 0 lines omitted; full output: " in text
         assert len(text.encode()) < settings.output.max_bytes + 200

@@ -25,7 +25,6 @@ from synapse_lsp.extensions import wrapper_files
 from synapse_lsp.extensions.mcp2bash import McpToolCommand
 from synapse_lsp.extensions.mcp_client import McpManager, McpServer
 from synapse_lsp.extensions.search import CommandSearchCommand, SearchIndex
-from synapse_lsp.extensions.search import IndexEntry as IndexEntry  # re-export (benchmarks)
 from synapse_lsp.extensions.skill_commands import (
     SkillLoadCommand,
     SkillReinforceCommand,

@@ -305,8 +305,8 @@ async def run_script(
     Output is captured as native commands' is (`output.BoundedCapture`): within
     `settings.output`, head and tail, memory bounded whatever the volume, and past
     the limits the whole stream is written to `$SYNAPSE_HOME/outputs/`, whose path
-    the cut marker names and `data["full_output_path"]` carries. The result is
-    `paged` so the router does not cut the already bounded stdout a second time."""
+    the cut marker names and `full_output_path` carries. The result is `bounded`
+    so the router cuts neither stream a second time."""
     env = dict(ctx.env) if ctx.env else dict(os.environ)
     env.setdefault("SYNAPSE_SKILL_DIR", str(script.path.parent.parent))
     # Shielded: a cancel while asyncio connects the pipes would otherwise wait for the
@@ -385,7 +385,6 @@ async def _supervise(
         work.cancel()
         raise
     path = out.full_output_path or err.full_output_path
-    data = {"full_output_path": str(path)} if path is not None else {}
     code = proc.returncode if proc.returncode is not None else -1
     if timed_out:
         return CommandOutput(
@@ -393,8 +392,8 @@ async def _supervise(
             stderr=err.text() + f"\n[timed out after {timeout:g} s: the script was killed]\n",
             exit_code=124,
             category=FailureCategory.TIMEOUT,
-            data=data,
-            paged=True,
+            bounded=True,
+            full_output_path=path,
         )
     if code < 0:
         code = 128 - code
@@ -404,8 +403,8 @@ async def _supervise(
         stderr=err.text(),
         exit_code=code,
         category=category,
-        data=data,
-        paged=True,
+        bounded=True,
+        full_output_path=path,
     )
 
 
