@@ -132,7 +132,7 @@ class Workspace:
                 importlib.import_module, "synapse_lsp.extensions.registry"
             )
             registry: ExtensionRegistry = module.ExtensionRegistry(
-                self.settings, self.root, watch=self._watch
+                self.settings_source, self.root, watch=self._watch
             )
             router.extensions = registry
             for command in registry.builtins():

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from synapse_lsp.commands import Command, CommandContext, CommandOutput, FailureCategory
-from synapse_lsp.config import Settings
+from synapse_lsp.config import Settings, SettingsSource, as_source
 from synapse_lsp.extensions import wrapper_files
 from synapse_lsp.extensions.mcp2bash import McpToolCommand
 from synapse_lsp.extensions.mcp_client import McpManager, McpServer
@@ -44,7 +44,7 @@ class ExtensionRegistry:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: Settings | SettingsSource,
         workspace_root: Path | None = None,
         *,
         watch: bool = True,
@@ -53,14 +53,14 @@ class ExtensionRegistry:
         config_files: list[Path] | None = None,
         only_servers: set[str] | None = None,
     ) -> None:
-        self.settings = settings
+        self.settings_source = as_source(settings)
         self.workspace_root = workspace_root
         self.watch = watch
         self.install_wrappers = install_wrappers
         self.serve_socket = serve_socket
         self.only_servers = only_servers
         self.mcp = McpManager(
-            settings, workspace_root, self._server_changed, config_files, only_servers
+            self.settings, workspace_root, self._server_changed, config_files, only_servers
         )
         self.skills: dict[str, SkillInfo] = {}
         self.skill_warnings: list[str] = []
@@ -74,6 +74,11 @@ class ExtensionRegistry:
         self.version = 0
 
     # ------------------------------------------------------------ lifecycle
+
+    @property
+    def settings(self) -> Settings:
+        """The live settings (commands run through the socket read the current limits)."""
+        return self.settings_source()
 
     async def start(self) -> None:
         """Index skills, start MCP connects in the background, the watcher and the socket.
