@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from synapse_lsp.agent.compaction import (
+    DROPPED_OUTPUT,
+    Compaction,
+    CompactionSettings,
+    maybe_compact,
+)
 from synapse_lsp.agent.fakeapi import FakeAnthropic
 from synapse_lsp.agent.model import ModelClient
 from synapse_lsp.agent.prompts import SIMPLE_NATIVE_COMMANDS, bash_tool
@@ -20,12 +27,15 @@ from synapse_lsp.errors import SessionBusyError
 from synapse_lsp.events import (
     Event,
     Notice,
+    PlanEntry,
+    PlanUpdated,
     TextDelta,
     ThinkingDelta,
     ToolCallFinished,
     ToolCallStarted,
     ToolOutput,
     TurnFinished,
+    Usage,
     UsageUpdated,
 )
 from synapse_lsp.router import BashRouter
@@ -666,3 +676,71 @@ async def test_one_long_turn_drops_older_outputs_but_keeps_the_last(
     assert results[0] == "[output dropped to save context]"
     assert "out-2" in results[1]  # the result the model is about to read is kept
     assert_history_valid(last)
+
+
+async def test_compaction_works_on_a_plain_history_without_a_loop(api: FakeAnthropic) -> None:
+    def use(i: str) -> dict[str, Any]:
+        return {"type": "tool_use", "id": i, "name": "Bash", "input": {"command": "echo hi"}}
+
+    def text(role: str, words: str) -> dict[str, Any]:
+        return {"role": role, "content": [{"type": "text", "text": words}]}
+
+    history = [
+        text("user", "one"),
+        {"role": "assistant", "content": [use("t1")]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "hi", "is_error": False}
+            ],
+        },
+        text("assistant", "first answer"),
+        text("user", "two"),
+        text("assistant", "second answer"),
+        text("user", "three"),
+        text("assistant", "third answer"),
+    ]
+    before = json.dumps(history)
+    model = ModelClient(api_key=KEY, base_url=api.base_url, model="fake-model")
+    window = CompactionSettings(context_window=10_000)
+
+    async def compact(tokens: int, settings: CompactionSettings) -> Compaction | None:
+        return await maybe_compact(
+            history, context_tokens=tokens, model=lambda: model, settings=settings
+        )
+
+    try:
+        assert await maybe_compact(history, context_tokens=7_999, model=lambda: model) is None
+        assert await compact(7_999, window) is None
+        assert api.calls == 0  # below 80 % of the window nothing is asked
+        api.add({"text": "SUMMARY: echo hi", "usage": {"input_tokens": 50, "output_tokens": 7}})
+        done = await compact(8_000, window)
+        assert done is not None and api.calls == 1
+        assert json.dumps(history) == before  # the given history is left as it was
+        assert "SUMMARY: echo hi" in done.messages[0]["content"][0]["text"]
+        assert [m["content"][0]["text"] for m in done.messages[2:]] == [
+            "two",
+            "second answer",
+            "three",
+            "third answer",
+        ]
+        assert done.usage == Usage(50, 7) and "Compacted" in done.notice.message
+        assert done.context_tokens > 0
+        assert_history_valid(done.messages)
+        # Too few turns to summarise: the older outputs are dropped instead, in a copy.
+        few = CompactionSettings(context_window=10_000, keep_turns=3)
+        dropped = await compact(9_000, few)
+        assert dropped is not None and api.calls == 1
+        assert dropped.messages[2]["content"][0]["content"] == DROPPED_OUTPUT
+        assert json.dumps(history) == before
+    finally:
+        await model.close()
+
+
+async def test_a_plan_from_a_command_reaches_the_consumer(make: MakeSession) -> None:
+    plan = json.dumps({"plan": [{"step": "look around", "status": "in_progress"}]})
+    session = make([{"commands": [f"plan '{plan}'"]}, {"text": "planned"}])
+    events = await turn(session, "make a plan")
+    assert finished(events).stop_reason == "end_turn"
+    plans = [e for e in events if isinstance(e, PlanUpdated)]
+    assert [p.entries for p in plans] == [(PlanEntry("look around", "in_progress"),)]

@@ -1,26 +1,34 @@
 """Compaction: when the history nears the context window, older turns are summarised.
 
-Before each model call the loop asks `maybe_compact`. Past COMPACT_RATIO of the
-window (token counts from the last response's usage), everything before the last
-KEEP_RECENT_TURNS turns is summarised by the model and replaced; if that fails,
-or there is too little to summarise, older tool outputs are dropped instead. A
-turn starts at a user message with text, so a `tool_use` is never separated
-from its `tool_result`. The session file keeps the full record.
+Compaction works on a history, not on the loop that owns it: `maybe_compact`
+takes the messages, the context size the last model call reported, a model
+client factory and `CompactionSettings`, and returns a `Compaction` (the new
+history, the summary call's usage and a Notice to show) or None. The loop
+(`loop.py`) imports this module; this module imports nothing from the loop.
+
+Past `ratio` of the window, everything before the last `keep_turns` turns is
+summarised by the model and replaced; if that fails, or there is too little to
+summarise, older tool outputs are dropped instead. A turn starts at a user
+message with text, so a `tool_use` is never separated from its `tool_result`.
+The given list is never changed: the new history is a new list (blocks that
+change are copies). The session file keeps the full record.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from synapse_lsp.agent import prompts
 from synapse_lsp.agent.history import Message, add_message, blocks, estimate_tokens, text_of
 from synapse_lsp.agent.model import StreamDone
 from synapse_lsp.errors import ModelError
-from synapse_lsp.events import Notice
+from synapse_lsp.events import Notice, Usage
 
 if TYPE_CHECKING:
-    from synapse_lsp.agent.loop import Emit, Loop
+    from synapse_lsp.agent.model import ModelClient
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 COMPACT_RATIO = 0.8
@@ -28,44 +36,77 @@ KEEP_RECENT_TURNS = 2
 DROPPED_OUTPUT = "[output dropped to save context]"
 
 
-async def maybe_compact(loop: Loop, emit: Emit) -> None:
-    """Compact `loop.messages` in place of the old list if the last call came close to the
-    context window; says so with a Notice."""
-    threshold = int(loop.context_window * COMPACT_RATIO)
-    if max(loop.last_context_tokens, 0) < threshold:
-        return
-    boundary = turn_boundary(loop.messages)
+@dataclass(frozen=True)
+class CompactionSettings:
+    context_window: int = DEFAULT_CONTEXT_WINDOW
+    ratio: float = COMPACT_RATIO
+    keep_turns: int = KEEP_RECENT_TURNS
+    output_limit: int = 4000  # characters of each tool output shown to the summariser
+
+    @property
+    def threshold(self) -> int:
+        return int(self.context_window * self.ratio)
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """A compacted history and what it cost."""
+
+    messages: list[Message]
+    notice: Notice
+    usage: Usage  # of the summary call (zero when outputs were only dropped)
+    context_tokens: int  # estimated size of the new history
+
+
+async def maybe_compact(
+    messages: list[Message],
+    *,
+    context_tokens: int,
+    model: Callable[[], ModelClient],
+    settings: CompactionSettings | None = None,
+) -> Compaction | None:
+    """The compacted history if the last call (`context_tokens`) came close to the context
+    window, else None (also when nothing could be made smaller)."""
+    cfg = settings or CompactionSettings()
+    if max(context_tokens, 0) < cfg.threshold:
+        return None
+    boundary = turn_boundary(messages, cfg.keep_turns)
     if boundary <= 0:
-        if _drop_tool_outputs(loop, len(loop.messages) - 2):
-            emit(loop.tag(Notice("Context nearly full: dropped the output of older commands.")))
-        return
-    older, kept = loop.messages[:boundary], loop.messages[boundary:]
-    try:
-        summary = await _summarise(loop, older)
-    except ModelError as exc:
-        if _drop_tool_outputs(loop, boundary):
-            emit(
-                loop.tag(
-                    Notice(
-                        f"Could not summarise older turns ({exc.message}); dropped their "
-                        "command output instead.",
-                        "warning",
-                    )
-                )
-            )
-        return
-    new = summarised_history(summary, kept)
-    loop.messages = new
-    loop.last_context_tokens = estimate_tokens(new)
-    if loop.on_compaction is not None:
-        loop.on_compaction(new)
-    emit(
-        loop.tag(
-            Notice(
-                f"Compacted the conversation: {len(older)} earlier messages were summarised "
-                "(the session file keeps the full record)."
-            )
+        dropped = _without_tool_outputs(messages, len(messages) - 2)
+        if dropped is None:
+            return None
+        return Compaction(
+            dropped,
+            Notice("Context nearly full: dropped the output of older commands."),
+            Usage(),
+            estimate_tokens(dropped),
         )
+    older, kept = messages[:boundary], messages[boundary:]
+    try:
+        summary, usage = await summarise(older, model, cfg.output_limit)
+    except ModelError as exc:
+        dropped = _without_tool_outputs(messages, boundary)
+        if dropped is None:
+            return None
+        return Compaction(
+            dropped,
+            Notice(
+                f"Could not summarise older turns ({exc.message}); dropped their "
+                "command output instead.",
+                "warning",
+            ),
+            Usage(),
+            estimate_tokens(dropped),
+        )
+    new = summarised_history(summary, kept)
+    return Compaction(
+        new,
+        Notice(
+            f"Compacted the conversation: {len(older)} earlier messages were summarised "
+            "(the session file keeps the full record)."
+        ),
+        usage,
+        estimate_tokens(new),
     )
 
 
@@ -107,39 +148,44 @@ def turn_boundary(messages: list[Message], keep_turns: int = KEEP_RECENT_TURNS) 
     return starts[-keep_turns]
 
 
-def drop_tool_outputs(messages: list[Message], upto: int) -> bool:
-    """Replace the output of every tool_result before `upto`, in place; True if any changed."""
+def _without_tool_outputs(messages: list[Message], upto: int) -> list[Message] | None:
+    """A copy of `messages` whose tool outputs before `upto` are dropped; None if none was."""
+    out: list[Message] = []
     changed = False
-    for message in messages[: max(upto, 0)]:
-        for block in blocks(message["content"]):
-            if block.get("type") == "tool_result" and block.get("content") != DROPPED_OUTPUT:
-                block["content"] = DROPPED_OUTPUT
-                changed = True
-    return changed
+    for index, message in enumerate(messages):
+        content = blocks(message["content"])
+        if index < upto and any(
+            b.get("type") == "tool_result" and b.get("content") != DROPPED_OUTPUT for b in content
+        ):
+            content = [
+                {**b, "content": DROPPED_OUTPUT} if b.get("type") == "tool_result" else b
+                for b in content
+            ]
+            changed = True
+            out.append({**message, "content": content})
+        else:
+            out.append(message)
+    return out if changed else None
 
 
-def _drop_tool_outputs(loop: Loop, upto: int) -> bool:
-    changed = drop_tool_outputs(loop.messages, upto)
-    if changed:
-        loop.last_context_tokens = estimate_tokens(loop.messages)
-        if loop.on_compaction is not None:
-            loop.on_compaction(loop.messages)
-    return changed
-
-
-async def _summarise(loop: Loop, older: list[Message]) -> str:
-    model = loop.model()
+async def summarise(
+    older: list[Message], model: Callable[[], ModelClient], output_limit: int = 4000
+) -> tuple[str, Usage]:
+    """The model's summary of `older` (no tools) and the call's usage; ModelError if it
+    failed or came back empty."""
+    client = model()
     text = ""
-    request = [{"role": "user", "content": transcript_for_summary(older)}]
-    stream = model.stream(system=prompts.compaction_instructions(), messages=request)
+    usage = Usage()
+    request = [{"role": "user", "content": transcript_for_summary(older, output_limit)}]
+    stream = client.stream(system=prompts.compaction_instructions(), messages=request)
     async with contextlib.aclosing(stream):
         async for item in stream:
             if isinstance(item, StreamDone):
                 text = text_of(item.content)
-                loop.turn_usage = loop.turn_usage + item.usage
+                usage = usage + item.usage
     if not text.strip():
         raise ModelError("the summary came back empty")
-    return text
+    return text, usage
 
 
 def transcript_for_summary(messages: list[Message], limit: int = 4000) -> str:

@@ -50,33 +50,87 @@ def add_message(messages: list[Message], message: Message) -> None:
         messages.append({"role": message["role"], "content": blocks(message["content"])})
 
 
+LOST_START = "[The start of this conversation was not recorded.]"
+
+# Blocks only the other side may send: a user never sends tool_use or thinking, the
+# model never sends tool_result.
+_NOT_FROM = {
+    "user": frozenset({"tool_use", "thinking", "redacted_thinking", "server_tool_use"}),
+    "assistant": frozenset({"tool_result"}),
+}
+
+
+def _usable(role: str, block: Any) -> bool:
+    if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+        return False
+    kind = block["type"]
+    if kind in _NOT_FROM[role]:
+        return False
+    if kind == "text":  # the API refuses empty and whitespace-only text blocks
+        return isinstance(block.get("text"), str) and bool(block["text"].strip())
+    if kind == "tool_use":
+        return isinstance(block.get("id"), str) and bool(block["id"])
+    if kind == "tool_result":
+        return isinstance(block.get("tool_use_id"), str)
+    return True
+
+
+def _tool_use_ids(message: Message) -> list[str]:
+    return [b["id"] for b in message["content"] if b.get("type") == "tool_use"]
+
+
 def repair_history(messages: Iterable[Message]) -> list[Message]:
-    """Merged roles, and a tool_result for every tool_use (a crash may have left none)."""
-    out: list[Message] = []
+    """A copy of `messages` that the Messages API accepts, whatever a crash, a cancel or
+    a damaged session file left:
+
+    - roles alternate (a repeated role is merged) and the first message is the user's;
+    - every `tool_use` is answered by a `tool_result` at the start of the next (user)
+      message, in order; a missing one becomes an "[Interrupted]" error result;
+    - a `tool_result` that answers no `tool_use` of the message right before it (an
+      orphan), or answers one twice, is dropped; a message left empty is dropped;
+    - blocks on the wrong side (a tool_result from the model, a tool_use from the user)
+      and empty text blocks are dropped.
+
+    Repairing a repaired history changes nothing."""
+    merged: list[Message] = []
     for message in messages:
-        add_message(out, json.loads(json.dumps(message)))
-    fixed: list[Message] = []
-    for index, message in enumerate(out):
-        fixed.append(message)
-        if message["role"] != "assistant":
+        if not isinstance(message, dict) or message.get("role") not in _NOT_FROM:
             continue
-        ids = [b["id"] for b in message["content"] if b.get("type") == "tool_use"]
-        if not ids:
+        role = message["role"]
+        copied = json.loads(json.dumps(blocks(message.get("content"))))
+        content = [b for b in copied if _usable(role, b)]
+        if content:
+            add_message(merged, {"role": role, "content": content})
+    out: list[Message] = []
+    for message in merged:
+        previous = out[-1] if out else None
+        if message["role"] == "assistant":
+            if previous is not None and previous["role"] == "assistant" and _tool_use_ids(previous):
+                # the user message that answered it was lost: answer it here
+                out.append({"role": "user", "content": _answers(_tool_use_ids(previous), {})})
+            add_message(out, message)
             continue
-        following = out[index + 1] if index + 1 < len(out) else None
-        answered = set()
-        if following is not None and following["role"] == "user":
-            answered = {
-                b.get("tool_use_id") for b in following["content"] if b.get("type") == "tool_result"
-            }
-        missing = [tool_result(i, INTERRUPTED_RESULT, True) for i in ids if i not in answered]
-        if not missing:
-            continue
-        if following is not None and following["role"] == "user":
-            following["content"] = missing + following["content"]
-        else:
-            fixed.append({"role": "user", "content": missing})
-    return fixed
+        pending = _tool_use_ids(previous) if previous and previous["role"] == "assistant" else []
+        answers: dict[str, dict[str, Any]] = {}
+        others: list[dict[str, Any]] = []
+        for block in message["content"]:
+            if block.get("type") != "tool_result":
+                others.append(block)
+            elif block["tool_use_id"] in pending and block["tool_use_id"] not in answers:
+                answers[block["tool_use_id"]] = block
+            # else: an orphan or a second answer; the API would refuse the request
+        content = _answers(pending, answers) + others
+        if content:
+            add_message(out, {"role": "user", "content": content})
+    if out and out[-1]["role"] == "assistant" and _tool_use_ids(out[-1]):
+        out.append({"role": "user", "content": _answers(_tool_use_ids(out[-1]), {})})
+    if out and out[0]["role"] != "user":
+        out.insert(0, {"role": "user", "content": [{"type": "text", "text": LOST_START}]})
+    return out
+
+
+def _answers(ids: list[str], given: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [given.get(i) or tool_result(i, INTERRUPTED_RESULT, True) for i in ids]
 
 
 def with_cache_breakpoint(messages: list[Message]) -> list[Message]:

@@ -19,7 +19,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from synapse_lsp.agent import prompts
-from synapse_lsp.agent.compaction import DEFAULT_CONTEXT_WINDOW, maybe_compact
+from synapse_lsp.agent.compaction import (
+    DEFAULT_CONTEXT_WINDOW,
+    CompactionSettings,
+    maybe_compact,
+)
 from synapse_lsp.agent.history import (
     CANCELLED_RESULT,
     NOT_RUN_RESULT,
@@ -35,6 +39,7 @@ from synapse_lsp.errors import ModelError
 from synapse_lsp.events import (
     Event,
     Notice,
+    PlanUpdated,
     TextDelta,
     ThinkingDelta,
     ToolCallFinished,
@@ -62,6 +67,7 @@ _EVENT_CLASSES = (
     ToolCallFinished,
     UsageUpdated,
     Notice,
+    PlanUpdated,
 )
 
 
@@ -118,7 +124,7 @@ class Loop:
         self.add({"role": "user", "content": user_content})
         final_text = ""
         for _ in range(self.settings.max_turns):
-            await maybe_compact(self, emit)
+            await self._compact(emit)
             done = await self._call_model(emit)
             text = text_of(done.content)
             if text.strip():
@@ -158,6 +164,23 @@ class Loop:
             )
         )
         return self._result("max_turns", final_text)
+
+    async def _compact(self, emit: Emit) -> None:
+        """Compact the history when the last call came close to the context window."""
+        compacted = await maybe_compact(
+            self.messages,
+            context_tokens=self.last_context_tokens,
+            model=self.model,
+            settings=CompactionSettings(context_window=self.context_window),
+        )
+        if compacted is None:
+            return
+        self.messages = compacted.messages
+        self.last_context_tokens = compacted.context_tokens
+        self.turn_usage = self.turn_usage + compacted.usage
+        if self.on_compaction is not None:
+            self.on_compaction(self.messages)
+        emit(self.tag(compacted.notice))
 
     def _result(self, stop_reason: str, final_text: str) -> LoopResult:
         return LoopResult(stop_reason, self.turn_usage, final_text, model_calls=self.model_calls)
@@ -289,7 +312,7 @@ class Loop:
             emit(ToolOutput(tool_id, "stderr" if stream == "stderr" else "stdout", chunk, parent))
 
         def on_event(event: Any) -> None:
-            if isinstance(event, _EVENT_CLASSES) or type(event).__name__ == "PlanUpdated":
+            if isinstance(event, _EVENT_CLASSES):
                 emit(self.tag(event))
 
         try:

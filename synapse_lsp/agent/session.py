@@ -8,6 +8,15 @@ interrupt any await: the model stream is closed, the running command is
 interrupted (cancelling the task awaiting `router.route` interrupts it), and the
 history is repaired so every `tool_use` has a `tool_result`.
 
+With a store, a session is its stored conversation's one writer (store.py): it takes
+the store's lock when it is created or resumed and releases it on `close()`. A
+session resumed while another process writes it is **read-only** (`read_only`): its
+messages and transcript can be read and replayed, and each turn first tries the
+lock again — while another process holds it the turn ends at once with
+TurnFinished("error", …) saying so; once the lock is free the session reloads what
+the other process wrote and goes on. `ChatSession.fork` continues a copy under a
+new id instead.
+
 The parts: `loop.py` (the per-turn model <-> router loop), `history.py` (message
 rules), `compaction.py`, `subagents.py` (`task:<type>`), `transcript.py` (what is
 stored for replay). Their public names are re-exported here.
@@ -37,15 +46,16 @@ from synapse_lsp.agent.history import (
     repair_history,
 )
 from synapse_lsp.agent.loop import Emit, Loop, LoopResult
+from synapse_lsp.agent.store import DEFAULT_TITLE, SessionLockedError, new_session_id
 from synapse_lsp.agent.subagents import run_subagent
 from synapse_lsp.agent.transcript import Recorder
 from synapse_lsp.commands import CommandOutput, FailureCategory
-from synapse_lsp.errors import ModelError, SessionBusyError
+from synapse_lsp.errors import ModelError, SessionBusyError, SynapseError
 from synapse_lsp.events import Event, Notice, TurnFinished, Usage, UserMessage
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.model import ModelClient
-    from synapse_lsp.agent.store import SessionStore
+    from synapse_lsp.agent.store import SessionStore, StoredSession
     from synapse_lsp.config import Settings
     from synapse_lsp.router import BashRouter
 
@@ -158,8 +168,6 @@ class ChatSession:
         workspace_root: Path | None = None,
         context_window: int = DEFAULT_CONTEXT_WINDOW,
     ) -> None:
-        from synapse_lsp.agent.store import DEFAULT_TITLE, new_session_id
-
         self.id = session_id or new_session_id()
         self.settings = settings
         self.store = store
@@ -169,6 +177,8 @@ class ChatSession:
         self._model = model
         self._owns_model = False  # a client we built ourselves is ours to close
         self._persisted = store is not None and store.exists(self.id)
+        # Set while another process writes this stored session (we are read-only).
+        self._locked: SessionLockedError | None = None
         self._busy = False
         self._worker: asyncio.Task[None] | None = None
         self._emit: Emit = _drop
@@ -199,27 +209,69 @@ class ChatSession:
         model: ModelClient | None = None,
         workspace_root: Path | None = None,
     ) -> ChatSession:
-        """A stored session made live again (SessionNotFoundError if there is none)."""
-        stored = store.load(session_id)
-        root = workspace_root
-        if root is None and stored.info.workspace:
-            root = Path(stored.info.workspace)
-        session = cls(
-            router,
-            settings,
-            model=model,
-            store=store,
-            session_id=session_id,
-            workspace_root=root,
+        """A stored session made live again (SessionNotFoundError if there is none).
+
+        It becomes the session's writer; if another process writes it, it is read-only
+        (`read_only`; see the module docstring) — never an error here."""
+        locked: SessionLockedError | None = None
+        try:
+            store.lock(session_id)  # before reading: nobody appends behind our back
+        except SessionLockedError as exc:
+            locked = exc
+        try:
+            stored = store.load(session_id)
+            root = workspace_root
+            if root is None and stored.info.workspace:
+                root = Path(stored.info.workspace)
+            session = cls(
+                router,
+                settings,
+                model=model,
+                store=store,
+                session_id=session_id,
+                workspace_root=root,
+            )
+        except BaseException:
+            if locked is None:
+                store.close(session_id)
+            raise
+        session._locked = locked
+        session._restore(stored)
+        return session
+
+    @classmethod
+    def fork(
+        cls,
+        store: SessionStore,
+        session_id: str,
+        router: BashRouter,
+        settings: Settings,
+        *,
+        model: ModelClient | None = None,
+        workspace_root: Path | None = None,
+        new_id: str | None = None,
+    ) -> ChatSession:
+        """A copy of a stored session under a new id, live and writable — the way to go on
+        with a conversation another process is writing."""
+        info = store.fork(session_id, new_id)
+        return cls.resume(
+            store, info.id, router, settings, model=model, workspace_root=workspace_root
         )
-        session.title = stored.info.title
-        session._loop.messages = repair_history(stored.messages)
-        session._loop.last_context_tokens = estimate_tokens(session._loop.messages)
-        session._transcript = list(stored.events)
+
+    def _restore(self, stored: StoredSession) -> None:
+        self.title = stored.info.title
+        self._loop.messages = repair_history(stored.messages)
+        self._loop.last_context_tokens = estimate_tokens(self._loop.messages)
+        self._transcript = list(stored.events)
+        self.usage = Usage()
         for event in stored.events:
             if isinstance(event, TurnFinished):
-                session.usage = session.usage + event.usage
-        return session
+                self.usage = self.usage + event.usage
+
+    @property
+    def read_only(self) -> bool:
+        """True while another process writes this stored session (as of the last try)."""
+        return self._locked is not None
 
     @property
     def busy(self) -> bool:
@@ -302,6 +354,11 @@ class ChatSession:
         self._emit = emit
         finished: TurnFinished
         try:
+            locked = self._claim()
+            if locked is not None:  # read-only: nothing of this turn is kept or stored
+                queue.put_nowait(TurnFinished("error", Usage(), locked.message))
+                queue.put_nowait(None)
+                return
             self._begin(text)
             content: list[dict[str, Any]] = []
             extra = context_text(context) if context is not None else None
@@ -333,9 +390,23 @@ class ChatSession:
         queue.put_nowait(finished)
         queue.put_nowait(None)
 
-    def _begin(self, text: str) -> None:
-        from synapse_lsp.agent.store import DEFAULT_TITLE
+    def _claim(self) -> SessionLockedError | None:
+        """Be the stored session's writer before the turn changes anything; the error when
+        another process is. A read-only session that gets the lock reloads the session
+        first (the other process may have added to it)."""
+        if self.store is None or not self._persisted:
+            return None  # nothing stored yet: `_begin` creates (and locks) it
+        try:
+            self.store.lock(self.id)
+        except SessionLockedError as exc:
+            self._locked = exc
+            return exc
+        if self._locked is not None:
+            self._locked = None
+            self._restore(self.store.load(self.id))
+        return None
 
+    def _begin(self, text: str) -> None:
         if self.title == DEFAULT_TITLE:
             first = next((line.strip() for line in text.splitlines() if line.strip()), "")
             if first:
@@ -353,21 +424,21 @@ class ChatSession:
         if self.store is not None and self._persisted:
             try:
                 self.store.append_event(self.id, event)
-            except OSError as exc:  # a full disk must not end the conversation
+            except (OSError, SynapseError) as exc:  # a full disk must not end the conversation
                 log.warning("cannot store event: %s", exc)
 
     def _store_message(self, message: Message) -> None:
         if self.store is not None and self._persisted:
             try:
                 self.store.append_message(self.id, message)
-            except OSError as exc:
+            except (OSError, SynapseError) as exc:
                 log.warning("cannot store message: %s", exc)
 
     def _store_compaction(self, messages: list[Message]) -> None:
         if self.store is not None and self._persisted:
             try:
                 self.store.append_compaction(self.id, messages)
-            except OSError as exc:
+            except (OSError, SynapseError) as exc:
                 log.warning("cannot store compaction: %s", exc)
 
     def _ensure_model(self) -> ModelClient:

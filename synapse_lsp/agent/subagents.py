@@ -115,10 +115,10 @@ class ExploreGate:
             return refusal
         if first == "git" and len(words) > 1 and words[1] in self.GIT_READ:
             return None if not cmdline.has_redirection(command) else refusal
-        try:
-            from synapse_lsp.summaries.titles import summarize
-        except ImportError:  # pragma: no cover - summaries are part of the package
-            return refusal
+        # Imported here, not at the top: parsing summaries load tree-sitter (~75 ms),
+        # which only an explore sub-agent needs.
+        from synapse_lsp.summaries.titles import summarize
+
         parsed = summarize(command).parsed
         if parsed and all(p.get("type") in ("read", "list_files", "search") for p in parsed):
             return None
