@@ -15,6 +15,7 @@ import stat
 import tempfile
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import unquote, urlsplit
 
 from synapse_lsp.errors import SynapseError
 
@@ -39,6 +40,27 @@ class FileGateway(Protocol):
     async def write(self, path: Path, text: str) -> None:
         """Create or fully replace `path`, creating parent directories."""
         ...
+
+
+def uri_to_path(uri: str, *, resolve: bool = True) -> Path | None:
+    """The path of a `file:` URI (percent-decoding, `localhost`), symlinks resolved unless
+    `resolve=False`; None for any other scheme (`untitled:`, `https:`...)."""
+    parts = urlsplit(uri)
+    if parts.scheme.lower() != "file":
+        return None
+    path = unquote(parts.path)
+    if parts.netloc and parts.netloc != "localhost":
+        path = f"//{parts.netloc}{path}"  # a UNC share
+    elif os.name == "nt" and len(path) > 2 and path[0] == "/" and path[2] == ":":
+        path = path[1:]  # /C:/x -> C:/x
+    if not path:
+        return None
+    return Path(os.path.realpath(path)) if resolve else Path(path)
+
+
+def path_to_uri(path: Path | str) -> str:
+    """A `file:` URI for a path (made absolute, percent-encoded as editors expect)."""
+    return Path(os.path.abspath(path)).as_uri()  # noqa: PTH100 (normalises `..`, unlike absolute())
 
 
 def content_hash(text: str) -> str:

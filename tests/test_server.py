@@ -300,15 +300,22 @@ async def test_malformed_requests_get_errors_and_the_server_lives_on(
 async def test_an_exception_in_a_handler_is_an_error_reply_and_the_next_request_works(
     ed: Editor, shared_home: Path
 ) -> None:
-    # A stored session that is not UTF-8: loading it raises inside the handler.
-    sessions = shared_home / "sessions"
-    sessions.mkdir(parents=True, exist_ok=True)
-    (sessions / "broken-1.jsonl").write_bytes(b"\xff\xfe\x00 not a session\n")
+    # A stored session whose log is a directory: loading it raises inside the handler
+    # (the store skips lines it cannot read, but not a log it cannot open).
+    broken = shared_home / "sessions" / "broken-1"
+    (broken / "events.jsonl").mkdir(parents=True, exist_ok=True)
+    header = {
+        "format": 2,
+        "id": "broken-1",
+        "title": "Broken",
+        "created_at": "2026-01-01T00:00:00Z",
+    }
+    (broken / "session.json").write_text(json.dumps(header))
     with pytest.raises(JsonRpcException) as failed:
         await ed.command("synapse.session.load", {"sessionId": "broken-1"})
     assert failed.value.code == -32603
     assert failed.value.message.startswith("synapse.session.load: internal error: ")
-    assert "UnicodeDecodeError" in failed.value.message
+    assert "IsADirectoryError" in failed.value.message
     server = ed.client._server
     assert server is not None and server.returncode is None
     ran = await ed.command("synapse.shell.run", {"command": "echo next"})

@@ -26,28 +26,36 @@ from synapse_lsp.events import (
     Usage,
     UserMessage,
 )
-from synapse_lsp.lsp.editor_files import (
+from synapse_lsp.lsp import protocol as wire
+from synapse_lsp.lsp.protocol import SessionUpdate, SessionUpdateNotification
+from synapse_lsp.lsp.text_edits import (
     apply_offset_edits,
     offset_edits,
     to_text_edits,
     utf16_units,
 )
 from synapse_lsp.lsp.updates import MAX_OUTPUT_CHUNK, UpdateStream, event_to_update
+from synapse_lsp.lsp.wire import to_wire
 from synapse_lsp.permissions import EditorPermissionGate, writes_outside
 from tests.lsp_client import apply_edits
+
+
+def _wire(update: SessionUpdate | None) -> Any:
+    assert update is not None
+    return to_wire(update)
 
 
 def test_event_to_update_shapes() -> None:
     def title(cmd: str) -> tuple[str, str, list[str]]:
         return f"Run {cmd}", "execute", ["src"]
 
-    assert event_to_update(TextDelta("hi", parent_tool_call_id="toolu_p")) == {
+    assert _wire(event_to_update(TextDelta("hi", parent_tool_call_id="toolu_p"))) == {
         "sessionUpdate": "agent_message_chunk",
         "content": {"type": "text", "text": "hi"},
         "parentToolCallId": "toolu_p",
     }
-    assert event_to_update(
-        ToolCallStarted("toolu_1", "rg x src"), summarize=title, cwd=Path("/p")
+    assert _wire(
+        event_to_update(ToolCallStarted("toolu_1", "rg x src"), summarize=title, cwd=Path("/p"))
     ) == {
         "sessionUpdate": "tool_call",
         "toolCallId": "toolu_1",
@@ -57,7 +65,7 @@ def test_event_to_update_shapes() -> None:
         "rawInput": {"command": "rg x src", "restart": False},
         "locations": [{"path": "/p/src"}],
     }
-    assert event_to_update(ToolOutput("toolu_1", "stderr", "oops\n")) == {
+    assert _wire(event_to_update(ToolOutput("toolu_1", "stderr", "oops\n"))) == {
         "sessionUpdate": "tool_call_update",
         "toolCallId": "toolu_1",
         "output": {"stream": "stderr", "text": "oops\n"},
@@ -66,7 +74,7 @@ def test_event_to_update_shapes() -> None:
         "toolu_2", "completed", 0, False, "Replaced 1", "agent", None,
         {"edit": {"kind": "edit", "path": "/p/a.py", "replacements": 1}},
     )  # fmt: skip
-    assert event_to_update(finished) == {
+    assert _wire(event_to_update(finished)) == {
         "sessionUpdate": "tool_call_update",
         "toolCallId": "toolu_2",
         "status": "completed",
@@ -80,17 +88,17 @@ def test_event_to_update_shapes() -> None:
         },
     }
     plan = PlanUpdated((PlanEntry("Fix", "in_progress"),), "why")
-    assert event_to_update(plan) == {
+    assert _wire(event_to_update(plan)) == {
         "sessionUpdate": "plan",
         "explanation": "why",
         "entries": [{"content": "Fix", "priority": "medium", "status": "in_progress"}],
     }
-    assert event_to_update(Notice("retrying", "warning")) == {
+    assert _wire(event_to_update(Notice("retrying", "warning"))) == {
         "sessionUpdate": "notice",
         "level": "warning",
         "message": "retrying",
     }
-    assert event_to_update(TurnFinished("error", Usage(1, 2, 3, 4), "no key")) == {
+    assert _wire(event_to_update(TurnFinished("error", Usage(1, 2, 3, 4), "no key"))) == {
         "sessionUpdate": "turn_finished",
         "stopReason": "error",
         "usage": {
@@ -101,28 +109,47 @@ def test_event_to_update_shapes() -> None:
         },
         "error": "no key",
     }
-    assert event_to_update(UserMessage("q")) == {
+    assert _wire(event_to_update(UserMessage("q"))) == {
         "sessionUpdate": "user_message_chunk",
         "content": {"type": "text", "text": "q"},
     }
 
 
-def _text(kind: str, text: str) -> dict[str, Any]:
-    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+def _text(text: str) -> wire.AgentMessageChunk:
+    return wire.AgentMessageChunk(content=wire.TextContent(text=text))
+
+
+def _collect(sent: list[dict[str, Any]]) -> Any:
+    """The stream's `send`: what the client receives, as JSON."""
+
+    def send(payload: SessionUpdateNotification) -> None:
+        sent.append(to_wire(payload))
+
+    return send
+
+
+def _tool_call(tool_call_id: str) -> wire.ToolCall:
+    return wire.ToolCall(
+        tool_call_id=tool_call_id,
+        title="t",
+        kind="execute",
+        raw_input=wire.RawInput(command="t", restart=False),
+        locations=[],
+    )
 
 
 async def test_stream_coalesces_text_keeps_order_and_sends_the_first_chunk_at_once() -> None:
     sent: list[dict[str, Any]] = []
-    stream = UpdateStream("s", sent.append, interval=0.05)
-    await stream.put(_text("agent_message_chunk", "a"))
+    stream = UpdateStream("s", _collect(sent), interval=0.05)
+    await stream.put(_text("a"))
     await asyncio.sleep(0)  # the pump runs: the first chunk goes out without waiting
     await asyncio.sleep(0)
     assert [u["update"]["content"]["text"] for u in sent] == ["a"]
     for ch in "bcd":
-        await stream.put(_text("agent_message_chunk", ch))
-    await stream.put({"sessionUpdate": "tool_call", "toolCallId": "t"})
+        await stream.put(_text(ch))
+    await stream.put(_tool_call("t"))
     for ch in "ef":
-        await stream.put(_text("agent_message_chunk", ch))
+        await stream.put(_text(ch))
     await stream.flush()
     updates = [u["update"] for u in sent]
     assert [u["sessionUpdate"] for u in updates] == [
@@ -136,17 +163,15 @@ async def test_stream_coalesces_text_keeps_order_and_sends_the_first_chunk_at_on
     await stream.close()
 
 
-def _output(text: str) -> dict[str, Any]:
-    return {
-        "sessionUpdate": "tool_call_update",
-        "toolCallId": "t",
-        "output": {"stream": "stdout", "text": text},
-    }
+def _output(text: str) -> wire.ToolCallUpdate:
+    return wire.ToolCallUpdate(
+        tool_call_id="t", output=wire.OutputChunk(stream="stdout", text=text)
+    )
 
 
 async def test_stream_output_chunks_are_bounded_and_complete() -> None:
     sent: list[dict[str, Any]] = []
-    stream = UpdateStream("s", sent.append)
+    stream = UpdateStream("s", _collect(sent))
     big = "".join(f"line {i} ünïcode\n" for i in range(5000))
     await stream.put(_output(big))
     for i in range(100):
@@ -166,11 +191,11 @@ async def test_stream_is_bounded_when_the_client_stops_reading() -> None:
     async def drained() -> None:
         await reading.wait()
 
-    stream = UpdateStream("s", sent.append, drained=drained, max_pending=8)
+    stream = UpdateStream("s", _collect(sent), drained=drained, max_pending=8)
 
     async def produce() -> None:
         for i in range(100):
-            await stream.put({"sessionUpdate": "tool_call", "toolCallId": str(i)})
+            await stream.put(_tool_call(str(i)))
 
     producer = asyncio.create_task(produce())
     for _ in range(20):

@@ -1,6 +1,6 @@
 """The LSP face's `FileGateway`: reads the editor's buffers, writes with `workspace/applyEdit`.
 
-`edit` becomes minimal `TextEdit`s computed against the text the editor holds
+`edit` becomes minimal `TextEdit`s (text_edits.py) computed against the text the editor holds
 (the synced document, unsaved changes included), sent as a versioned
 `TextDocumentEdit` so an editor whose buffer moved on rejects it; `write`
 becomes `CreateFile` + a full replacement. A refused edit is a `FileError`
@@ -11,19 +11,24 @@ editor's back. A client without `workspace.applyEdit` gets atomic disk writes.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import os
-import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from synapse_lsp.files import DiskFiles, FileError, atomic_write, read_disk_text
+from synapse_lsp.files import (
+    DiskFiles,
+    FileError,
+    atomic_write,
+    path_to_uri,
+    read_disk_text,
+    uri_to_path,
+)
+from synapse_lsp.lsp.text_edits import Units, end_position, offset_edits, to_text_edits, units_for
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -33,159 +38,6 @@ log = logging.getLogger(__name__)
 
 APPLY_TIMEOUT = 60.0  # the editor may show a dialog; do not hang a turn forever
 SYNC_TIMEOUT = 2.0  # how long to wait for the editor's didChange after an applied edit
-_BLOCK = 4096
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-# (start offset, end offset, new text), offsets into the old text, sorted, disjoint
-OffsetEdit = tuple[int, int, str]
-
-
-# --------------------------------------------------------------------- diffing
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i + _BLOCK <= n and a[i : i + _BLOCK] == b[i : i + _BLOCK]:
-        i += _BLOCK
-    lo, hi = i, min(i + _BLOCK, n)
-    while lo < hi:  # a[i:lo] == b[i:lo] holds; find the largest such lo
-        mid = (lo + hi + 1) // 2
-        if a[i:mid] == b[i:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _common_suffix(a: str, b: str, limit: int) -> int:
-    """Length of the common suffix, at most `limit` characters."""
-    la, lb = len(a), len(b)
-    n = min(limit, la, lb)
-    i = 0
-    while i + _BLOCK <= n and a[la - i - _BLOCK : la - i] == b[lb - i - _BLOCK : lb - i]:
-        i += _BLOCK
-    lo, hi = i, min(i + _BLOCK, n)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[la - mid : la - i] == b[lb - mid : lb - i]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _trimmed(a: str, b: str, a_start: int) -> OffsetEdit | None:
-    """One edit turning a into b (a starts at `a_start` in the document), trimmed tight."""
-    if a == b:
-        return None
-    p = _common_prefix(a, b)
-    s = _common_suffix(a, b, min(len(a), len(b)) - p)
-    return (a_start + p, a_start + len(a) - s, b[p : len(b) - s])
-
-
-def offset_edits(old: str, new: str) -> list[OffsetEdit]:
-    """Minimal-ish edits turning `old` into `new`.
-
-    Common prefix and suffix are found in C-speed slices (a 20,000-line buffer
-    costs well under a millisecond); what differs in between is diffed line by
-    line with difflib, and each changed block is trimmed to the characters that
-    differ — so `edit --all` touching ten places sends ten small edits.
-    """
-    if old == new:
-        return []
-    p = _common_prefix(old, new)
-    s = _common_suffix(old, new, min(len(old), len(new)) - p)
-    mid_old = old[p : len(old) - s]
-    mid_new = new[p : len(new) - s]
-    if mid_old.count("\n") <= 1 and mid_new.count("\n") <= 1:
-        return [_whole_crlf(old, (p, p + len(mid_old), mid_new))]
-    # Diff whole lines: widen the middle to line boundaries on both sides.
-    start = old.rfind("\n", 0, p) + 1
-    end_old = old.find("\n", len(old) - s)
-    end_old = len(old) if end_old < 0 else end_old + 1
-    tail = len(old) - end_old
-    a_lines = old[start:end_old].splitlines(keepends=True)
-    b_lines = new[start : len(new) - tail].splitlines(keepends=True)
-    a_offsets = [start]
-    for line in a_lines:
-        a_offsets.append(a_offsets[-1] + len(line))
-    import difflib
-
-    edits: list[OffsetEdit] = []
-    matcher = difflib.SequenceMatcher(None, a_lines, b_lines, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        edit = _trimmed("".join(a_lines[i1:i2]), "".join(b_lines[j1:j2]), a_offsets[i1])
-        if edit is not None:
-            edits.append(edit)
-    return [_whole_crlf(old, e) for e in edits]
-
-
-def _whole_crlf(old: str, edit: OffsetEdit) -> OffsetEdit:
-    """Never split a \\r\\n pair: a position between them does not exist in LSP."""
-    start, end, text = edit
-    if 0 < start < len(old) and old[start - 1] == "\r" and old[start] == "\n":
-        start, text = start - 1, "\r" + text
-    if 0 < end < len(old) and old[end - 1] == "\r" and old[end] == "\n":
-        end, text = end + 1, text + "\n"
-    return start, end, text
-
-
-def apply_offset_edits(old: str, edits: list[OffsetEdit]) -> str:
-    out: list[str] = []
-    pos = 0
-    for start, end, text in edits:
-        out.append(old[pos:start])
-        out.append(text)
-        pos = end
-    out.append(old[pos:])
-    return "".join(out)
-
-
-class _Positions:
-    """Offsets -> LSP positions (lines end at \\n, \\r\\n or \\r, as LSP says)."""
-
-    def __init__(self, text: str, units: Callable[[str], int]) -> None:
-        self.text = text
-        self.units = units
-        self._starts: list[int] | None = None
-        if "\r" in text:
-            self._starts = [0] + [m.end() for m in _LINE_BREAK.finditer(text)]
-        self._line = 0
-        self._pos = 0
-
-    def position(self, offset: int) -> types.Position:
-        """Offsets must be asked in increasing order."""
-        text = self.text
-        if self._starts is None:
-            self._line += text.count("\n", self._pos, offset)
-            self._pos = offset
-            line_start = text.rfind("\n", 0, offset) + 1
-        else:
-            self._line = bisect.bisect_right(self._starts, offset) - 1
-            line_start = self._starts[self._line]
-        segment = text[line_start:offset]
-        column = len(segment) if segment.isascii() else self.units(segment)
-        return types.Position(line=self._line, character=column)
-
-
-def to_text_edits(
-    old: str, edits: list[OffsetEdit], units: Callable[[str], int]
-) -> list[types.TextEdit]:
-    positions = _Positions(old, units)
-    out: list[types.TextEdit] = []
-    for start, end, text in edits:
-        begin = positions.position(start)
-        finish = positions.position(end)
-        out.append(types.TextEdit(range=types.Range(start=begin, end=finish), new_text=text))
-    return out
-
-
-def utf16_units(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
 
 # ------------------------------------------------------------------- gateway
 
@@ -215,8 +67,6 @@ class EditorFiles:
         self._shadows: dict[Path, _Shadow] = {}
         self._paths: dict[str, Path | None] = {}
         self._changed = asyncio.Event()
-        # Set for tests and benchmarks: when the last applyEdit was sent (perf_counter).
-        self.last_sent: float | None = None
 
     # -- client capabilities
 
@@ -243,28 +93,18 @@ class EditorFiles:
         create = doc_changes and any(str(getattr(o, "value", o)) == "create" for o in ops)
         return doc_changes, create
 
-    def _units(self) -> Callable[[str], int]:
+    def _units(self) -> Units:
         try:
-            codec = self._server.workspace.position_codec
+            encoding = self._server.workspace.position_encoding
         except Exception:
-            return utf16_units
-
-        def count(text: str) -> int:
-            return int(codec.client_num_units(text))
-
-        return count
+            encoding = None
+        return units_for(encoding)
 
     # -- document lookup
 
     def _path_of(self, uri: str) -> Path | None:
         if uri not in self._paths:
-            path: Path | None = None
-            if uri.startswith("file:"):
-                from pygls.uris import to_fs_path
-
-                fs = to_fs_path(uri)
-                path = Path(os.path.realpath(fs)) if fs else None
-            self._paths[uri] = path
+            self._paths[uri] = uri_to_path(uri)
         return self._paths[uri]
 
     def _document(self, path: Path) -> TextDocument | None:
@@ -364,7 +204,7 @@ class EditorFiles:
         if not edits:
             return
         text_edits = to_text_edits(current, edits, self._units())
-        uri = doc.uri if doc is not None else path.as_uri()
+        uri = doc.uri if doc is not None else path_to_uri(path)
         doc_changes, _ = self._edit_caps()
         edit: types.WorkspaceEdit
         if doc_changes:
@@ -395,7 +235,7 @@ class EditorFiles:
         if doc is not None and current is not None:
             if current == text:
                 return
-            end = to_text_edits(current, [(len(current), len(current), "")], units)[0].range.end
+            end = end_position(current, units)
             full = types.TextEdit(
                 range=types.Range(start=types.Position(line=0, character=0), end=end),
                 new_text=text,
@@ -420,7 +260,7 @@ class EditorFiles:
             # file on disk clobbers nothing the editor holds.
             atomic_write(path, text)
             return
-        uri = path.as_uri()
+        uri = path_to_uri(path)
         origin = types.Position(line=0, character=0)
         edit = types.WorkspaceEdit(
             document_changes=[
@@ -448,7 +288,6 @@ class EditorFiles:
         from pygls.exceptions import JsonRpcException
 
         params = types.ApplyWorkspaceEditParams(edit=edit, label=label)
-        self.last_sent = time.perf_counter()
         try:
             result = await asyncio.wait_for(
                 self._server.workspace_apply_edit_async(params), self._apply_timeout

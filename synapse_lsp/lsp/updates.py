@@ -17,7 +17,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+import attrs
 
 from synapse_lsp.events import (
     Event,
@@ -31,24 +32,27 @@ from synapse_lsp.events import (
     TurnFinished,
     Usage,
     UsageUpdated,
+    UserMessage,
 )
+from synapse_lsp.lsp import protocol as wire
+from synapse_lsp.lsp.protocol import SessionUpdate, SessionUpdateNotification
 
 COALESCE_INTERVAL = 0.016
 MAX_OUTPUT_CHUNK = 16 * 1024
 MAX_PENDING = 256
 
-Update = dict[str, Any]
 # (command) -> (title, kind, paths mentioned)
 Summarizer = Callable[[str], tuple[str, str, list[str]]]
+_TEXT = (wire.AgentMessageChunk, wire.AgentThoughtChunk)
 
 
-def usage_dict(usage: Usage) -> dict[str, int]:
-    return {
-        "inputTokens": usage.input_tokens,
-        "outputTokens": usage.output_tokens,
-        "cacheCreationInputTokens": usage.cache_creation_input_tokens,
-        "cacheReadInputTokens": usage.cache_read_input_tokens,
-    }
+def token_usage(usage: Usage) -> wire.TokenUsage:
+    return wire.TokenUsage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_creation_input_tokens=usage.cache_creation_input_tokens,
+        cache_read_input_tokens=usage.cache_read_input_tokens,
+    )
 
 
 def default_summarizer(command: str) -> tuple[str, str, list[str]]:
@@ -65,96 +69,83 @@ def default_summarizer(command: str) -> tuple[str, str, list[str]]:
     return summary.title, summary.kind, paths
 
 
-def user_message(text: str) -> Update:
-    return {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}}
+def user_message(text: str, parent: str | None = None) -> wire.UserMessageChunk:
+    return wire.UserMessageChunk(content=_text(text), parent_tool_call_id=parent)
 
 
 def event_to_update(
-    event: Event | Any,
+    event: Event,
     *,
     summarize: Summarizer = default_summarizer,
     cwd: Path | None = None,
-) -> Update | None:
+) -> SessionUpdate | None:
     """The ACP-shaped update for one event (None for events editors need not see)."""
-    update: Update
-    if isinstance(event, TextDelta):
-        update = {"sessionUpdate": "agent_message_chunk", "content": _text(event.text)}
-    elif isinstance(event, ThinkingDelta):
-        update = {"sessionUpdate": "agent_thought_chunk", "content": _text(event.text)}
-    elif isinstance(event, ToolCallStarted):
-        title, kind, paths = summarize(event.command)
-        locations = []
-        for p in paths:
-            path = Path(p).expanduser()
-            if not path.is_absolute() and cwd is not None:
-                path = cwd / path
-            locations.append({"path": str(path)})
-        update = {
-            "sessionUpdate": "tool_call",
-            "toolCallId": event.tool_call_id,
-            "title": title,
-            "kind": kind,
-            "status": "in_progress",
-            "rawInput": {"command": event.command, "restart": event.restart},
-            "locations": locations,
-        }
-    elif isinstance(event, ToolOutput):
-        update = {
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": event.tool_call_id,
-            "output": {"stream": event.stream, "text": event.chunk},
-        }
-    elif isinstance(event, ToolCallFinished):
-        raw: dict[str, Any] = {
-            "exitCode": event.exit_code,
-            "isError": event.is_error,
-            "layer": event.layer,
-            "category": event.category,
-        }
-        edit = event.data.get("edit") if isinstance(event.data, dict) else None
-        if isinstance(edit, dict) and "path" in edit:
-            raw["edit"] = {"path": edit["path"], "applied": not event.is_error}
-        update = {
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": event.tool_call_id,
-            "status": event.status,
-            "content": [{"type": "content", "content": _text(event.text)}],
-            "rawOutput": raw,
-        }
-    elif isinstance(event, PlanUpdated):
-        update = {
-            "sessionUpdate": "plan",
-            "explanation": event.explanation,
-            "entries": [
-                {"content": e.step, "priority": "medium", "status": e.status} for e in event.entries
-            ],
-        }
-    elif isinstance(event, UsageUpdated):
-        update = {"sessionUpdate": "usage_update", "usage": usage_dict(event.usage)}
-    elif isinstance(event, Notice):
-        update = {"sessionUpdate": "notice", "level": event.level, "message": event.message}
-    elif isinstance(event, TurnFinished):
-        update = {
-            "sessionUpdate": "turn_finished",
-            "stopReason": event.stop_reason,
-            "usage": usage_dict(event.usage),
-        }
-        if event.error is not None:
-            update["error"] = event.error
-        return update
-    elif type(event).__name__ == "UserMessage" and isinstance(getattr(event, "text", None), str):
-        # Stored user prompts (replay); the agent's event type, if it has one.
-        return user_message(event.text)
-    else:
-        return None
-    parent = getattr(event, "parent_tool_call_id", None)
-    if parent is not None:
-        update["parentToolCallId"] = parent
-    return update
+    match event:
+        case TextDelta(text=text, parent_tool_call_id=parent):
+            return wire.AgentMessageChunk(content=_text(text), parent_tool_call_id=parent)
+        case ThinkingDelta(text=text, parent_tool_call_id=parent):
+            return wire.AgentThoughtChunk(content=_text(text), parent_tool_call_id=parent)
+        case UserMessage(text=text, parent_tool_call_id=parent):
+            return user_message(text, parent)  # stored prompts, on replay
+        case ToolCallStarted():
+            title, kind, paths = summarize(event.command)
+            return wire.ToolCall(
+                tool_call_id=event.tool_call_id,
+                title=title,
+                kind=kind,
+                raw_input=wire.RawInput(command=event.command, restart=event.restart),
+                locations=[wire.Location(path=str(_located(p, cwd))) for p in paths],
+                parent_tool_call_id=event.parent_tool_call_id,
+            )
+        case ToolOutput():
+            return wire.ToolCallUpdate(
+                tool_call_id=event.tool_call_id,
+                output=wire.OutputChunk(stream=event.stream, text=event.chunk),
+                parent_tool_call_id=event.parent_tool_call_id,
+            )
+        case ToolCallFinished():
+            return wire.ToolCallUpdate(
+                tool_call_id=event.tool_call_id,
+                status=event.status,
+                content=[wire.ToolContent(content=_text(event.text))],
+                raw_output=wire.RawOutput(
+                    exit_code=event.exit_code,
+                    is_error=event.is_error,
+                    layer=event.layer,
+                    category=event.category,
+                    edit=_edit_outcome(event),
+                ),
+                parent_tool_call_id=event.parent_tool_call_id,
+            )
+        case PlanUpdated():
+            return wire.Plan(
+                explanation=event.explanation,
+                entries=[wire.PlanEntry(content=e.step, status=e.status) for e in event.entries],
+                parent_tool_call_id=event.parent_tool_call_id,
+            )
+        case UsageUpdated(usage=usage, parent_tool_call_id=parent):
+            return wire.UsageUpdate(usage=token_usage(usage), parent_tool_call_id=parent)
+        case Notice(level=level, message=message, parent_tool_call_id=parent):
+            return wire.Notice(level=level, message=message, parent_tool_call_id=parent)
+        case TurnFinished(stop_reason=reason, usage=usage, error=error):
+            return wire.TurnFinished(stop_reason=reason, usage=token_usage(usage), error=error)
+    return None
 
 
-def _text(text: str) -> dict[str, str]:
-    return {"type": "text", "text": text}
+def _text(text: str) -> wire.TextContent:
+    return wire.TextContent(text=text)
+
+
+def _located(path: str, cwd: Path | None) -> Path:
+    located = Path(path).expanduser()
+    return cwd / located if not located.is_absolute() and cwd is not None else located
+
+
+def _edit_outcome(event: ToolCallFinished) -> wire.EditOutcome | None:
+    edit = event.data.get("edit") if isinstance(event.data, dict) else None
+    if isinstance(edit, dict) and "path" in edit:
+        return wire.EditOutcome(path=str(edit["path"]), applied=not event.is_error)
+    return None
 
 
 def split_output(text: str, limit: int = MAX_OUTPUT_CHUNK) -> list[str]:
@@ -174,11 +165,29 @@ def split_output(text: str, limit: int = MAX_OUTPUT_CHUNK) -> list[str]:
 
 @dataclass
 class _Pending:
-    update: Update
+    update: SessionUpdate  # our own copy: merging mutates it
     # "text:<kind>:<parent>" or "out:<id>:<stream>:<parent>" when mergeable, else None
     merge_key: str | None
     size: int = 0
     replay: bool = False
+
+
+def _merge_key(update: SessionUpdate) -> str | None:
+    if isinstance(update, _TEXT):
+        return f"text:{update.session_update}:{update.parent_tool_call_id}"
+    if isinstance(update, wire.ToolCallUpdate) and update.output is not None:
+        output = update.output
+        return f"out:{update.tool_call_id}:{output.stream}:{update.parent_tool_call_id}"
+    return None
+
+
+def _own_copy(update: SessionUpdate) -> SessionUpdate:
+    """A copy whose text may be appended to without touching the caller's object."""
+    if isinstance(update, _TEXT):
+        return attrs.evolve(update, content=attrs.evolve(update.content))
+    if isinstance(update, wire.ToolCallUpdate) and update.output is not None:
+        return attrs.evolve(update, output=attrs.evolve(update.output))
+    return update
 
 
 class UpdateStream:
@@ -192,7 +201,7 @@ class UpdateStream:
     def __init__(
         self,
         session_id: str,
-        send: Callable[[dict[str, Any]], None],
+        send: Callable[[SessionUpdateNotification], None],
         *,
         drained: Callable[[], Awaitable[None]] | None = None,
         interval: float = COALESCE_INTERVAL,
@@ -214,45 +223,40 @@ class UpdateStream:
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
-    async def put(self, update: Update, *, replay: bool = False) -> None:
+    async def put(self, update: SessionUpdate, *, replay: bool = False) -> None:
         """Queue one update (merging text/output where allowed); waits while the queue is full."""
         if self._closed:
             return
-        kind = update.get("sessionUpdate")
-        parent = update.get("parentToolCallId")
-        merge_key: str | None = None
-        if kind in ("agent_message_chunk", "agent_thought_chunk") and not replay:
-            merge_key = f"text:{kind}:{parent}"
-        elif kind == "tool_call_update" and "output" in update and not replay:
-            merge_key = f"out:{update['toolCallId']}:{update['output']['stream']}:{parent}"
+        merge_key = None if replay else _merge_key(update)
         if merge_key is not None and self._queue and self._queue[-1].merge_key == merge_key:
             last = self._queue[-1]
-            if merge_key.startswith("text:"):
-                last.update["content"]["text"] += update["content"]["text"]
+            if isinstance(last.update, _TEXT) and isinstance(update, _TEXT):
+                last.update.content.text += update.content.text
                 return
-            text = update["output"]["text"]
-            if last.size + len(text) <= MAX_OUTPUT_CHUNK:
-                last.update["output"]["text"] += text
-                last.size += len(text)
+            if (
+                isinstance(last.update, wire.ToolCallUpdate)
+                and isinstance(update, wire.ToolCallUpdate)
+                and last.update.output is not None
+                and update.output is not None
+                and last.size + len(update.output.text) <= MAX_OUTPUT_CHUNK
+            ):
+                last.update.output.text += update.output.text
+                last.size += len(update.output.text)
                 return
-        pieces: list[Update]
-        if kind == "tool_call_update" and "output" in update:
+        pieces: list[SessionUpdate] = [update]
+        if isinstance(update, wire.ToolCallUpdate) and update.output is not None:
+            output = update.output
             pieces = [
-                {**update, "output": {**update["output"], "text": piece}}
-                for piece in split_output(update["output"]["text"])
+                attrs.evolve(update, output=attrs.evolve(output, text=piece))
+                for piece in split_output(output.text)
             ]
-        else:
-            pieces = [update]
         for piece in pieces:
             while len(self._queue) >= self._max_pending and not self._closed:
                 self._space.clear()
                 await self._space.wait()
-            size = len(piece["output"]["text"]) if "output" in piece else 0
-            if kind in ("agent_message_chunk", "agent_thought_chunk"):
-                piece = {**piece, "content": dict(piece["content"])}
-            elif "output" in piece:
-                piece = {**piece, "output": dict(piece["output"])}
-            self._queue.append(_Pending(piece, merge_key, size, replay))
+            chunk = piece.output if isinstance(piece, wire.ToolCallUpdate) else None
+            size = len(chunk.text) if chunk is not None else 0
+            self._queue.append(_Pending(_own_copy(piece), merge_key, size, replay))
             self._idle.clear()
             self._wake.set()
             self._ensure_pump()
@@ -283,9 +287,9 @@ class UpdateStream:
                 head.merge_key = None  # no more merging into what is sent
                 if is_text:
                     self._last_text = time.monotonic()
-                payload: dict[str, Any] = {"sessionId": self.session_id, "update": head.update}
-                if head.replay:
-                    payload["replay"] = True
+                payload = SessionUpdateNotification(
+                    session_id=self.session_id, update=head.update, replay=head.replay
+                )
                 try:
                     self._send(payload)
                 except Exception as exc:  # a broken transport must not kill the turn

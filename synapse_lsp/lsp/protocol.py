@@ -1,0 +1,445 @@
+"""The Synapse protocol at the LSP boundary, as types (docs/protocol.md is the prose).
+
+Every `workspace/executeCommand` command has a `*Params` class (its one object
+argument) and a `*Result` class; every `synapse/sessionUpdate` kind has one
+class. They are attrs classes converted by the cattrs converter pygls already
+uses (lsprotocol's: camelCase keys on the wire), with the strict structuring
+and explicit omission rules of `wire.py`: a field is on the wire (null
+included) unless it is declared `omitted()`. Handlers get typed params and
+return typed results; a bad argument never reaches them (InvalidParams naming
+the field).
+
+`PROTOCOL_VERSION` changes when a change would break a client built for the
+previous one; both clients check it (`initialize` result:
+`capabilities.experimental.synapse.protocolVersion`).
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any, Literal, TypeAlias
+
+import attrs
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+
+from synapse_lsp.lsp.wire import ArgumentError, Wire, camel, kind, omitted
+
+PROTOCOL_VERSION = 1
+"""Bumped on any change a client built for the previous version would misread."""
+
+SESSION_UPDATE = "synapse/sessionUpdate"  # the one notification, server -> client
+
+SESSION_NEW = "synapse.session.new"
+SESSION_LIST = "synapse.session.list"
+SESSION_LOAD = "synapse.session.load"
+SESSION_DELETE = "synapse.session.delete"
+SESSION_PROMPT = "synapse.session.prompt"
+SESSION_CANCEL = "synapse.session.cancel"
+SHELL_RUN = "synapse.shell.run"
+SHELL_RESTART = "synapse.shell.restart"
+TOOLS_SEARCH = "synapse.tools.search"
+TOOLS_REFRESH = "synapse.tools.refresh"
+STATUS = "synapse.status"
+
+REQUEST_FAILED = -32803
+INTERNAL_ERROR = -32603
+
+
+def invalid(message: str) -> JsonRpcInvalidParams:
+    return JsonRpcInvalidParams(message)
+
+
+def request_failed(message: str, reason: str) -> JsonRpcException:
+    """`RequestFailed` with `data.reason` (`session_busy`, `error`) for clients to branch on."""
+    return JsonRpcException(message, code=REQUEST_FAILED, data={"reason": reason})
+
+
+def _positive(_instance: Any, attribute: attrs.Attribute[Any], value: float | None) -> None:
+    if value is not None and value <= 0:
+        raise ArgumentError((camel(attribute.name),), "must be a positive number")
+
+
+# ------------------------------------------------------------- shared parts
+
+
+@attrs.define(kw_only=True)
+class TokenUsage(Wire):
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+
+
+@attrs.define(kw_only=True)
+class TextContent(Wire):
+    type: Literal["text"] = "text"
+    text: str
+
+
+StopReason: TypeAlias = Literal[
+    "end_turn", "max_tokens", "max_turns", "cancelled", "refusal", "error"
+]
+
+# ---------------------------------------------------------------- commands
+
+
+@attrs.define(kw_only=True)
+class SessionNewParams(Wire):
+    workspace_uri: str | None = None
+
+
+@attrs.define(kw_only=True)
+class SessionNewResult(Wire):
+    session_id: str
+    workspace_uri: str
+    title: str
+
+
+@attrs.define(kw_only=True)
+class SessionListParams(Wire):
+    workspace_uri: str | None = None  # without it: sessions of every workspace
+
+
+@attrs.define(kw_only=True)
+class SessionInfo(Wire):
+    session_id: str
+    title: str
+    workspace_uri: str | None
+    created_at: str
+    updated_at: str
+    busy: bool
+
+
+@attrs.define(kw_only=True)
+class SessionListResult(Wire):
+    sessions: list[SessionInfo]  # newest first
+
+
+@attrs.define(kw_only=True)
+class SessionLoadParams(Wire):
+    session_id: str
+    workspace_uri: str | None = None  # only when the session's folder is not open
+
+
+@attrs.define(kw_only=True)
+class SessionLoadResult(Wire):
+    session_id: str
+    title: str
+    workspace_uri: str
+
+
+@attrs.define(kw_only=True)
+class SessionDeleteParams(Wire):
+    session_id: str
+
+
+@attrs.define(kw_only=True)
+class SessionDeleteResult(Wire):
+    deleted: bool
+
+
+@attrs.define(kw_only=True)
+class Selection(Wire):
+    uri: str
+    range: lsp.Range
+    text: str = ""
+
+
+@attrs.define(kw_only=True)
+class PromptContext(Wire):
+    """What the editor shows; every field optional."""
+
+    active_file: str | None = None
+    selection: Selection | None = None
+    open_files: list[str] = attrs.Factory(list)
+
+
+@attrs.define(kw_only=True)
+class SessionPromptParams(Wire):
+    session_id: str
+    text: str
+    context: PromptContext | None = None
+
+
+@attrs.define(kw_only=True)
+class SessionPromptResult(Wire):
+    stop_reason: StopReason
+    usage: TokenUsage
+    error: str | None = omitted()  # only with stop_reason "error"
+
+
+@attrs.define(kw_only=True)
+class SessionCancelParams(Wire):
+    session_id: str
+
+
+@attrs.define(kw_only=True)
+class SessionCancelResult(Wire):
+    cancelled: bool  # false when no turn was running
+
+
+@attrs.define(kw_only=True)
+class ShellRunParams(Wire):
+    command: str
+    workspace_uri: str | None = None
+    timeout: float | None = attrs.field(default=None, validator=_positive)  # seconds
+
+
+@attrs.define(kw_only=True)
+class ShellRunResult(Wire):
+    exit_code: int
+    stdout: str
+    stderr: str
+    is_error: bool
+    layer: str
+    category: str | None
+    text: str  # what a model would have seen
+
+
+@attrs.define(kw_only=True)
+class ShellRestartParams(Wire):
+    workspace_uri: str | None = None
+    session_id: str | None = None  # that session's shell instead of the folder's
+
+
+@attrs.define(kw_only=True)
+class ShellRestartResult(Wire):
+    restarted: bool
+
+
+@attrs.define(kw_only=True)
+class ToolsSearchParams(Wire):
+    workspace_uri: str | None = None
+    query: str = ""  # a keyword or a regular expression
+    type: Literal["mcp", "skill"] | None = None
+
+
+@attrs.define(kw_only=True)
+class ToolInfo(Wire):
+    name: str
+    type: str
+    summary: str
+    usage: str
+
+
+@attrs.define(kw_only=True)
+class ToolsSearchResult(Wire):
+    tools: list[ToolInfo]
+
+
+@attrs.define(kw_only=True)
+class ToolsRefreshParams(Wire):
+    workspace_uri: str | None = None
+    what: Literal["mcp", "skills", "all"] = "all"
+
+
+@attrs.define(kw_only=True)
+class ToolsRefreshResult(Wire):
+    tools: int
+    errors: list[str]
+
+
+@attrs.define(kw_only=True)
+class StatusParams(Wire):
+    pass
+
+
+@attrs.define(kw_only=True)
+class WorkspaceStatus(Wire):
+    uri: str
+    sessions: int
+    busy_sessions: int
+    tools: int
+
+
+@attrs.define(kw_only=True)
+class StatusResult(Wire):
+    version: str
+    model: str
+    max_tokens: int
+    thinking_budget: int
+    api_key: bool  # whether a key is set, never the key
+    workspaces: list[WorkspaceStatus]
+
+
+@attrs.frozen
+class Command:
+    name: str
+    params: type[Wire]
+    result: type[Wire]
+
+
+COMMANDS: dict[str, Command] = {
+    c.name: c
+    for c in (
+        Command(SESSION_NEW, SessionNewParams, SessionNewResult),
+        Command(SESSION_LIST, SessionListParams, SessionListResult),
+        Command(SESSION_LOAD, SessionLoadParams, SessionLoadResult),
+        Command(SESSION_DELETE, SessionDeleteParams, SessionDeleteResult),
+        Command(SESSION_PROMPT, SessionPromptParams, SessionPromptResult),
+        Command(SESSION_CANCEL, SessionCancelParams, SessionCancelResult),
+        Command(SHELL_RUN, ShellRunParams, ShellRunResult),
+        Command(SHELL_RESTART, ShellRestartParams, ShellRestartResult),
+        Command(TOOLS_SEARCH, ToolsSearchParams, ToolsSearchResult),
+        Command(TOOLS_REFRESH, ToolsRefreshParams, ToolsRefreshResult),
+        Command(STATUS, StatusParams, StatusResult),
+    )
+}
+
+# ---------------------------------------------------------- session updates
+
+
+@attrs.define(kw_only=True)
+class UserMessageChunk(Wire):
+    session_update: Literal["user_message_chunk"] = kind("user_message_chunk")
+    content: TextContent
+    parent_tool_call_id: str | None = omitted()
+
+
+@attrs.define(kw_only=True)
+class AgentMessageChunk(Wire):
+    session_update: Literal["agent_message_chunk"] = kind("agent_message_chunk")
+    content: TextContent
+    parent_tool_call_id: str | None = omitted()
+
+
+@attrs.define(kw_only=True)
+class AgentThoughtChunk(Wire):
+    session_update: Literal["agent_thought_chunk"] = kind("agent_thought_chunk")
+    content: TextContent
+    parent_tool_call_id: str | None = omitted()
+
+
+@attrs.define(kw_only=True)
+class RawInput(Wire):
+    command: str
+    restart: bool
+
+
+@attrs.define(kw_only=True)
+class Location(Wire):
+    path: str
+
+
+@attrs.define(kw_only=True)
+class ToolCall(Wire):
+    """A Bash call starts; `title` and `kind` come from the command summary."""
+
+    session_update: Literal["tool_call"] = kind("tool_call")
+    tool_call_id: str
+    title: str
+    kind: str  # read, edit, delete, move, search, execute, think, fetch, other
+    status: Literal["in_progress"] = "in_progress"
+    raw_input: RawInput
+    locations: list[Location]
+    parent_tool_call_id: str | None = omitted()
+
+
+@attrs.define(kw_only=True)
+class OutputChunk(Wire):
+    stream: Literal["stdout", "stderr"]
+    text: str
+
+
+@attrs.define(kw_only=True)
+class ToolContent(Wire):
+    type: Literal["content"] = "content"
+    content: TextContent
+
+
+@attrs.define(kw_only=True)
+class EditOutcome(Wire):
+    path: str
+    applied: bool
+
+
+@attrs.define(kw_only=True)
+class RawOutput(Wire):
+    exit_code: int | None
+    is_error: bool
+    layer: str | None
+    category: str | None
+    edit: EditOutcome | None = omitted()  # for `edit`/`write`
+
+
+@attrs.define(kw_only=True)
+class ToolCallUpdate(Wire):
+    """Live output (`output`) or the end of the call (`status`, `content`, `rawOutput`)."""
+
+    session_update: Literal["tool_call_update"] = kind("tool_call_update")
+    tool_call_id: str
+    status: Literal["completed", "failed", "cancelled"] | None = omitted()
+    content: list[ToolContent] | None = omitted()
+    raw_output: RawOutput | None = omitted()
+    output: OutputChunk | None = omitted()
+    parent_tool_call_id: str | None = omitted()
+
+
+@attrs.define(kw_only=True)
+class PlanEntry(Wire):
+    content: str
+    priority: Literal["high", "medium", "low"] = "medium"
+    status: Literal["pending", "in_progress", "completed"]
+
+
+@attrs.define(kw_only=True)
+class Plan(Wire):
+    """The whole plan each time (replace, don't merge)."""
+
+    session_update: Literal["plan"] = kind("plan")
+    explanation: str | None
+    entries: list[PlanEntry]
+    parent_tool_call_id: str | None = omitted()
+
+
+@attrs.define(kw_only=True)
+class UsageUpdate(Wire):
+    session_update: Literal["usage_update"] = kind("usage_update")
+    usage: TokenUsage  # totals for the turn so far
+    parent_tool_call_id: str | None = omitted()
+
+
+@attrs.define(kw_only=True)
+class Notice(Wire):
+    session_update: Literal["notice"] = kind("notice")
+    level: Literal["info", "warning", "error"]
+    message: str
+    parent_tool_call_id: str | None = omitted()
+
+
+@attrs.define(kw_only=True)
+class TurnFinished(Wire):
+    """The prompt result again, for clients that did not keep the request (and replay)."""
+
+    session_update: Literal["turn_finished"] = kind("turn_finished")
+    stop_reason: StopReason
+    usage: TokenUsage
+    error: str | None = omitted()
+
+
+SessionUpdate: TypeAlias = (
+    UserMessageChunk
+    | AgentMessageChunk
+    | AgentThoughtChunk
+    | ToolCall
+    | ToolCallUpdate
+    | Plan
+    | UsageUpdate
+    | Notice
+    | TurnFinished
+)
+
+UPDATE_KINDS: dict[str, type[Wire]] = {
+    str(attrs.fields_dict(cls)["session_update"].default): cls
+    for cls in typing.get_args(SessionUpdate)
+}
+
+
+@attrs.define(kw_only=True)
+class SessionUpdateNotification(Wire):
+    """The params of `synapse/sessionUpdate`."""
+
+    session_id: str
+    update: SessionUpdate
+    replay: bool = omitted(False)  # true while synapse.session.load replays history

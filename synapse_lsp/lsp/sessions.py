@@ -1,0 +1,294 @@
+"""The chat sessions an LSP server holds live: create, list, load (with replay), delete,
+run a prompt turn streaming its updates, cancel.
+
+Each session lives in one workspace folder (`WorkspaceContext.sessions`) and is
+indexed here by id; stored sessions (`$SYNAPSE_HOME/sessions/`) become live on
+`load`. The agent, the store and the update stream are imported on first use,
+never before `initialize` answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pygls.exceptions import JsonRpcInvalidParams
+
+from synapse_lsp.config import Settings
+from synapse_lsp.files import path_to_uri
+from synapse_lsp.lsp.protocol import SessionInfo, invalid, request_failed
+from synapse_lsp.lsp.workspace import LiveSession, WorkspaceContext
+
+if TYPE_CHECKING:
+    from synapse_lsp.agent.session import ChatSession, TurnContext
+    from synapse_lsp.agent.store import SessionStore
+    from synapse_lsp.events import TurnFinished
+    from synapse_lsp.lsp.updates import UpdateStream
+    from synapse_lsp.router import BashRouter
+
+log = logging.getLogger(__name__)
+
+
+class Folders(Protocol):
+    """How sessions find the workspace folder they belong to (the server's folders)."""
+
+    def workspace_for(self, uri: str | None, command: str) -> WorkspaceContext: ...
+
+    def find_workspace(self, where: str | None) -> WorkspaceContext | None: ...
+
+
+def title_of(live: LiveSession) -> str:
+    title = getattr(live.chat, "title", None)
+    return title if isinstance(title, str) and title else "New chat"
+
+
+def as_uri(where: str | None) -> str | None:
+    """A stored workspace (a path or a URI) as a URI; anything else unchanged."""
+    if where is None or "://" in where or where.startswith("file:"):
+        return where
+    return path_to_uri(where) if Path(where).is_absolute() else where
+
+
+class ChatSessions:
+    """The live chat sessions of one server, by id, and the store they persist to."""
+
+    def __init__(
+        self,
+        *,
+        settings: Callable[[], Settings],
+        folders: Folders,
+        stream: Callable[[str], UpdateStream],
+        warmed: Callable[[str], Awaitable[None]],
+    ) -> None:
+        self._settings = settings
+        self._folders = folders
+        self._stream = stream
+        self._warmed = warmed
+        self._store: SessionStore | None = None
+        self.live: dict[str, LiveSession] = {}
+
+    @property
+    def store(self) -> SessionStore:
+        root = self._settings().synapse_home / "sessions"
+        if self._store is None or self._store.root != root:
+            from synapse_lsp.agent.store import SessionStore
+
+            self._store = SessionStore(root)
+        return self._store
+
+    def get(self, session_id: str, command: str) -> LiveSession:
+        live = self.live.get(session_id)
+        if live is None:
+            raise invalid(
+                f"{command}: unknown sessionId {session_id!r} "
+                "(create one with synapse.session.new or load it with synapse.session.load)"
+            )
+        return live
+
+    async def _add(
+        self, ws: WorkspaceContext, make_chat: Callable[[BashRouter], ChatSession]
+    ) -> LiveSession:
+        tools = await ws.session_tools()
+        try:
+            chat = make_chat(tools.router)
+        except BaseException:
+            await tools.shell.close()
+            raise
+        live = LiveSession(
+            chat=chat,
+            workspace=ws,
+            shell=tools.shell,
+            gate=tools.gate,
+            stream=self._stream(chat.id),
+            router=tools.router,
+        )
+        from synapse_lsp.agent.store import now_iso
+
+        live.extra["created"] = now_iso()
+        ws.sessions[chat.id] = live
+        self.live[chat.id] = live
+        return live
+
+    async def new(self, ws: WorkspaceContext) -> LiveSession:
+        from synapse_lsp.agent.session import ChatSession
+
+        settings, store = self._settings(), self.store
+        return await self._add(
+            ws,
+            lambda router: ChatSession(router, settings, store=store, workspace_root=ws.root),
+        )
+
+    def list(self, ws: WorkspaceContext | None) -> list[SessionInfo]:
+        """Stored and live sessions (of `ws`, else of every folder), newest first."""
+        rows: dict[str, SessionInfo] = {}
+        try:
+            infos = self.store.list()
+        except Exception as exc:
+            log.warning("listing sessions: %s", exc)
+            infos = []
+        for info in infos:
+            row_ws = self._folders.find_workspace(info.workspace)
+            if ws is not None and row_ws is not ws:
+                continue
+            live = self.live.get(info.id)
+            rows[info.id] = SessionInfo(
+                session_id=info.id,
+                title=info.title,
+                workspace_uri=row_ws.uri if row_ws is not None else as_uri(info.workspace),
+                created_at=info.created_at,
+                updated_at=info.updated_at,
+                busy=bool(live is not None and live.busy),
+            )
+        for sid, live in self.live.items():
+            if sid in rows or (ws is not None and live.workspace is not ws):
+                continue
+            created = str(live.extra.get("created", ""))
+            rows[sid] = SessionInfo(
+                session_id=sid,
+                title=title_of(live),
+                workspace_uri=live.workspace.uri,
+                created_at=created,
+                updated_at=created,
+                busy=live.busy,
+            )
+        ordered = sorted(rows.values(), key=lambda r: (r.updated_at, r.session_id))
+        return list(reversed(ordered))
+
+    async def load(self, session_id: str, workspace_uri: str | None, command: str) -> LiveSession:
+        """Make a stored session live (if it is not) and replay its history to the client."""
+        live = self.live.get(session_id)
+        if live is None:
+            live = await self._resume(session_id, workspace_uri, command)
+        from synapse_lsp.lsp.updates import event_to_update
+
+        for event in live.chat.transcript():
+            update = event_to_update(event)
+            if update is not None:
+                await live.stream.put(update, replay=True)
+        await live.stream.flush()
+        return live
+
+    async def _resume(self, session_id: str, uri: str | None, command: str) -> LiveSession:
+        from synapse_lsp.agent.session import ChatSession
+        from synapse_lsp.agent.store import SessionNotFoundError
+
+        store = self.store
+        try:
+            info = store.info(session_id)
+        except (SessionNotFoundError, FileNotFoundError):
+            raise invalid(f"{command}: unknown sessionId {session_id!r}") from None
+        ws = self._folders.find_workspace(info.workspace)
+        if ws is None:
+            try:
+                ws = self._folders.workspace_for(uri, command)
+            except JsonRpcInvalidParams:
+                if uri is not None:
+                    raise
+                raise invalid(
+                    f"{command}: the session's folder {info.workspace!r} is not open; "
+                    "pass `workspaceUri` to load it into another folder"
+                ) from None
+        settings, root = self._settings(), ws.root
+        return await self._add(
+            ws,
+            lambda router: ChatSession.resume(
+                store, session_id, router, settings, workspace_root=root
+            ),
+        )
+
+    async def delete(self, session_id: str, command: str) -> None:
+        """Cancel a running turn, close the live session and remove it from the store."""
+        live = self.live.pop(session_id, None)
+        if live is not None:
+            live.workspace.sessions.pop(session_id, None)
+            await live.close()
+        from synapse_lsp.agent.store import SessionNotFoundError
+
+        try:
+            self.store.delete(session_id)
+        except (SessionNotFoundError, FileNotFoundError):
+            if live is None:
+                raise invalid(f"{command}: unknown sessionId {session_id!r}") from None
+
+    async def prompt(
+        self,
+        session_id: str,
+        text: str,
+        context: TurnContext | None,
+        *,
+        request_id: Any,
+        command: str,
+    ) -> TurnFinished | None:
+        """Run one turn, streaming its updates; resolves after they are flushed."""
+        self.get(session_id, command)
+        # The model SDK may still be importing in the background: wait for it here,
+        # off the event loop, rather than import it again on the loop's thread.
+        await self._warmed("sdk")
+        live = self.get(session_id, command)
+        if live.turn is not None or live.busy:
+            raise request_failed(
+                f"session {session_id} is already running a turn; wait for it to end or "
+                "cancel it (synapse.session.cancel)",
+                "session_busy",
+            )
+        from synapse_lsp.errors import SessionBusyError
+        from synapse_lsp.events import TurnFinished
+        from synapse_lsp.lsp.updates import event_to_update, user_message
+
+        live.turn = asyncio.current_task()
+        live.prompt_id = request_id
+        finished: TurnFinished | None = None
+        try:
+            events = live.chat.run_turn(text, context)
+        except SessionBusyError as exc:
+            live.turn = None
+            live.prompt_id = None
+            raise request_failed(str(exc), "session_busy") from None
+        try:
+            await live.stream.put(user_message(text))
+            async for event in events:
+                update = event_to_update(event, cwd=live.shell.cwd)
+                if update is not None:
+                    await live.stream.put(update)
+                if isinstance(event, TurnFinished):
+                    finished = event
+            await live.stream.flush()
+        except SessionBusyError as exc:
+            raise request_failed(str(exc), "session_busy") from None
+        except asyncio.CancelledError:
+            # Shutdown (or the loop ending): stop the turn, keep its history consistent.
+            with contextlib.suppress(Exception):
+                live.chat.cancel()
+            raise
+        finally:
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                with contextlib.suppress(BaseException):
+                    await close()
+            live.turn = None
+            live.prompt_id = None
+        return finished
+
+    def cancel(self, session_id: str, command: str) -> bool:
+        """Cancel the running turn; False when none was running."""
+        live = self.get(session_id, command)
+        running = live.turn is not None or live.busy
+        if running:
+            live.chat.cancel()
+        return running
+
+    def request_cancelled(self, request_id: Any) -> None:
+        """`$/cancelRequest`: a cancelled prompt request cancels its turn."""
+        for live in self.live.values():
+            if live.prompt_id is not None and live.prompt_id == request_id:
+                with contextlib.suppress(Exception):
+                    live.chat.cancel()
+
+    def forget(self, ws: WorkspaceContext) -> None:
+        """The folder is going away (it closes its own sessions)."""
+        for sid in list(ws.sessions):
+            self.live.pop(sid, None)
