@@ -141,3 +141,30 @@ async def test_each_limit_changed_in_the_editor_applies_to_the_next_command(
         ed.answer = "Deny"
         denied = await run("echo hi")
         assert denied["exitCode"] == 126 and len(ed.asks) == 1
+
+
+async def test_model_settings_changed_mid_session_apply_to_its_next_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from synapse_lsp.agent.fakeapi import FakeAnthropic
+    from synapse_lsp.agent.session import ChatSession
+
+    live = LiveSettings({"SYNAPSE_HOME": str(tmp_path / "home"), "SYNAPSE_MODEL": "first"})
+    workspace = Workspace(tmp_path, live, extensions=False)
+    async with FakeAnthropic([]) as api:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-live-settings")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
+        api.add("one", "two")
+        tools = await workspace.session_tools()
+        session = ChatSession(tools.router, live)
+        try:
+            [e async for e in session.run_turn("hi")]
+            live.set_face({"model": "second", "maxTokens": 5000, "thinkingBudget": 2048})
+            [e async for e in session.run_turn("again")]
+        finally:
+            await session.close()
+            await workspace.close()
+        first, second = api.message_requests
+        assert (first["model"], first["max_tokens"], first.get("thinking")) == ("first", 8192, None)
+        assert (second["model"], second["max_tokens"]) == ("second", 5000)
+        assert second["thinking"] == {"type": "enabled", "budget_tokens": 2048}

@@ -35,6 +35,7 @@ from synapse_lsp.agent.history import (
 )
 from synapse_lsp.agent.model import StreamDone, StreamRetry, StreamText, StreamThinking
 from synapse_lsp.commands import FailureCategory
+from synapse_lsp.config import as_source
 from synapse_lsp.errors import ModelError
 from synapse_lsp.events import (
     Event,
@@ -51,7 +52,7 @@ from synapse_lsp.events import (
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.model import ModelClient
-    from synapse_lsp.config import Settings
+    from synapse_lsp.config import Settings, SettingsSource
     from synapse_lsp.router import BashRouter
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ class Loop:
         self,
         *,
         router: BashRouter,
-        settings: Settings,
+        settings: Settings | SettingsSource,
         model: Callable[[], ModelClient],
         system: Callable[[], list[dict[str, Any]]],
         parent_tool_call_id: str | None = None,
@@ -96,7 +97,7 @@ class Loop:
         on_compaction: Callable[[list[Message]], None] | None = None,
     ) -> None:
         self.router = router
-        self.settings = settings
+        self.settings_source = as_source(settings)
         self.model = model
         self._system = system
         self.parent = parent_tool_call_id
@@ -118,6 +119,11 @@ class Loop:
         if self.parent is not None and getattr(event, "parent_tool_call_id", "") is None:
             return dataclasses.replace(event, parent_tool_call_id=self.parent)  # type: ignore[arg-type]
         return event
+
+    @property
+    def settings(self) -> Settings:
+        """The live settings: a changed `maxTurns` applies from the next model call."""
+        return self.settings_source()
 
     async def run(self, user_content: list[dict[str, Any]], emit: Emit) -> LoopResult:
         self.turn_usage = Usage()

@@ -50,13 +50,14 @@ from synapse_lsp.agent.store import DEFAULT_TITLE, SessionLockedError, new_sessi
 from synapse_lsp.agent.subagents import run_subagent
 from synapse_lsp.agent.transcript import Recorder
 from synapse_lsp.commands import CommandOutput, FailureCategory
+from synapse_lsp.config import as_source
 from synapse_lsp.errors import ModelError, SessionBusyError, SynapseError
 from synapse_lsp.events import Event, Notice, TurnFinished, Usage, UserMessage
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.model import ModelClient
     from synapse_lsp.agent.store import SessionStore, StoredSession
-    from synapse_lsp.config import Settings
+    from synapse_lsp.config import Settings, SettingsSource
     from synapse_lsp.router import BashRouter
 
 __all__ = [
@@ -160,7 +161,7 @@ class ChatSession:
     def __init__(
         self,
         router: BashRouter,
-        settings: Settings,
+        settings: Settings | SettingsSource,
         *,
         model: ModelClient | None = None,
         store: SessionStore | None = None,
@@ -169,7 +170,7 @@ class ChatSession:
         context_window: int = DEFAULT_CONTEXT_WINDOW,
     ) -> None:
         self.id = session_id or new_session_id()
-        self.settings = settings
+        self.settings_source = as_source(settings)
         self.store = store
         self.workspace_root = workspace_root
         self.title = DEFAULT_TITLE
@@ -188,13 +189,17 @@ class ChatSession:
         self.router = router.derive(subagent=self._run_subagent, in_subagent=False)
         self._loop = Loop(
             router=self.router,
-            settings=settings,
+            settings=self.settings_source,
             model=self._ensure_model,
             system=self._system,
             context_window=context_window,
             on_message=self._store_message,
             on_compaction=self._store_compaction,
         )
+
+    @property
+    def settings(self) -> Settings:
+        return self.settings_source()
 
     # ------------------------------------------------------------ public API
 
@@ -442,11 +447,18 @@ class ChatSession:
                 log.warning("cannot store compaction: %s", exc)
 
     def _ensure_model(self) -> ModelClient:
+        settings = self.settings
         if self._model is None:
             from synapse_lsp.agent.model import ModelClient
 
-            self._model = ModelClient.from_settings(self.settings)
+            self._model = ModelClient.from_settings(settings)
             self._owns_model = True
+        elif self._owns_model:
+            # Live settings: the next call uses the model, output limit and thinking
+            # budget the user has just set (endpoint and key stay those of the client).
+            self._model.model = settings.model
+            self._model.max_tokens = settings.max_tokens
+            self._model.thinking_budget = settings.thinking_budget or None
         return self._model
 
     def _system(self, task_type: str | None = None) -> list[dict[str, Any]]:

@@ -37,7 +37,7 @@ async def run_subagent(
         changes["permission"] = ExploreGate(parent.router.permission)
     child = Loop(
         router=parent.router.derive(**changes),
-        settings=parent.settings,
+        settings=parent.settings_source,
         model=model,
         system=lambda: system,
         parent_tool_call_id=parent.current_tool_call_id,

@@ -164,7 +164,7 @@ class Runtime:
 
         assert self.router is not None
         self.session = ChatSession(
-            self.router, self.settings(), model=self.model, store=self.store,
+            self.router, self.settings, model=self.model, store=self.store,
             workspace_root=self.cwd,
         )  # fmt: skip
         return self.session
@@ -174,7 +174,7 @@ class Runtime:
 
         assert self.router is not None
         self.session = ChatSession.resume(
-            self.store, session_id, self.router, self.settings(), model=self.model,
+            self.store, session_id, self.router, self.settings, model=self.model,
             workspace_root=self.cwd,
         )  # fmt: skip
         return self.session
