@@ -264,3 +264,25 @@ def test_model_settings_from_environment_and_flags_and_thinking_shown(
     assert p4.returncode == 2 and "$SYNAPSE_MAX_TOKENS: expected a whole number" in p4.stderr
     assert p5.returncode == 2 and "at least 1024" in p5.stderr
     assert len(bodies[0]) == 1  # the bad runs never reached a model
+
+
+def test_slash_commands_and_an_unknown_resume_keeps_the_current_session(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """Slash commands come from the one table (case-insensitive, aliases); `/resume` of
+    an unknown id says so and the next prompt still goes to the current session."""
+    script: list[Any] = [{"text": "first answer"}, {"text": "second answer"}]
+    with FakeApiProcess(script, tmp_path / "api") as api:
+        env = home_env(tmp_path / "home", api.env())
+        lines = "hello\n/RESUME no-such-session\n/H\nstill here?\n/Q\n"
+        proc = finish(spawn([], env, workdir, stdin=lines))
+        bodies = api.message_bodies()
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "no session 'no-such-session'" in proc.stdout and "current session goes on" in proc.stdout
+    )
+    assert "/resume ID" in proc.stdout and "(also /h, /?)" in proc.stdout
+    assert len(bodies) == 2
+    sent = bodies[1]["messages"]  # the second prompt continues the first session
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[-1]["content"][-1]["text"] == "still here?"

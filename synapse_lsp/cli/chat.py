@@ -44,6 +44,10 @@ DEMO_BANNER = (
     "Offline demo model: no ANTHROPIC_API_KEY is set, so a scripted stand-in answers "
     "(it runs `ls` to show the tool loop). Set ANTHROPIC_API_KEY to talk to Claude."
 )
+READ_ONLY_NOTE = (
+    "This session is open for writing in another Synapse process: it is read-only here "
+    "until that process closes it."
+)
 EXIT_CODES = {"end_turn": 0, "cancelled": 130}
 
 
@@ -133,7 +137,8 @@ class Runtime:
         self.store.info(session_id)  # an unknown id raises here: the current session stays
         if self.session is not None:
             await self.session.close()
-        return self.resume_now(session_id).title
+        session = self.resume_now(session_id)
+        return session.title + (f"\n{READ_ONLY_NOTE}" if session.read_only else "")
 
     def request_exit(self) -> None:
         self.exit_requested = True
@@ -420,7 +425,8 @@ def main(argv: list[str]) -> int:
         try:
             loop.run_until_complete(runtime.start(demo=args.demo, allow_demo_fallback=not one_shot))
             if args.resume:
-                runtime.resume_now(args.resume)
+                if runtime.resume_now(args.resume).read_only:
+                    runtime.notes.append(READ_ONLY_NOTE)
             else:
                 runtime.new_session_now()
         except SynapseError as exc:
