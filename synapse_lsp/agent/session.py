@@ -31,7 +31,6 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
 from synapse_lsp.agent import prompts
 from synapse_lsp.agent.compaction import COMPACT_RATIO, DEFAULT_CONTEXT_WINDOW, KEEP_RECENT_TURNS
@@ -53,6 +52,7 @@ from synapse_lsp.commands import CommandOutput, FailureCategory
 from synapse_lsp.config import as_source
 from synapse_lsp.errors import ModelError, SessionBusyError, SynapseError
 from synapse_lsp.events import Event, Notice, TurnFinished, Usage, UserMessage
+from synapse_lsp.files import uri_to_path
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.model import ModelClient
@@ -106,9 +106,8 @@ class TurnContext:
 
 
 def _uri_to_path(uri: str) -> str:
-    if uri.startswith("file://"):
-        return unquote(urlparse(uri).path)
-    return uri
+    path = uri_to_path(uri, resolve=False)
+    return uri if path is None else str(path)
 
 
 def context_text(context: TurnContext) -> str | None:
