@@ -177,8 +177,10 @@ async def editor(
     env: dict[str, str] | None = None,
     capabilities: str = "visual-studio-code",
     configuration: dict[str, Any] | None = None,
+    position_encodings: list[str] | None = None,
 ) -> AsyncIterator[Editor]:
-    """Start `python -m synapse_lsp` and initialize it with `folders`."""
+    """Start `python -m synapse_lsp` and initialize it with `folders` (`position_encodings`:
+    what the client offers; the test client itself applies edits in UTF-16)."""
     client = pytest_lsp.make_test_lsp_client()
     if configuration is not None:
         client.set_configuration(configuration, section="synapse")
@@ -201,6 +203,10 @@ async def editor(
     caps = pytest_lsp.client_capabilities(capabilities)
     if not apply_edit and caps.workspace is not None:
         caps.workspace.apply_edit = False
+    if position_encodings is not None:
+        caps.general = types.GeneralClientCapabilities(
+            position_encodings=[types.PositionEncodingKind(e) for e in position_encodings]
+        )
     state.init_result = await client.initialize_session(
         types.InitializeParams(
             capabilities=caps,

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from synapse_lsp.lsp.protocol import PROTOCOL_VERSION
+
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT = ROOT / "nvim-client"
 DRIVER = CLIENT / "tests" / "driver.lua"
@@ -188,6 +190,9 @@ def test_setup_attaches_the_real_server(runs: dict[str, Scenario]) -> None:
     assert result["client_count"] == 1
     assert "synapse.session.prompt" in result["commands"]
     assert "synapse.shell.run" in result["commands"]
+    # the plugin and the server speak the same protocol: no mismatch message
+    assert result["protocol_version"] == PROTOCOL_VERSION
+    assert "protocol" not in sc.result.get("messages", "")
     status = result["status"]["res"]
     assert status["apiKey"] is True
     assert [w["uri"] for w in status["workspaces"]] == [sc.workdir.as_uri()]

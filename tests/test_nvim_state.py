@@ -1,7 +1,8 @@
 """The Neovim plugin's parts that need no server, run in real headless Neovim.
 
 - nvim-client/tests/state_spec.lua: the pure transcript model (synapse.state);
-- nvim-client/tests/client_spec.lua: root detection, settings, the stale-edit guard;
+- nvim-client/tests/client_spec.lua: root detection, settings, the stale-edit guard,
+  the protocol version check;
 - the plugin loads, defines its commands, and `:help synapse` resolves.
 Each failing Lua case is reported by name. SYNAPSE_TEST_NVIM picks another Neovim.
 """
@@ -47,7 +48,7 @@ def run_lua_file(script: Path, out: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize(("spec", "cases"), [("state_spec.lua", 10), ("client_spec.lua", 7)])
+@pytest.mark.parametrize(("spec", "cases"), [("state_spec.lua", 10), ("client_spec.lua", 10)])
 def test_lua_spec_cases(spec: str, cases: int, tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     proc = run_lua_file(CLIENT / "tests" / spec, out)

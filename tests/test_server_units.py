@@ -1,16 +1,14 @@
 """In-process parts of the LSP face: event -> update mapping, the paced bounded update
-stream, minimal TextEdits, and the permission policy."""
+stream, and the permission policy (minimal TextEdits: tests/test_text_edits.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import random
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from lsprotocol import types
 
 from synapse_lsp.commands import Layer
 from synapse_lsp.config import Settings
@@ -28,16 +26,9 @@ from synapse_lsp.events import (
 )
 from synapse_lsp.lsp import protocol as wire
 from synapse_lsp.lsp.protocol import SessionUpdate, SessionUpdateNotification
-from synapse_lsp.lsp.text_edits import (
-    apply_offset_edits,
-    offset_edits,
-    to_text_edits,
-    utf16_units,
-)
 from synapse_lsp.lsp.updates import MAX_OUTPUT_CHUNK, UpdateStream, event_to_update
 from synapse_lsp.lsp.wire import to_wire
 from synapse_lsp.permissions import EditorPermissionGate, writes_outside
-from tests.lsp_client import apply_edits
 
 
 def _wire(update: SessionUpdate | None) -> Any:
@@ -207,48 +198,6 @@ async def test_stream_is_bounded_when_the_client_stops_reading() -> None:
     await stream.flush()
     assert [u["update"]["toolCallId"] for u in sent] == [str(i) for i in range(100)]
     await stream.close()
-
-
-def _lsp_apply(old: str, new: str) -> str:
-    edits = to_text_edits(old, offset_edits(old, new), utf16_units)
-    return apply_edits(old, edits)
-
-
-def test_minimal_edits_round_trip_random_texts() -> None:
-    rng = random.Random(7)
-    alphabet = ["a", "b", " ", "\n", "\r\n", "\r", "é", "😀", "\t"]
-    for _ in range(3000):
-        old = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
-        chars = list(old)
-        for _ in range(rng.randint(0, 4)):
-            i = rng.randint(0, len(chars))
-            if rng.random() < 0.5 or not chars:
-                chars.insert(i, rng.choice(alphabet))
-            else:
-                del chars[min(i, len(chars) - 1)]
-        new = "".join(chars)
-        edits = offset_edits(old, new)
-        assert apply_offset_edits(old, edits) == new
-        assert _lsp_apply(old, new) == new, (old, new)
-
-
-def test_edits_are_small_and_positions_are_utf16() -> None:
-    old = "".join(f"line {i}\n" for i in range(2000))
-    new = old.replace("line 10\n", "line ten\n").replace("line 1500\n", "LINE 1500\n")
-    edits = to_text_edits(old, offset_edits(old, new), utf16_units)
-    assert [(e.range.start.line, e.range.start.character, e.new_text) for e in edits] == [
-        (10, 5, "ten"),
-        (1500, 0, "LINE"),
-    ]
-    emoji = to_text_edits("😀x\n", offset_edits("😀x\n", "😀y\n"), utf16_units)
-    assert emoji == [
-        types.TextEdit(
-            range=types.Range(
-                start=types.Position(line=0, character=2), end=types.Position(line=0, character=3)
-            ),
-            new_text="y",
-        )
-    ]
 
 
 @pytest.mark.parametrize(

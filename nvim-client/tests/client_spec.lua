@@ -2,6 +2,7 @@
 -- the stale-edit guard in front of Neovim's workspace/applyEdit handler.
 -- Run like state_spec.lua; writes {"passed": [...], "failed": {...}} to argv[1].
 local client = require("synapse.client")
+local protocol = require("synapse.protocol")
 
 local cases = {}
 local function case(name, fn)
@@ -93,6 +94,44 @@ case("a current version goes to Neovim's own handler", function()
   vim.lsp.handlers["workspace/applyEdit"] = orig
   eq(true, res.applied)
   eq("Synapse: edit a.py", seen)
+end)
+
+local function initialized(version)
+  return { capabilities = { experimental = { synapse = { protocolVersion = version } } } }
+end
+
+case("the protocol version is read from the initialize result", function()
+  eq(protocol.VERSION, protocol.server_version(initialized(protocol.VERSION)))
+  eq(nil, protocol.mismatch(initialized(protocol.VERSION)))
+  eq(nil, protocol.server_version({ capabilities = {} }))
+  eq(nil, protocol.server_version(nil))
+end)
+
+case("another protocol version names the side to update", function()
+  eq(
+    "Synapse server speaks protocol 1, this plugin expects 2 — update the Synapse server (pip install -U synapse-lsp).",
+    protocol.mismatch(initialized(1), 2)
+  )
+  eq(
+    "Synapse server speaks protocol 3, this plugin expects 2 — update the synapse.nvim plugin.",
+    protocol.mismatch(initialized(3), 2)
+  )
+  local none = protocol.mismatch({ capabilities = {} }, 2)
+  assert(none:find("does not report a protocol version", 1, true), none)
+end)
+
+case("a mismatched server is reported with vim.notify at ERROR", function()
+  local seen = {}
+  local orig = vim.notify
+  vim.notify = function(msg, level)
+    seen[#seen + 1] = { msg = msg, level = level }
+  end
+  client.report_protocol(initialized(protocol.VERSION + 1))
+  client.report_protocol(initialized(protocol.VERSION))
+  vim.notify = orig
+  eq(1, #seen)
+  eq(vim.log.levels.ERROR, seen[1].level)
+  assert(seen[1].msg:find("this plugin expects " .. protocol.VERSION, 1, true), seen[1].msg)
 end)
 
 local passed, failed = {}, {}

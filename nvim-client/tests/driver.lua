@@ -103,6 +103,7 @@ function scenarios.attach()
   end
   local caps = client.server_capabilities or {}
   result.commands = (caps.executeCommandProvider or {}).commands or {}
+  result.protocol_version = require("synapse.protocol").server_version({ capabilities = caps }) or vim.NIL
   -- a second buffer of the same root reuses the client
   vim.cmd("edit second.txt")
   result.second_attached = vim.lsp.buf_is_attached(vim.api.nvim_get_current_buf(), client.id)

@@ -33,7 +33,7 @@ from pygls.protocol.language_server import lsp_method
 
 from synapse_lsp import __version__
 from synapse_lsp.config import LiveSettings, Settings
-from synapse_lsp.files import uri_to_path
+from synapse_lsp.files import path_to_uri, uri_to_path
 from synapse_lsp.lsp import handlers
 from synapse_lsp.lsp.logs import LOG_LEVELS, LspLogHandler, attach_lsp_logging, setup_logging
 from synapse_lsp.lsp.protocol import COMMANDS, PROTOCOL_VERSION, SESSION_UPDATE, invalid
@@ -207,11 +207,6 @@ class SynapseServer(LanguageServer):
 
     def request_id(self) -> Any:
         return self.protocol.msg_id
-
-    # -- background work that is always owned
-
-    def run_task(self, coro: Any, name: str) -> asyncio.Task[Any]:
-        return self.tasks.spawn(coro, name)
 
     # -- warm-up of heavy imports (after `initialized`)
 
@@ -470,8 +465,8 @@ def _on_initialize(ls: SynapseServer, params: types.InitializeParams) -> None:
     for folder in folders:
         ls.add_folder(folder.uri)
     if not folders:
-        root = params.root_uri or (Path(params.root_path).as_uri() if params.root_path else None)
-        ls.add_folder(root or Path.cwd().as_uri())
+        root = params.root_uri or (path_to_uri(params.root_path) if params.root_path else None)
+        ls.add_folder(root or path_to_uri(Path.cwd()))
 
 
 async def _on_initialized(ls: SynapseServer, params: types.InitializedParams) -> None:

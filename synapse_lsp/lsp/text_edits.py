@@ -39,8 +39,9 @@ def utf32_units(text: str) -> int:
 
 
 def units_for(encoding: str | None) -> Units:
-    """The counter for a `positionEncoding` (`utf-16` when the client named none)."""
-    return {"utf-8": utf8_units, "utf-32": utf32_units}.get(str(encoding or ""), utf16_units)
+    """The counter for a `positionEncoding` (a name or lsprotocol's enum; UTF-16 by default)."""
+    name = str(getattr(encoding, "value", encoding) or "")
+    return {"utf-8": utf8_units, "utf-32": utf32_units}.get(name, utf16_units)
 
 
 # -------------------------------------------------------------------- diffing

@@ -28,6 +28,7 @@ import {
 import { Backoff, DEFAULT_API_KEY_ENV, describeLaunch, resolveServer } from './launch';
 import {
   Commands,
+  protocolMismatch,
   SESSION_UPDATE_METHOD,
   serverSettings,
   type PromptResult,
@@ -150,6 +151,10 @@ class SynapseController implements vscode.WebviewViewProvider {
       case 'running':
         item.text = busy > 0 ? `$(loading~spin) Synapse (${busy})` : '$(comment-discussion) Synapse';
         item.tooltip = busy > 0 ? `Synapse: ${busy} chat(s) running` : 'Synapse: ready';
+        if (this.state.server.message) {
+          item.tooltip = `Synapse: ${this.state.server.message}`;
+          item.backgroundColor = new vscode.ThemeColor('statusBarItem.warningBackground');
+        }
         break;
       case 'stopped':
         item.text = '$(circle-slash) Synapse';
@@ -270,7 +275,16 @@ class SynapseController implements vscode.WebviewViewProvider {
     if (client !== this.client) return;
     this.log.info(`Server ready in ${Date.now() - started} ms`);
     this.backoff.reset();
-    this.setPhase('running');
+    // A server of another protocol version may misread us (or we it): say so plainly,
+    // keep it running (most commands may still work) and show it in the chat view too.
+    const mismatch = protocolMismatch(client.initializeResult);
+    this.setPhase('running', mismatch);
+    if (mismatch) {
+      this.log.error(mismatch);
+      void vscode.window.showErrorMessage(mismatch, 'Show Logs').then((choice) => {
+        if (choice === 'Show Logs') this.log.show(true);
+      });
+    }
     await this.refreshSessions();
     await this.reloadAfterRestart();
   }

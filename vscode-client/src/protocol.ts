@@ -7,6 +7,42 @@
 
 export const SESSION_UPDATE_METHOD = 'synapse/sessionUpdate';
 
+/**
+ * The protocol version this extension was built for. The server reports its
+ * own in the `initialize` result (`capabilities.experimental.synapse.protocolVersion`,
+ * synapse_lsp/lsp/protocol.py PROTOCOL_VERSION); see `protocolMismatch`.
+ */
+export const PROTOCOL_VERSION = 1;
+
+/** The version a server's `initialize` result reports, or null when it reports none. */
+export function serverProtocolVersion(initializeResult: unknown): number | null {
+  const caps = (initializeResult as { capabilities?: { experimental?: unknown } } | null | undefined)?.capabilities;
+  const experimental = caps?.experimental as { synapse?: { protocolVersion?: unknown } } | null | undefined;
+  const version = experimental?.synapse?.protocolVersion;
+  return typeof version === 'number' && Number.isInteger(version) ? version : null;
+}
+
+/**
+ * What to tell the user when the server speaks another protocol version than
+ * this extension (null when they agree). Which side to update follows from
+ * which one is older.
+ */
+export function protocolMismatch(initializeResult: unknown, expected: number = PROTOCOL_VERSION): string | null {
+  const version = serverProtocolVersion(initializeResult);
+  if (version === expected) return null;
+  if (version === null) {
+    return (
+      `The Synapse server does not report a protocol version (it predates protocol ${expected}), ` +
+      `this extension expects ${expected} — update the Synapse server (pip install -U synapse-lsp).`
+    );
+  }
+  const update =
+    version < expected
+      ? 'update the Synapse server (pip install -U synapse-lsp)'
+      : 'update the Synapse extension';
+  return `Synapse server speaks protocol ${version}, this extension expects ${expected} — ${update}.`;
+}
+
 export const Commands = {
   sessionNew: 'synapse.session.new',
   sessionList: 'synapse.session.list',

@@ -42,8 +42,8 @@ export function pythonPath(): string {
 
 /** Why the real-server tests cannot run here, or null. */
 export function serverUnavailable(): string | null {
-  if (!fs.existsSync(path.join(REPO_ROOT, 'synapse_lsp', 'server.py'))) {
-    return 'synapse_lsp/server.py is not in the repository yet';
+  if (!fs.existsSync(path.join(REPO_ROOT, 'synapse_lsp', 'lsp', 'server.py'))) {
+    return 'synapse_lsp/lsp/server.py is not in the repository';
   }
   if (!fs.existsSync(path.join(REPO_ROOT, 'synapse_lsp', 'fakeapi.py'))) {
     return 'synapse_lsp/fakeapi.py (the fake Anthropic server) is not in the repository yet';
@@ -76,12 +76,12 @@ export interface FakeApi {
   close(): Promise<void>;
 }
 
-/** `python -m synapse_lsp.cli fake-api --script <json> --port-file <f>` (docs/agent.md). */
+/** `python -m synapse_lsp.fakeapi --script <json> --port-file <f>` (docs/agent.md). */
 export async function startFakeApi(script: unknown, dir: string): Promise<FakeApi> {
   const scriptFile = path.join(dir, 'script.json');
   const portFile = path.join(dir, 'port');
   fs.writeFileSync(scriptFile, JSON.stringify(script, null, 2));
-  const proc = spawn(pythonPath(), ['-m', 'synapse_lsp.cli', 'fake-api', '--script', scriptFile, '--port-file', portFile], {
+  const proc = spawn(pythonPath(), ['-m', 'synapse_lsp.fakeapi', '--script', scriptFile, '--port-file', portFile], {
     cwd: REPO_ROOT,
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -15,6 +15,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import {
   Commands,
+  PROTOCOL_VERSION,
+  protocolMismatch,
+  serverProtocolVersion,
   type PromptResult,
   type SessionInfo,
   type SessionNewResult,
@@ -101,9 +104,11 @@ describe.skipIf(skipReason !== null)('real Synapse server over LSP', () => {
     await api?.close();
   });
 
-  it('advertises the protocol commands', () => {
+  it('advertises the protocol commands and speaks the protocol version this extension expects', () => {
     const commands = client.initializeResult.capabilities.executeCommandProvider?.commands ?? [];
     for (const c of Object.values(Commands)) expect(commands).toContain(c);
+    expect(serverProtocolVersion(client.initializeResult)).toBe(PROTOCOL_VERSION);
+    expect(protocolMismatch(client.initializeResult)).toBeNull();
   });
 
   it('creates a session and runs a prompt with tool calls, plan and Markdown', async () => {

@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import type { Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { protocolMismatch } from '../src/protocol';
 import type { Action } from '../src/state';
 import { foldAll } from '../src/state';
 import {
@@ -267,6 +268,17 @@ describe.skipIf(skipReason !== null)('chat webview in headless Chromium', () => 
     await page.locator('.banner [data-action="restartServer"]').click();
     expect((await posted(page)).at(-1)).toEqual({ type: 'restartServer' });
     expect(await page.locator('button.send').isDisabled()).toBe(true);
+  });
+
+  it('keeps a running server usable but shows a protocol mismatch', async () => {
+    const message = protocolMismatch({ capabilities: { experimental: { synapse: { protocolVersion: 0 } } } });
+    await post(page, [{ type: 'action', action: { type: 'server', phase: 'running', message } }]);
+    const banner = page.locator('.banner');
+    expect(await banner.isVisible()).toBe(true);
+    expect(await banner.getAttribute('class')).toContain('banner-warning');
+    expect(await banner.textContent()).toContain('Synapse server speaks protocol 0, this extension expects 1');
+    await post(page, [{ type: 'action', action: { type: 'server', phase: 'running', message: null } }]);
+    expect(await banner.isVisible()).toBe(false);
   });
 });
 

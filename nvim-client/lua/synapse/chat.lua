@@ -6,6 +6,7 @@
 local State = require("synapse.state")
 local client = require("synapse.client")
 local compat = require("synapse.compat")
+local commands = require("synapse.protocol").commands
 
 local uv = compat.uv()
 local M = {}
@@ -362,7 +363,7 @@ function Chat:with_session(fn)
     return
   end
   self.creating = { fn }
-  client.exec(self.root, "synapse.session.new", { workspaceUri = uri(self.root) }, function(err, result)
+  client.exec(self.root, commands.session_new, { workspaceUri = uri(self.root) }, function(err, result)
     local queue = self.creating
     self.creating = nil
     local msg = nil
@@ -401,7 +402,7 @@ function Chat:send(text, context)
     if context and next(context) then
       arg.context = context
     end
-    client.exec(self.root, "synapse.session.prompt", arg, function(err, result)
+    client.exec(self.root, commands.session_prompt, arg, function(err, result)
       self.busy = false
       self.turns = self.turns + 1
       if err then
@@ -441,7 +442,7 @@ function Chat:cancel()
   if not self.session_id then
     return
   end
-  client.exec(self.root, "synapse.session.cancel", { sessionId = self.session_id }, function(err, result)
+  client.exec(self.root, commands.session_cancel, { sessionId = self.session_id }, function(err, result)
     if err then
       notify("cancel failed: " .. tostring(err.message), vim.log.levels.ERROR)
     elseif type(result) == "table" and result.cancelled == false then
@@ -455,7 +456,7 @@ end
 function Chat:run(command)
   local id = self.state:start_run(command)
   self:schedule()
-  client.exec(self.root, "synapse.shell.run", { workspaceUri = uri(self.root), command = command }, function(err, result)
+  client.exec(self.root, commands.shell_run, { workspaceUri = uri(self.root), command = command }, function(err, result)
     if err then
       self.state:finish_run(id, { error = err.message or vim.inspect(err) })
     else
@@ -470,7 +471,7 @@ end
 
 --- Replays a stored session into this (empty) chat.
 function Chat:load(cb)
-  client.exec(self.root, "synapse.session.load", { sessionId = self.session_id }, function(err, result)
+  client.exec(self.root, commands.session_load, { sessionId = self.session_id }, function(err, result)
     if err then
       self.state:apply({ sessionUpdate = "notice", level = "error", message = "could not load the session: " .. tostring(err.message) })
     elseif type(result) == "table" then

@@ -1,5 +1,6 @@
 -- One Synapse language server per root, on Neovim's built-in LSP client.
 local compat = require("synapse.compat")
+local protocol = require("synapse.protocol")
 
 local M = {}
 
@@ -192,6 +193,16 @@ function M.apply_edit(err, params, ctx, cfg)
   return result
 end
 
+--- A server of another protocol version may misread us (or we it): say so
+--- plainly (commands are still sent; most may work). Returns the message or nil.
+function M.report_protocol(init_result)
+  local mismatch = protocol.mismatch(init_result)
+  if mismatch then
+    notify(mismatch, vim.log.levels.ERROR)
+  end
+  return mismatch
+end
+
 local function capabilities()
   local caps = vim.lsp.protocol.make_client_capabilities()
   caps.workspace = caps.workspace or {}
@@ -232,7 +243,7 @@ local function start(root)
     settings = { synapse = settings },
     capabilities = capabilities(),
     handlers = {
-      ["synapse/sessionUpdate"] = function(_, params, ctx)
+      [protocol.SESSION_UPDATE] = function(_, params, ctx)
         if M.on_update and params then
           M.on_update(params, ctx.client_id)
         end
@@ -240,7 +251,10 @@ local function start(root)
       ["workspace/applyEdit"] = M.apply_edit,
     },
     flags = { debounce_text_changes = 50 },
-    on_init = function(client)
+    on_init = function(client, result)
+      vim.schedule(function()
+        M.report_protocol(result)
+      end)
       M.ready[client.id] = true
       local queue = M.waiting[client.id] or {}
       M.waiting[client.id] = nil

@@ -9,6 +9,7 @@
 -- See :help synapse and docs/neovim.md.
 local client = require("synapse.client")
 local chat = require("synapse.chat")
+local commands = require("synapse.protocol").commands
 
 local M = {}
 
@@ -214,7 +215,7 @@ end
 function M.sessions()
   ensure_setup()
   local root = current_root()
-  client.exec(root, "synapse.session.list", { workspaceUri = chat.uri(root) }, function(err, result)
+  client.exec(root, commands.session_list, { workspaceUri = chat.uri(root) }, function(err, result)
     if err then
       client.notify("could not list sessions: " .. tostring(err.message), vim.log.levels.ERROR)
       return

@@ -405,21 +405,24 @@ export class ChatView {
   private renderBanner(): void {
     const { phase, message } = this.state.server;
     const b = this.banner;
-    if (phase === 'running') {
+    if (phase === 'running' && !message) {
       b.hidden = true;
       return;
     }
     b.hidden = false;
-    b.className = `banner banner-${phase}`;
+    // running with a message: it runs, but something needs the user (a protocol mismatch)
+    b.className = `banner banner-${phase === 'running' ? 'warning' : phase}`;
     b.textContent = '';
     const text =
-      phase === 'starting'
-        ? 'Starting the Synapse server…'
-        : phase === 'restarting'
-          ? `Synapse server stopped: ${message ?? ''}`
-          : phase === 'failed'
-            ? `Synapse server is not running: ${message ?? 'it failed'}`
-            : 'Synapse server stopped.';
+      phase === 'running'
+        ? (message ?? '')
+        : phase === 'starting'
+          ? 'Starting the Synapse server…'
+          : phase === 'restarting'
+            ? `Synapse server stopped: ${message ?? ''}`
+            : phase === 'failed'
+              ? `Synapse server is not running: ${message ?? 'it failed'}`
+              : 'Synapse server stopped.';
     b.appendChild(h('span', {}, text));
     if (phase === 'failed' || phase === 'stopped') {
       b.appendChild(h('button', { class: 'link-button', 'data-action': 'restartServer' }, 'Restart'));
