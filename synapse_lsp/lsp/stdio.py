@@ -8,6 +8,8 @@ pumps (`PipeWriter.drained`) instead, and memory stays bounded.
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
 import sys
 
 WRITE_HIGH_WATER = 256 * 1024
@@ -76,8 +78,16 @@ class PipeReader:
             return b""
 
 
+def _pipe_like(fd: int) -> bool:
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
 async def connect_stdio() -> tuple[PipeReader, PipeWriter]:
-    """Pipes on this process's stdin/stdout; ValueError or OSError when they are not pipes."""
+    """Pipes on this process's stdin/stdout; ValueError or OSError (and nothing touched)
+    when either is something else, e.g. a file: the caller then uses blocking stdio."""
+    if not (_pipe_like(sys.stdin.fileno()) and _pipe_like(sys.stdout.fileno())):
+        raise ValueError("stdin and stdout are not both pipes")
     loop = asyncio.get_running_loop()
     stream = asyncio.StreamReader(limit=1 << 24)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), sys.stdin.buffer)
