@@ -17,13 +17,14 @@ import operator
 import types as pytypes
 import typing
 from collections.abc import Callable
-from typing import Any, Literal, Union
+from typing import Any, Literal, TypeVar, Union
 
 import attrs
 import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
 _OMIT = "synapse.omit"
+T = TypeVar("T")
 
 
 def omitted(default: Any = None) -> Any:
@@ -177,7 +178,13 @@ def _lsp_structure(converter: cattrs.Converter, tp: type[Any], value: Any) -> An
 def _structure_fn(converter: cattrs.Converter, cls: type[Any]) -> Callable[[Any, Any], Any]:
     attrs.resolve_types(cls)
     fields = [
-        (f.name, camel(f.name), _checker(converter, f.type), f.default is not attrs.NOTHING)
+        (
+            f.name,
+            camel(f.name),
+            _checker(converter, f.type),
+            f.default is not attrs.NOTHING,
+            type(None) in typing.get_args(f.type),  # a required field that may be null
+        )
         for f in attrs.fields(cls)
         if f.init
     ]
@@ -186,11 +193,11 @@ def _structure_fn(converter: cattrs.Converter, cls: type[Any]) -> Callable[[Any,
         if not isinstance(value, dict):
             raise ArgumentError((), f"must be an object, not {json_type(value)}")
         kwargs: dict[str, Any] = {}
-        for name, key, check, has_default in fields:
+        for name, key, check, has_default, nullable in fields:
             raw = value.get(key)
             if raw is None and has_default:
                 continue  # null is absent: the default holds
-            if raw is None and not (key in value and _admits_none(cls, name)):
+            if raw is None and not (nullable and key in value):
                 raise ArgumentError((key,), "is missing", missing=True)
             try:
                 kwargs[name] = check(raw)
@@ -199,10 +206,6 @@ def _structure_fn(converter: cattrs.Converter, cls: type[Any]) -> Callable[[Any,
         return cls(**kwargs)
 
     return structure
-
-
-def _admits_none(cls: type[Any], name: str) -> bool:
-    return type(None) in typing.get_args(attrs.fields_dict(cls)[name].type)
 
 
 def _unstructure_fn(converter: cattrs.Converter, cls: type[Any]) -> Callable[[Any], Any]:
@@ -236,6 +239,7 @@ def to_wire(value: Wire) -> Any:
     return converter().unstructure(value)
 
 
-def from_wire(data: Any, cls: type[Any]) -> Any:
+def from_wire(data: Any, cls: type[T]) -> T:
     """Structure JSON into `cls` strictly; raises ArgumentError naming the bad field."""
-    return converter().structure(data, cls)
+    structured: T = converter().structure(data, cls)
+    return structured
