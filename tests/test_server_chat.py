@@ -10,6 +10,7 @@ passes its `workspaceUri`; tests that need other settings or environment start t
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -348,3 +349,42 @@ async def test_sessions_list_load_replay_and_delete(
         with pytest.raises(JsonRpcException) as gone:
             await ed.command("synapse.session.load", {"sessionId": sid})
         assert gone.value.code == -32602
+
+
+async def test_a_session_follows_its_folders_live_settings(
+    ed: Editor, api: FakeAnthropic, tmp_path: Path
+) -> None:
+    """A chat reads its folder's settings (`.synapse/settings.json` over the editor's),
+    and an editor change made after the session was created reaches its next call."""
+    folder = tmp_path / "configured"
+    (folder / ".synapse").mkdir(parents=True)
+    (folder / ".synapse" / "settings.json").write_text(json.dumps({"maxTokens": 1234}))
+    api._queue.clear()
+    api.requests.clear()
+    reset(ed)
+    await add_folder(ed, folder)
+    try:
+        sid = await new_session(ed, folder)
+        api.add({"text": "one"}, {"text": "two"})
+        first = await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "1"})
+        ed.client.set_configuration({"model": "claude-other"}, section="synapse")  # type: ignore[no-untyped-call]
+        ed.client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings=None)
+        )
+        for _ in range(500):
+            if (await ed.command("synapse.status"))["model"] == "claude-other":
+                break
+            await asyncio.sleep(0.01)
+        second = await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "2"})
+    finally:
+        await _configure(ed, {})
+        for _ in range(500):
+            if (await ed.command("synapse.status"))["model"] != "claude-other":
+                break
+            await asyncio.sleep(0.01)
+        await remove_folder(ed, folder)
+    assert first["stopReason"] == second["stopReason"] == "end_turn"
+    requests = api.message_requests
+    assert [r["max_tokens"] for r in requests] == [1234, 1234]
+    assert requests[0]["model"] != "claude-other"
+    assert requests[1]["model"] == "claude-other"

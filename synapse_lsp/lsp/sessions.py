@@ -116,10 +116,14 @@ class ChatSessions:
     async def new(self, ws: WorkspaceContext) -> LiveSession:
         from synapse_lsp.agent.session import ChatSession
 
-        settings, store = self._settings(), self.store
+        store = self.store
+        # The folder's live source: the session follows its `.synapse/settings.json` and
+        # every later change of the editor's settings from its next model call.
         return await self._add(
             ws,
-            lambda router: ChatSession(router, settings, store=store, workspace_root=ws.root),
+            lambda router: ChatSession(
+                router, ws.live_settings, store=store, workspace_root=ws.root
+            ),
         )
 
     def list(self, ws: WorkspaceContext | None) -> list[SessionInfo]:
@@ -192,7 +196,8 @@ class ChatSessions:
                     f"{command}: the session's folder {info.workspace!r} is not open; "
                     "pass `workspaceUri` to load it into another folder"
                 ) from None
-        settings, root = self._settings(), ws.root
+        # TODO(agent): pass ws.live_settings once ChatSession.resume takes a source too
+        settings, root = ws.live_settings(), ws.root
         return await self._add(
             ws,
             lambda router: ChatSession.resume(
