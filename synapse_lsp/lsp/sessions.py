@@ -196,8 +196,7 @@ class ChatSessions:
                     f"{command}: the session's folder {info.workspace!r} is not open; "
                     "pass `workspaceUri` to load it into another folder"
                 ) from None
-        # TODO(agent): pass ws.live_settings once ChatSession.resume takes a source too
-        settings, root = ws.live_settings(), ws.root
+        settings, root = ws.live_settings, ws.root
         return await self._add(
             ws,
             lambda router: ChatSession.resume(
