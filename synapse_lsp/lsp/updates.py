@@ -56,11 +56,9 @@ def token_usage(usage: Usage) -> wire.TokenUsage:
 
 
 def default_summarizer(command: str) -> tuple[str, str, list[str]]:
-    """Title, ACP kind and paths from `summaries.titles`; the raw command until it exists."""
-    try:
-        from synapse_lsp.summaries.titles import summarize
-    except ImportError:
-        return command, "execute", []
+    """Title, ACP kind and paths from `summaries.titles` (the raw command if it fails)."""
+    from synapse_lsp.summaries.titles import summarize
+
     try:
         summary = summarize(command)
     except Exception:  # a summary is decoration: never let it break a turn
