@@ -209,13 +209,15 @@ HEAVY = (
     "synapse_lsp.agent.session",
     "synapse_lsp.lsp.updates",
     "synapse_lsp.lsp.editor_files",
+    "synapse_lsp.lsp.protocol",
+    "synapse_lsp.lsp.handlers",
     "synapse_lsp.extensions.registry",
 )
 
 
 def test_cold_start_loads_none_of_the_heavy_modules(tmp_path: Path) -> None:
-    """What `initialize` needs (the server, its folders, the typed protocol) loads without
-    the agent, the router, the model SDK or MCP."""
+    """What `initialize` needs (the server, its folders, the protocol's names) loads without
+    the agent, the router, the model SDK, MCP or the typed protocol's classes."""
     script = f"""
 import json, sys
 from synapse_lsp.lsp.server import SynapseServer

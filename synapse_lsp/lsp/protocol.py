@@ -21,38 +21,47 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
+from synapse_lsp.lsp.names import (  # re-exported: the protocol's names live there
+    INTERNAL_ERROR,
+    PROTOCOL_VERSION,
+    REQUEST_FAILED,
+    SESSION_CANCEL,
+    SESSION_DELETE,
+    SESSION_LIST,
+    SESSION_LOAD,
+    SESSION_NEW,
+    SESSION_PROMPT,
+    SESSION_UPDATE,
+    SHELL_RESTART,
+    SHELL_RUN,
+    STATUS,
+    TOOLS_REFRESH,
+    TOOLS_SEARCH,
+    invalid,
+    request_failed,
+)
 from synapse_lsp.lsp.wire import ArgumentError, Wire, camel, kind, omitted
 
-PROTOCOL_VERSION = 1
-"""Bumped on any change a client built for the previous version would misread."""
-
-SESSION_UPDATE = "synapse/sessionUpdate"  # the one notification, server -> client
-
-SESSION_NEW = "synapse.session.new"
-SESSION_LIST = "synapse.session.list"
-SESSION_LOAD = "synapse.session.load"
-SESSION_DELETE = "synapse.session.delete"
-SESSION_PROMPT = "synapse.session.prompt"
-SESSION_CANCEL = "synapse.session.cancel"
-SHELL_RUN = "synapse.shell.run"
-SHELL_RESTART = "synapse.shell.restart"
-TOOLS_SEARCH = "synapse.tools.search"
-TOOLS_REFRESH = "synapse.tools.refresh"
-STATUS = "synapse.status"
-
-REQUEST_FAILED = -32803
-INTERNAL_ERROR = -32603
-
-
-def invalid(message: str) -> JsonRpcInvalidParams:
-    return JsonRpcInvalidParams(message)
-
-
-def request_failed(message: str, reason: str) -> JsonRpcException:
-    """`RequestFailed` with `data.reason` (`session_busy`, `error`) for clients to branch on."""
-    return JsonRpcException(message, code=REQUEST_FAILED, data={"reason": reason})
+__all__ = [  # the re-exported names; every class below is this module's own
+    "INTERNAL_ERROR",
+    "PROTOCOL_VERSION",
+    "REQUEST_FAILED",
+    "SESSION_CANCEL",
+    "SESSION_DELETE",
+    "SESSION_LIST",
+    "SESSION_LOAD",
+    "SESSION_NEW",
+    "SESSION_PROMPT",
+    "SESSION_UPDATE",
+    "SHELL_RESTART",
+    "SHELL_RUN",
+    "STATUS",
+    "TOOLS_REFRESH",
+    "TOOLS_SEARCH",
+    "invalid",
+    "request_failed",
+]
 
 
 def _positive(_instance: Any, attribute: attrs.Attribute[Any], value: float | None) -> None:

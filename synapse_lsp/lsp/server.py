@@ -34,9 +34,8 @@ from pygls.protocol.language_server import lsp_method
 from synapse_lsp import __version__
 from synapse_lsp.config import LiveSettings, Settings
 from synapse_lsp.files import path_to_uri, uri_to_path
-from synapse_lsp.lsp import handlers
 from synapse_lsp.lsp.logs import LOG_LEVELS, LspLogHandler, attach_lsp_logging, setup_logging
-from synapse_lsp.lsp.protocol import COMMANDS, PROTOCOL_VERSION, SESSION_UPDATE, invalid
+from synapse_lsp.lsp.names import COMMAND_NAMES, PROTOCOL_VERSION, SESSION_UPDATE, invalid
 from synapse_lsp.lsp.sessions import ChatSessions, as_uri
 from synapse_lsp.lsp.stdio import PipeWriter, connect_stdio
 from synapse_lsp.lsp.wire import ArgumentError, converter, json_type
@@ -107,8 +106,9 @@ class SynapseProtocol(LanguageServerProtocol):
         command = params.command
         if command not in self.fm.commands:
             raise JsonRpcMethodNotFound(
-                f"unknown command {command!r}; known: {', '.join(sorted(COMMANDS))}"
+                f"unknown command {command!r}; known: {', '.join(sorted(COMMAND_NAMES))}"
             )
+        self._server.bind_handlers()
         params = attrs.evolve(params, arguments=[_one_object(command, params.arguments)])
         try:
             # pygls structures the object into the handler's params class (protocol.py)
@@ -147,6 +147,11 @@ def _validation_detail(exc: BaseException) -> str:
     return str(cause)[:500]
 
 
+async def _not_bound(ls: SynapseServer, *args: Any) -> Any:
+    """Registered under every command name until `bind_handlers` (never called)."""
+    raise RuntimeError("command handlers are not bound")
+
+
 class SynapseServer(LanguageServer):
     def __init__(self, *, settings: LiveSettings | None = None) -> None:
         super().__init__(
@@ -157,6 +162,7 @@ class SynapseServer(LanguageServer):
             converter_factory=converter,
         )
         self.live_settings = settings if settings is not None else LiveSettings()
+        self._handlers_bound = False
         self.init_options: dict[str, Any] = {}
         self._files: EditorFiles | None = None
         self.workspaces: dict[str, WorkspaceContext] = {}
@@ -187,10 +193,10 @@ class SynapseServer(LanguageServer):
     # -- registration
 
     def _register(self) -> None:
-        host: handlers.Host = self  # the handlers' view of the server (checked by mypy)
-        for name, handler in handlers.HANDLERS.items():
-            self.command(name)(handler)
-        assert host is self and set(handlers.HANDLERS) == set(COMMANDS)
+        # The typed handlers (and protocol.py's classes) load after `initialize`: the
+        # warm-up imports them, and the first command binds them (`bind_handlers`).
+        for name in COMMAND_NAMES:
+            self.command(name)(_not_bound)
         self.feature(types.INITIALIZE)(_on_initialize)
         self.feature(types.INITIALIZED)(_on_initialized)
         self.feature(types.SHUTDOWN)(_on_shutdown)
@@ -199,6 +205,20 @@ class SynapseServer(LanguageServer):
         self.feature(types.TEXT_DOCUMENT_DID_CLOSE)(_on_document)
         self.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)(_on_folders)
         self.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(_on_configuration)
+
+    def bind_handlers(self) -> None:
+        """Put the typed handlers in place of the placeholders (once, before the first
+        command is structured: pygls reads each handler's params class)."""
+        if self._handlers_bound:
+            return
+        from synapse_lsp.lsp import handlers
+
+        host: handlers.Host = self  # the handlers' view of the server (checked by mypy)
+        assert host is self and set(handlers.HANDLERS) == set(COMMAND_NAMES)
+        for name, handler in handlers.HANDLERS.items():
+            del self.protocol.fm.commands[name]
+            self.command(name)(handler)
+        self._handlers_bound = True
 
     async def before_command(self) -> None:
         """Every command first waits (bounded) for the settings and the core modules."""

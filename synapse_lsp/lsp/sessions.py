@@ -20,13 +20,14 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from synapse_lsp.config import Settings
 from synapse_lsp.files import path_to_uri
-from synapse_lsp.lsp.protocol import SessionInfo, invalid, request_failed
+from synapse_lsp.lsp.names import invalid, request_failed
 from synapse_lsp.lsp.workspace import LiveSession, WorkspaceContext
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.session import ChatSession, TurnContext
     from synapse_lsp.agent.store import SessionStore
     from synapse_lsp.events import TurnFinished
+    from synapse_lsp.lsp.protocol import SessionInfo
     from synapse_lsp.lsp.updates import UpdateStream
     from synapse_lsp.router import BashRouter
 
@@ -127,6 +128,8 @@ class ChatSessions:
         )
 
     def list(self, ws: WorkspaceContext | None) -> list[SessionInfo]:
+        from synapse_lsp.lsp.protocol import SessionInfo
+
         """Stored and live sessions (of `ws`, else of every folder), newest first."""
         rows: dict[str, SessionInfo] = {}
         try:

@@ -46,6 +46,7 @@ STAGES: dict[str, tuple[str, ...]] = {
         "synapse_lsp.router",
         "synapse_lsp.shell",
         "synapse_lsp.permissions",
+        "synapse_lsp.lsp.handlers",
         "synapse_lsp.lsp.editor_files",
         "synapse_lsp.lsp.updates",
         "synapse_lsp.agent.store",

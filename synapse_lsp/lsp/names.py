@@ -1,0 +1,51 @@
+"""The protocol's names and numbers, without its classes: what the server needs before
+`initialize` answers (the attrs classes of protocol.py load after it, off the
+start-up path)."""
+
+from __future__ import annotations
+
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+
+PROTOCOL_VERSION = 1
+"""Bumped on any change a client built for the previous version would misread."""
+
+SESSION_UPDATE = "synapse/sessionUpdate"  # the one notification, server -> client
+
+SESSION_NEW = "synapse.session.new"
+SESSION_LIST = "synapse.session.list"
+SESSION_LOAD = "synapse.session.load"
+SESSION_DELETE = "synapse.session.delete"
+SESSION_PROMPT = "synapse.session.prompt"
+SESSION_CANCEL = "synapse.session.cancel"
+SHELL_RUN = "synapse.shell.run"
+SHELL_RESTART = "synapse.shell.restart"
+TOOLS_SEARCH = "synapse.tools.search"
+TOOLS_REFRESH = "synapse.tools.refresh"
+STATUS = "synapse.status"
+
+REQUEST_FAILED = -32803
+INTERNAL_ERROR = -32603
+
+
+def invalid(message: str) -> JsonRpcInvalidParams:
+    return JsonRpcInvalidParams(message)
+
+
+def request_failed(message: str, reason: str) -> JsonRpcException:
+    """`RequestFailed` with `data.reason` (`session_busy`, `error`) for clients to branch on."""
+    return JsonRpcException(message, code=REQUEST_FAILED, data={"reason": reason})
+
+
+COMMAND_NAMES = (
+    SESSION_NEW,
+    SESSION_LIST,
+    SESSION_LOAD,
+    SESSION_DELETE,
+    SESSION_PROMPT,
+    SESSION_CANCEL,
+    SHELL_RUN,
+    SHELL_RESTART,
+    TOOLS_SEARCH,
+    TOOLS_REFRESH,
+    STATUS,
+)
