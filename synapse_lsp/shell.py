@@ -681,7 +681,11 @@ class ShellSession:
                         return
         if proc.isalive():
             if self._pidfd >= 0:
-                return  # the PTY closed but bash lives on: wait for the pidfd
+                # The PTY closed but the process lives on (`exec prog` with no terminal
+                # fd): stop watching the PTY, whose EOF stays readable and would spin
+                # the loop, and wait idle for the pidfd.
+                self._pause(self._fd)
+                return
             # No pidfd: give it a moment to be reaped.
             time.sleep(0.01)
         status = _exit_status(proc)
