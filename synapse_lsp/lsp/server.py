@@ -163,6 +163,7 @@ class SynapseServer(LanguageServer):
         )
         self.live_settings = settings if settings is not None else LiveSettings()
         self._handlers_bound = False
+        self.input_broken: str | None = None  # why stdin stopped being readable, if it did
         self.init_options: dict[str, Any] = {}
         self._files: EditorFiles | None = None
         self.workspaces: dict[str, WorkspaceContext] = {}
@@ -450,6 +451,7 @@ class SynapseServer(LanguageServer):
                 error_handler=self.report_server_error,
             )
         finally:
+            self.input_broken = getattr(reader, "broken", None)
             await self.dispose()
             if self._writer is not None:
                 await self._writer.flush(2.0)
@@ -573,6 +575,8 @@ def main(argv: list[str] | None = None) -> int:
     code = 0
     try:
         asyncio.run(run())
+        if server.input_broken is not None:
+            code = 1
     except SystemExit as exc:  # pygls ends `exit` with sys.exit(0 | 1)
         code = exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:

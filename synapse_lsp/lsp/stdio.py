@@ -8,11 +8,14 @@ pumps (`PipeWriter.drained`) instead, and memory stays bounded.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import re
 import stat
 import sys
 
 WRITE_HIGH_WATER = 256 * 1024
+log = logging.getLogger(__name__)
 
 
 class WriteFlow(asyncio.BaseProtocol):
@@ -63,19 +66,63 @@ class PipeWriter:
 
 
 class PipeReader:
-    """`readline`/`readexactly` over an asyncio pipe, returning b"" at end of input."""
+    """`readline`/`readexactly` over an asyncio pipe, returning b"" at end of input.
+
+    It also checks the framing: a header block without a `Content-Length`, or a
+    `Content-Length` that does not frame one JSON message, would leave pygls reading
+    out of step for good, silently (every later request unanswered). The stream
+    cannot be trusted after that, so it ends: `broken` says why (logged as an error),
+    the server disposes everything and exits non-zero, and the editor restarts it.
+    """
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
+        self._length_seen = False
+        self.broken: str | None = None
+
+    def _break(self, reason: str) -> bytes:
+        self.broken = reason
+        log.error("LSP input out of step: %s; exiting so the editor restarts the server", reason)
+        return b""
 
     async def readline(self) -> bytes:
-        return await self._reader.readline()
+        if self.broken is not None:
+            return b""
+        line = await self._reader.readline()
+        if _CONTENT_LENGTH.fullmatch(line):
+            self._length_seen = True
+        elif line in (b"\r\n", b"\n"):
+            if not self._length_seen:
+                return self._break("a message header without a valid Content-Length")
+            self._length_seen = False
+        elif line and not _HEADER.fullmatch(line):
+            return self._break(f"not a message header: {line[:80]!r}")
+        return line
 
     async def readexactly(self, n: int) -> bytes:
-        try:
-            return await self._reader.readexactly(n)
-        except asyncio.IncompleteReadError:
+        if self.broken is not None:
             return b""
+        try:
+            body = await self._reader.readexactly(n)
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial.strip():
+                short = n - len(exc.partial)
+                return self._break(
+                    f"input ended {short} bytes short of a Content-Length {n} message"
+                )
+            return b""
+        # A JSON-RPC message is one object (or a batch array): a Content-Length that is
+        # too short cuts it, one that is too long swallows the next message's header.
+        framed = body.strip()
+        if not (framed[:1] == b"{" and framed[-1:] == b"}") and not (
+            framed[:1] == b"[" and framed[-1:] == b"]"
+        ):
+            return self._break(f"Content-Length {n} does not frame one JSON message")
+        return body
+
+
+_CONTENT_LENGTH = re.compile(rb"Content-Length: \d+\r\n")  # exactly what pygls reads
+_HEADER = re.compile(rb"[A-Za-z][A-Za-z0-9-]*: *[^\r\n]*\r?\n")
 
 
 def _pipe_like(fd: int) -> bool:

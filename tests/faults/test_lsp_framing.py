@@ -1,0 +1,86 @@
+"""Fault drill, LSP framing: a wrong or missing Content-Length must never leave the
+server reading out of step, answering nothing; it exits with a logged error (the
+editor restarts it), and well-framed input with extra headers is still served."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def frame(obj: dict[str, Any], *, extra: bytes = b"") -> bytes:
+    body = json.dumps(obj).encode()
+    return b"Content-Length: %d\r\n" % len(body) + extra + b"\r\n" + body
+
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"capabilities": {}, "processId": None, "rootUri": None},
+}
+SHUTDOWN = {"jsonrpc": "2.0", "id": 2, "method": "shutdown"}
+
+
+def serve(home: Path, data: bytes) -> tuple[int, bytes]:
+    """The server on real pipes, given `data` and then end of input (bounded: no hang)."""
+    env = dict(os.environ, SYNAPSE_HOME=str(home))
+    proc = subprocess.run(
+        [sys.executable, "-m", "synapse_lsp"], input=data, capture_output=True, env=env,
+        timeout=60,
+    )  # fmt: skip
+    return proc.returncode, proc.stdout
+
+
+def test_well_framed_input_with_extra_headers_is_served(tmp_path: Path) -> None:
+    content_type = b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n"
+    env = dict(os.environ, SYNAPSE_HOME=str(tmp_path))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "synapse_lsp"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(frame(INIT, extra=content_type) + frame(SHUTDOWN, extra=content_type))
+    proc.stdin.flush()
+    out = b""
+    deadline = time.monotonic() + 60
+    while b'"id": 2' not in out and time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+        if ready:
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            out += chunk
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    assert b'"id": 1' in out and b'"id": 2' in out and b"out of step" not in out
+
+
+@pytest.mark.parametrize(
+    ("broken", "reason"),
+    [
+        (b"Content-Length: 5\r\n\r\n" + json.dumps(SHUTDOWN).encode(), b"Content-Length 5"),
+        (b"Content-Length: 500\r\n\r\n" + json.dumps(SHUTDOWN).encode(), b"Content-Length 500"),
+        (b"Content-Type: x\r\n\r\n{}", b"without a valid Content-Length"),
+        (b"content-length: 2\r\n\r\n{}", b"without a valid Content-Length"),
+        (b"GET / HTTP/1.1\r\n", b"not a message header"),
+    ],
+)
+def test_broken_framing_ends_the_server_with_a_logged_error(
+    tmp_path: Path, broken: bytes, reason: bytes
+) -> None:
+    # What follows the broken message would be misread; the server must not pretend.
+    data = frame(INIT) + broken + frame({**SHUTDOWN, "id": 3})
+    code, out = serve(tmp_path, data)
+    assert code == 1
+    assert b"LSP input out of step" in out and reason in out  # told to the editor too
+    log = (tmp_path / "logs" / "lsp.log").read_bytes()
+    assert b"LSP input out of step" in log and reason in log
