@@ -352,7 +352,13 @@ class ModelClient:
         label = f"HTTP {status}" if status != 200 else "stream error"
         cause = f"{label} {err_type}: {message}" if err_type else f"{label}: {message}"
         cause = self.scrub(cause)
-        if status in RETRYABLE_STATUS or err_type in RETRYABLE_ERROR_TYPES or status >= 500:
+        # The HTTP status decides; the error type only for an error event inside a
+        # 200 stream (a 400 whose body says `api_error` is still a refused request).
+        if (
+            status in RETRYABLE_STATUS
+            or status >= 500
+            or (status == 200 and err_type in RETRYABLE_ERROR_TYPES)
+        ):
             return _TransientError(cause, retry_after)
         if status == 401:
             return ModelError(
