@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_TIMEOUT_S = 120.0
+# Below this a command cannot even reach bash before it is interrupted (the interrupt
+# then hits bash at its prompt, and a session would be replaced for nothing).
+MIN_TIMEOUT_S = 0.1
 MIN_THINKING_BUDGET = 1024  # the API's floor for `thinking.budget_tokens`
 
 # Environment variables a face reads under its own settings (editor settings and CLI
@@ -122,6 +125,12 @@ class Settings:
                 changes[name] = _coerce(current, value, zero_ok=name in _ZERO_OK)
             except (TypeError, ValueError) as exc:
                 problems.append(f"setting {key!r}: {exc}; keeping {current!r}")
+                continue
+            if name == "command_timeout" and changes[name] < MIN_TIMEOUT_S:
+                problems.append(
+                    f"setting {key!r}: must be at least {MIN_TIMEOUT_S:g} s; keeping {current!r}"
+                )
+                del changes[name]
                 continue
             choices = _CHOICES.get(name)
             if choices is not None and changes[name] not in choices:

@@ -34,7 +34,7 @@ from ptyprocess import PtyProcess  # type: ignore[import-untyped]
 
 from synapse_lsp.cmdline import quote
 from synapse_lsp.commands import OutputSink
-from synapse_lsp.config import Settings, SettingsSource, as_source
+from synapse_lsp.config import MIN_TIMEOUT_S, Settings, SettingsSource, as_source
 from synapse_lsp.errors import ShellError
 from synapse_lsp.output import BoundedCapture
 
@@ -213,6 +213,7 @@ class ShellSession:
         if self._closed:
             raise ShellError("the shell session is closed")
         limit = self.settings.command_timeout if timeout is None else timeout
+        limit = max(limit, MIN_TIMEOUT_S)  # less could interrupt bash before the command
         wait_for: float | None = None if limit <= 0 or math.isinf(limit) else limit
         async with self._lock:
             if not self.alive:

@@ -11,7 +11,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from synapse_lsp.config import LiveSettings
+from synapse_lsp.config import MIN_TIMEOUT_S, LiveSettings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,8 +78,11 @@ def main(argv: list[str]) -> int:
         return 2
     settings = LiveSettings(folder=cwd)
     if args.timeout is not None:
-        if args.timeout <= 0:
-            print("synapse exec: --timeout must be a positive number of seconds", file=sys.stderr)
+        if not args.timeout >= MIN_TIMEOUT_S:
+            print(
+                f"synapse exec: --timeout must be at least {MIN_TIMEOUT_S:g} seconds",
+                file=sys.stderr,
+            )
             return 2
         settings.set_face({"commandTimeout": args.timeout})
     for problem in settings.problems:

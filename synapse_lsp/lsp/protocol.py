@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 from lsprotocol import types as lsp
 
+from synapse_lsp.config import MIN_TIMEOUT_S
 from synapse_lsp.lsp.names import (  # re-exported: the protocol's names live there
     INTERNAL_ERROR,
     PROTOCOL_VERSION,
@@ -67,6 +68,12 @@ __all__ = [  # the re-exported names; every class below is this module's own
 def _positive(_instance: Any, attribute: attrs.Attribute[Any], value: float | None) -> None:
     if value is not None and value <= 0:
         raise ArgumentError((camel(attribute.name),), "must be a positive number")
+
+
+def _timeout(instance: Any, attribute: attrs.Attribute[Any], value: float | None) -> None:
+    _positive(instance, attribute, value)
+    if value is not None and value < MIN_TIMEOUT_S:
+        raise ArgumentError((camel(attribute.name),), f"must be at least {MIN_TIMEOUT_S:g} s")
 
 
 # ------------------------------------------------------------- shared parts
@@ -192,7 +199,7 @@ class SessionCancelResult(Wire):
 class ShellRunParams(Wire):
     command: str
     workspace_uri: str | None = None
-    timeout: float | None = attrs.field(default=None, validator=_positive)  # seconds
+    timeout: float | None = attrs.field(default=None, validator=_timeout)  # seconds
 
 
 @attrs.define(kw_only=True)
