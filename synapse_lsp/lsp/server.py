@@ -26,7 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcMethodNotFound
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcMethodNotFound,
+)
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -98,6 +103,14 @@ class SynapseProtocol(LanguageServerProtocol):
 
     def handle_message(self, message: Any) -> None:
         if message is _ANSWERED:
+            return
+        method = getattr(message, "method", "")
+        is_request = bool(method) and getattr(message, "id", None) is not None
+        if self._shutdown and is_request and method != types.EXIT:
+            # LSP: a request after `shutdown` is answered InvalidRequest (pygls drops it,
+            # leaving the client waiting for ever).
+            error = JsonRpcInvalidRequest(f"{method}: the server is shutting down")
+            self._send_response(message.id, error=error.to_response_error())
             return
         super().handle_message(message)
 

@@ -84,3 +84,39 @@ def test_broken_framing_ends_the_server_with_a_logged_error(
     assert b"LSP input out of step" in out and reason in out  # told to the editor too
     log = (tmp_path / "logs" / "lsp.log").read_bytes()
     assert b"LSP input out of step" in log and reason in log
+
+
+def test_requests_after_shutdown_are_answered_invalid_request(tmp_path: Path) -> None:
+    """LSP: after `shutdown` a request gets InvalidRequest; pygls alone drops it and the
+    client waits for ever."""
+    status = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "workspace/executeCommand",
+        "params": {"command": "synapse.status", "arguments": [{}]},
+    }
+    env = dict(os.environ, SYNAPSE_HOME=str(tmp_path))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "synapse_lsp"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(frame(INIT) + frame(SHUTDOWN))
+    proc.stdin.flush()
+    out = b""
+    deadline = time.monotonic() + 60
+    sent = False
+    while b'"id": 3' not in out and time.monotonic() < deadline:
+        if not sent and b'"id": 2' in out:  # shutdown answered: now a late request
+            proc.stdin.write(frame(status))
+            proc.stdin.flush()
+            sent = True
+        if select.select([proc.stdout], [], [], 1.0)[0]:
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            out += chunk
+    proc.stdin.close()
+    proc.wait(timeout=60)
+    answer = out[out.index(b'"id": 3') - 200 :]
+    assert b"-32600" in answer and b"shutting down" in answer
