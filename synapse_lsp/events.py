@@ -101,6 +101,9 @@ class Notice:
     message: str
     level: Literal["info", "warning"] = "info"
     parent_tool_call_id: str | None = None
+    # The text streamed since the last model call began is void (a retried stream):
+    # a face that shows only the final answer must drop it.
+    discards_text: bool = False
 
 
 @dataclass(frozen=True)

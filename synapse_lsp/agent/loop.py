@@ -216,15 +216,16 @@ class Loop:
                         await asyncio.sleep(0)
                     elif isinstance(item, StreamRetry):
                         discard = " The partial answer above is discarded." if parts else ""
-                        parts.clear()
                         emit(
                             Notice(
                                 f"Model API: {item.cause}. Retrying in {item.delay:.1f} s "
                                 f"(attempt {item.attempt + 1} of {item.max_attempts}).{discard}",
                                 "warning",
                                 parent,
+                                discards_text=bool(parts),
                             )
                         )
+                        parts.clear()
                     elif isinstance(item, StreamDone):
                         done = item
         except asyncio.CancelledError:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
-from synapse_lsp.cli.entry import main
 
-__all__ = ["main"]
+def main(argv: list[str] | None = None) -> int:
+    """The `synapse` console script (`synapse_lsp.cli:main`, kept for installed scripts).
+
+    Imported lazily so that `python -m synapse_lsp.cli.entry` does not find its own
+    module already loaded (runpy warns about that)."""
+    from synapse_lsp.cli.entry import main as entry_main
+
+    return entry_main(argv)

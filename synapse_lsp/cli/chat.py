@@ -267,6 +267,8 @@ class Renderer:
                 first = next((ln for ln in event.text.splitlines() if ln.strip()), "")
                 self._line(f"{indent}  \u2717 {what}: {first[:160]}")
         elif isinstance(event, Notice):
+            if event.discards_text and self.one_shot and not nested:
+                self.buffer.clear()  # stdout carries only the final answer
             self._line(f"{indent}[{event.level}] {event.message}")
         elif isinstance(event, PlanUpdated):
             marks = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
