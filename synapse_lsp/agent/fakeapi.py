@@ -5,7 +5,8 @@ Tests, benchmarks and the offline demo point the real `anthropic` SDK at it
 scripted response and replays it as the SSE stream the API would send (text,
 thinking and `tool_use` blocks with `input_json_delta`), or as an HTTP error
 (429 with `retry-after`, 529 `overloaded_error`…), an `event: error` inside the
-stream, a connection cut mid-message, or a stream that hangs. Every request is
+stream, a connection cut mid-message, a stream that hangs, or malformed SSE (a
+`data:` line that is not JSON, an event missing a field, a stream cut mid-event). Every request is
 recorded (`api.requests`; `GET /_requests` from another process). The script
 format is documented in docs/agent.md.
 
@@ -41,6 +42,7 @@ _RESPONSE_KEYS = {
     "drop_after",
     "hang_after",
     "stream_error",
+    "malformed",
     "error",
     "template",
     "stream",
@@ -99,6 +101,14 @@ def normalize_response(item: Any, where: str = "response") -> JSON:
         if not isinstance(err, dict) or not isinstance(err.get("status"), int):
             raise ScriptError(f"{where}: 'error' needs an integer 'status'")
         return out
+    malformed = out.get("malformed")
+    if malformed is not None:
+        kind = malformed.get("kind") if isinstance(malformed, dict) else None
+        if kind not in MALFORMED_KINDS:
+            raise ScriptError(
+                f"{where}: 'malformed' is {{\"kind\": one of {sorted(MALFORMED_KINDS)}, "
+                '"after": N}'
+            )
     if "content" in out:
         if not isinstance(out["content"], list):
             raise ScriptError(f"{where}: 'content' must be a list of blocks")
@@ -126,10 +136,18 @@ def normalize_response(item: Any, where: str = "response") -> JSON:
     return out
 
 
+MALFORMED_KINDS = frozenset({"invalid_json", "missing_field", "truncated"})
+
+
 def _block(block: Any, where: str) -> JSON:
     if not isinstance(block, dict) or "type" not in block:
         raise ScriptError(f"{where}: a block is an object with a 'type'")
     kind = block["type"]
+    if kind == "raw":  # sent verbatim in content_block_start (redacted_thinking, new types)
+        inner = block.get("block")
+        if not isinstance(inner, dict) or not isinstance(inner.get("type"), str):
+            raise ScriptError(f"{where}: a raw block needs 'block', an object with a 'type'")
+        return {"type": "raw", "block": inner}
     if kind == "text":
         return {"type": "text", "text": str(block.get("text", ""))}
     if kind == "thinking":
@@ -472,6 +490,9 @@ class FakeAnthropic:
             block = dict(block)
             if values is not None and block["type"] == "text":
                 block["text"] = block["text"].format_map(values)
+            if block["type"] == "raw":
+                blocks.append(block["block"])
+                continue
             if block["type"] == "tool_use" and "id" not in block:
                 self._tool_ids += 1
                 block["id"] = f"toolu_fake_{self._tool_ids:04d}"
@@ -530,6 +551,8 @@ class FakeAnthropic:
             if kind == "text":
                 start: JSON = {"type": "text", "text": ""}
                 deltas = [{"type": "text_delta", "text": c} for c in _chunks(block["text"], size)]
+            elif kind not in ("thinking", "tool_use"):  # a raw block: all in its start
+                start, deltas = block, []
             elif kind == "thinking":
                 start = {"type": "thinking", "thinking": "", "signature": ""}
                 deltas = [
@@ -586,7 +609,26 @@ class FakeAnthropic:
         stream_error = response.get("stream_error")
         error_after = int(stream_error.get("after", 2)) if isinstance(stream_error, dict) else None
         chunk_delay = float(response.get("chunk_delay", 0) or 0)
+        malformed = response.get("malformed")
+        bad_kind = malformed["kind"] if isinstance(malformed, dict) else None
+        bad_at = int(malformed.get("after", 2)) if isinstance(malformed, dict) else None
         for sent, (name, data) in enumerate(events):
+            if bad_at is not None and sent == bad_at:
+                if bad_kind == "truncated":  # the body ends cleanly, mid-event
+                    payload = _sse(name, data).split(b"\r\n", 1)[1][:-2]
+                    half = payload[: max(1, len(payload) // 2)]
+                    writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(half), half))
+                    await writer.drain()
+                    return True
+                if bad_kind == "invalid_json":
+                    garbage = f'event: {name}\ndata: {{"type": "{name}", "ind\n\n'.encode()
+                    writer.write(b"%x\r\n%s\r\n" % (len(garbage), garbage))
+                else:  # missing_field: the field the event's type needs most
+                    gone = next(
+                        (k for k in ("delta", "content_block", "message") if k in data), "type"
+                    )
+                    writer.write(_sse(name, {k: v for k, v in data.items() if k != gone}))
+                continue
             if drop_after is not None and sent >= int(drop_after):
                 await writer.drain()
                 writer.transport.abort()  # cut the connection mid-message

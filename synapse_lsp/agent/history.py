@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from synapse_lsp.agent import prompts
+from synapse_lsp.agent.model import KNOWN_BLOCK_TYPES
 
 Message = dict[str, Any]
 
@@ -66,6 +67,8 @@ def _usable(role: str, block: Any) -> bool:
     kind = block["type"]
     if kind in _NOT_FROM[role]:
         return False
+    if role == "assistant" and kind not in KNOWN_BLOCK_TYPES:
+        return False  # a block type this client does not know (stored before it was dropped)
     if kind == "text":  # the API refuses empty and whitespace-only text blocks
         return isinstance(block.get("text"), str) and bool(block["text"].strip())
     if kind == "tool_use":
@@ -88,8 +91,8 @@ def repair_history(messages: Iterable[Message]) -> list[Message]:
       message, in order; a missing one becomes an "[Interrupted]" error result;
     - a `tool_result` that answers no `tool_use` of the message right before it (an
       orphan), or answers one twice, is dropped; a message left empty is dropped;
-    - blocks on the wrong side (a tool_result from the model, a tool_use from the user)
-      and empty text blocks are dropped.
+    - blocks on the wrong side (a tool_result from the model, a tool_use from the user),
+      model blocks of a type this client does not know, and empty text blocks are dropped.
 
     Repairing a repaired history changes nothing."""
     merged: list[Message] = []

@@ -2,8 +2,9 @@
 
 Built on the official `anthropic` SDK (imported lazily: it costs seconds). The SDK's
 own retries are switched off so that this module owns the policy: 408/409/429/5xx,
-`overloaded_error`/`rate_limit_error`/`api_error` events and a stream that ends
-without `message_stop` are retried with exponential backoff, honouring
+`overloaded_error`/`rate_limit_error`/`api_error` events, a stream that ends
+without `message_stop` and a malformed stream (a `data:` line that is not JSON, an
+event missing a field its type needs) are retried with exponential backoff, honouring
 `retry-after-ms`/`retry-after`. After the last attempt a `ModelError` names the
 cause. The API key is never put into a message, a log record or an exception.
 
@@ -41,6 +42,8 @@ NO_KEY_HELP = (
 )
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 RETRYABLE_ERROR_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error", "timeout"})
+# Assistant blocks this client understands; any other type is left out of the history.
+KNOWN_BLOCK_TYPES = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
 
 
 # --------------------------------------------------------------- stream items
@@ -98,25 +101,35 @@ class _Attempt:
     usage: Usage = field(default_factory=Usage)
     model: str = ""
     stopped: bool = False
+    dropped: list[str] = field(default_factory=list)
 
     def feed(self, event: object) -> tuple[StreamItem, ...]:
-        """Take one stream event (the API's JSON object); return what to yield for it."""
-        if not isinstance(event, dict):
-            return ()
-        kind = event.get("type")
+        """Take one stream event (the API's JSON object); return what to yield for it.
+
+        An event that lacks what its type needs (a delta without its `delta` or
+        `index`, a block start without its block, text that is not a string…) raises
+        `_MalformedStreamError`: the message it belongs to cannot be trusted, so the attempt
+        is retried like a dropped stream."""
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            raise _MalformedStreamError(
+                f"an event that is not an object with a type: {_peek(event)}"
+            )
+        kind = event["type"]
         if kind == "content_block_delta":
-            delta = event.get("delta") or {}
-            index = event.get("index", 0)
-            dtype = delta.get("type")
+            delta = _field(event, "delta", dict)
+            index = _field(event, "index", int)
+            dtype = _field(delta, "type", str, kind)
             if dtype == "text_delta":
-                text = delta.get("text", "")
+                text = _field(delta, "text", str, dtype)
                 block = self.blocks.setdefault(index, {"type": "text", "text": ""})
                 block["text"] = block.get("text", "") + text
                 return (StreamText(text),)
             if dtype == "input_json_delta":
-                self.json_parts.setdefault(index, []).append(delta.get("partial_json", ""))
+                self.json_parts.setdefault(index, []).append(
+                    _field(delta, "partial_json", str, dtype)
+                )
             elif dtype == "thinking_delta":
-                thought = delta.get("thinking", "")
+                thought = _field(delta, "thinking", str, dtype)
                 block = self.blocks.setdefault(index, {"type": "thinking", "thinking": ""})
                 block["thinking"] = block.get("thinking", "") + thought
                 return (StreamThinking(thought),)
@@ -131,8 +144,9 @@ class _Attempt:
                 )
             return ()
         if kind == "content_block_start":
-            block = _without_nones(event.get("content_block") or {})
-            index = event.get("index", 0)
+            block = _without_nones(_field(event, "content_block", dict))
+            index = _field(event, "index", int)
+            _field(block, "type", str, "content_block")
             if block.get("type") == "tool_use":
                 block = {
                     "type": "tool_use",
@@ -147,20 +161,29 @@ class _Attempt:
             self.blocks[index] = block
             return ()
         if kind == "message_start":
-            message = event.get("message") or {}
+            message = _field(event, "message", dict)
             self.model = message.get("model") or ""
             self.usage = _usage(message.get("usage") or {}, Usage())
         elif kind == "message_delta":
-            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
+            stop_reason = _field(event, "delta", dict).get("stop_reason")
+            self.stop_reason = stop_reason if isinstance(stop_reason, str) else self.stop_reason
             self.usage = _usage(event.get("usage") or {}, self.usage)
         elif kind == "message_stop":
             self.stopped = True
         return ()
 
     def content(self) -> list[dict[str, Any]]:
+        """The finished blocks, in order, without those this client does not understand
+        (a future block type, a server tool's block): stored in the history they would
+        be sent back on every later call, and the API may refuse them out of context.
+        `thinking` and `redacted_thinking` blocks are kept exactly as they came: the API
+        wants them back unchanged."""
         out: list[dict[str, Any]] = []
         for index in sorted(self.blocks):
             block = self.blocks[index]
+            if block.get("type") not in KNOWN_BLOCK_TYPES:
+                self.dropped.append(str(block.get("type")))
+                continue
             if block.get("type") == "tool_use":
                 raw = "".join(self.json_parts.get(index, []))
                 try:
@@ -182,6 +205,28 @@ class _TransientError(Exception):
         super().__init__(cause)
         self.cause = cause
         self.delay = delay
+
+
+class _MalformedStreamError(_TransientError):
+    """The stream sent something that is not a well-formed event: retried like a drop."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"malformed stream ({what})")
+
+
+def _field(obj: dict[str, Any], key: str, kind: type, where: str = "") -> Any:
+    """`obj[key]`, which must be a `kind`; else the stream is malformed."""
+    value = obj.get(key)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        owner = where or str(obj.get("type", "event"))
+        problem = "without" if value is None else f"with a non-{kind.__name__}"
+        raise _MalformedStreamError(f"{owner} {problem} `{key}`")
+    return value
+
+
+def _peek(value: object) -> str:
+    text = json.dumps(value, default=repr)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class ModelClient:
@@ -337,11 +382,19 @@ class ModelClient:
             raise self._status_failure(exc) from None
         except (anthropic.APIConnectionError, httpx2.TransportError) as exc:
             raise _TransientError(f"stream dropped mid-message ({_root_cause(exc)})") from None
+        except ValueError as exc:  # a `data:` line that is not JSON (or not UTF-8)
+            raise _MalformedStreamError(f"an event that is not JSON: {_short(exc)}") from None
         finally:
             await stream.close()
         if not acc.stopped:
             raise _TransientError("stream dropped mid-message (ended before message_stop)")
-        yield StreamDone(acc.content(), acc.stop_reason or "end_turn", acc.usage, acc.model)
+        content = acc.content()
+        if acc.dropped:
+            log.warning(
+                "left out content blocks of unknown type from the model's answer: %s",
+                ", ".join(acc.dropped),
+            )
+        yield StreamDone(content, acc.stop_reason or "end_turn", acc.usage, acc.model)
 
     def _status_failure(self, exc: Any) -> Exception:
         """Classify an APIStatusError: transient -> _TransientError, else ModelError."""
@@ -439,6 +492,11 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         except ValueError:
             continue
     return None
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _root_cause(exc: BaseException) -> str:

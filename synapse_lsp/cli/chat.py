@@ -279,7 +279,11 @@ class Renderer:
         elif isinstance(event, TurnFinished):
             if self.one_shot:
                 answer = "".join(self.buffer).strip()
-                if answer:
+                self.buffer.clear()
+                if answer and event.stop_reason == "error":
+                    # the failed call's partial text is no answer: stdout stays clean
+                    self.activity.write(answer + "\n")
+                elif answer:
                     self.out.write(answer + "\n")
                     self.out.flush()
             elif self.mid_line:
