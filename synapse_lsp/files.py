@@ -2,17 +2,24 @@
 
 `FileGateway` is the seam: `read`/`edit`/`write` call it and never open files
 for writing themselves. `DiskFiles` writes atomically (temp file + rename, mode
-kept). The LSP server supplies a gateway that answers from open documents and
-sends `workspace/applyEdit` instead.
+kept, a symlink's target written and the link kept) and does every
+read-compare-write under `file_lock`, an advisory lock that other Synapse
+processes honour too. The LSP server supplies a gateway that answers from open
+documents and sends `workspace/applyEdit` instead.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
+import fcntl
 import hashlib
 import os
 import stat
 import tempfile
+import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import unquote, urlsplit
@@ -87,17 +94,131 @@ def read_disk_text(path: Path) -> str:
         raise FileError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
 
 
+LOCK_SUFFIX = ".synapse-lock"
+LOCK_TIMEOUT = 30.0  # a lock held longer than this belongs to a stuck process
+_LOCK_POLL_MIN = 0.001
+_LOCK_POLL_MAX = 0.02
+# The lock files this task holds (`file_lock` is re-entrant within one task).
+_held: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "synapse_file_locks", default=frozenset()
+)
+
+
+def write_target(path: Path) -> Path:
+    """The file a write to `path` really replaces: symlinks followed (a dangling one to
+    the file it names), so the rename lands on the target and the link survives."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def lock_path(path: Path) -> Path:
+    """The side lock file for `path`: `.<name>.synapse-lock` beside the real target.
+
+    Beside the file, not under $SYNAPSE_HOME, so that every process agrees on it
+    whatever its settings (and the two names of a symlinked file share one lock);
+    `file_lock` removes it on release, so the folder is left as it was found.
+    """
+    real = Path(os.path.realpath(path))
+    name = real.name
+    if len(name.encode("utf-8", "surrogateescape")) > 200:  # keep under NAME_MAX
+        name = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return real.parent / f".{name}{LOCK_SUFFIX}"
+
+
+def _try_lock(lock: Path) -> int | None:
+    """One non-blocking attempt: the fd holding an exclusive flock on the file now at
+    `lock`, or None if another holder has it (or it was replaced under us)."""
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        # The previous holder unlinks the file before it lets go: a lock won on an
+        # unlinked (or since re-created) inode guards nothing, so try again.
+        mine = os.fstat(fd)
+        try:
+            there = lock.stat()
+        except FileNotFoundError:
+            os.close(fd)
+            return None
+        if (mine.st_dev, mine.st_ino) != (there.st_dev, there.st_ino):
+            os.close(fd)
+            return None
+        return fd
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        raise
+
+
+@contextlib.asynccontextmanager
+async def file_lock(path: Path, *, timeout: float = LOCK_TIMEOUT) -> AsyncIterator[None]:
+    """Hold the advisory lock of `path` (see `lock_path`) across processes.
+
+    Every flock is taken on its own open file, so two tasks of one process exclude
+    each other as two processes do; a task already holding the lock re-enters
+    freely. Waiting polls (never blocks the event loop) and is cancellable; after
+    `timeout` seconds it gives up with a FileError naming the lock file.
+    """
+    lock = lock_path(path)
+    key = str(lock)
+    held = _held.get()
+    if key in held:
+        yield
+        return
+    deadline = time.monotonic() + timeout
+    delay = _LOCK_POLL_MIN
+    while True:
+        try:
+            fd = _try_lock(lock)
+        except FileNotFoundError:  # no parent directory, so no such file either
+            raise FileError(f"{path}: no such file") from None
+        except NotADirectoryError:
+            raise FileError(f"{lock.parent}: exists and is not a directory") from None
+        except PermissionError:
+            raise FileError(f"{lock.parent}: permission denied") from None
+        except OSError as exc:
+            raise FileError(f"{lock}: cannot lock: {exc.strerror or exc}") from None
+        if fd is not None:
+            break
+        if time.monotonic() >= deadline:
+            raise FileError(
+                f"{path}: still locked by another process after {timeout:g} s ({lock}); "
+                "nothing changed"
+            )
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, _LOCK_POLL_MAX)
+    token = _held.set(held | {key})
+    try:
+        yield
+    finally:
+        _held.reset(token)
+        with contextlib.suppress(OSError):
+            lock.unlink()  # while still holding it: see _try_lock
+        os.close(fd)
+
+
+def make_parents(path: Path) -> None:
+    """Create the directories `path` needs (of its real target, for a symlink)."""
+    parent = write_target(path).parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise FileError(f"{parent}: exists and is not a directory") from None
+    except PermissionError:
+        raise FileError(f"{parent}: permission denied") from None
+
+
 def atomic_write(path: Path, text: str) -> None:
     """Write `text` to `path` so a crash leaves either the old or the new file, never half.
 
-    Parent directories are created; an existing file's permission bits are kept.
+    Parent directories are created; an existing file's permission bits are kept. A
+    symlink is followed: its target is replaced and the link stays a link. This is the
+    bare write: callers that read first hold `file_lock` (as `DiskFiles` does).
     """
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise FileError(f"{path.parent}: exists and is not a directory") from None
-    except PermissionError:
-        raise FileError(f"{path.parent}: permission denied") from None
+    path = write_target(path)
+    make_parents(path)
     if path.is_dir():
         raise FileError(f"{path}: is a directory")
     mode: int | None = None
@@ -127,16 +248,29 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 class DiskFiles:
-    """The gateway with no editor: plain, atomic disk writes."""
+    """The gateway with no editor: atomic disk writes, each under `file_lock`.
+
+    `apply_change` compares and writes under the lock, so of two processes editing
+    one file neither can overwrite a change it has not seen: the later one fails
+    ("changed on disk since it was read") instead of silently losing the other's
+    edit. A caller that also reads under the lock (the `edit` built-in) never sees
+    that failure from another Synapse process, only from writers that take no lock.
+    """
 
     async def document_text(self, path: Path) -> str | None:
         return None
 
     async def apply_change(self, path: Path, before: str, after: str) -> None:
-        current = read_disk_text(path)
-        if content_hash(current) != content_hash(before):
-            raise FileError(f"{path}: changed on disk since it was read; read it again")
-        atomic_write(path, after)
+        async with file_lock(path):
+            current = read_disk_text(path)
+            if content_hash(current) != content_hash(before):
+                raise FileError(
+                    f"{path}: changed on disk since it was read (by another program); "
+                    "nothing changed: read it again and redo the edit"
+                )
+            atomic_write(path, after)
 
     async def write(self, path: Path, text: str) -> None:
-        atomic_write(path, text)
+        make_parents(path)  # the lock file lives in the parent
+        async with file_lock(path):
+            atomic_write(path, text)

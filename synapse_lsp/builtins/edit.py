@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from synapse_lsp.builtins.args import ArgError, parse_args
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
-from synapse_lsp.files import FileError, read_disk_text
+from synapse_lsp.files import FileError, file_lock, read_disk_text
 
 
 class EditCommand:
@@ -41,10 +43,19 @@ Examples:
         except ArgError as exc:
             return CommandOutput.usage_error(self.name, str(exc))
         path = ctx.resolve(file_arg)
+        replace_all = "all" in args.flags
         try:
             before = await ctx.files.document_text(path)
-            if before is None:
+        except FileError as exc:
+            return _fail(f"edit: {exc.message}")
+        if before is not None:  # the editor's buffer: it versions its own changes
+            return await self._apply(ctx, path, file_arg, before, old, new, replace_all)
+        # On disk: read, match and write under the file's lock, so that no other
+        # Synapse process can change the file in between (its edit waits for ours).
+        try:
+            async with file_lock(path):
                 before = read_disk_text(path)
+                return await self._apply(ctx, path, file_arg, before, old, new, replace_all)
         except FileError as exc:
             return _fail(
                 f"edit: {exc.message}",
@@ -52,6 +63,17 @@ Examples:
                 if "no such file" in exc.message
                 else FailureCategory.EXECUTION_ERROR,
             )
+
+    async def _apply(
+        self,
+        ctx: CommandContext,
+        path: Path,
+        file_arg: str,
+        before: str,
+        old: str,
+        new: str,
+        replace_all: bool,
+    ) -> CommandOutput:
         count = before.count(old)
         if count == 0:
             hint = ""
@@ -61,7 +83,6 @@ Examples:
                 f"edit: {file_arg}: <old> text not found{hint}; nothing changed. "
                 f"Check the exact text with: read {file_arg}"
             )
-        replace_all = "all" in args.flags
         after = before.replace(old, new) if replace_all else before.replace(old, new, 1)
         if after == before:
             return CommandOutput(f"No change: {file_arg} already has that text\n")
