@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from synapse_lsp.builtins.args import ArgError, parse_args
@@ -23,8 +24,9 @@ class EditCommand:
   <new>    the replacement text (may be empty to delete)
   --all    replace every occurrence instead of only the first
   If <old> is not found nothing changes and the command fails. Quote <old> and <new>
-  as single arguments; they may span lines. In an editor the change lands in its
-  buffer (unsaved text included).
+  as single arguments; they may span lines. Line breaks match the file's own (LF or
+  CRLF), and new lines take the endings of the lines they replace. In an editor the
+  change lands in its buffer (unsaved text included).
 Examples:
   edit app.py "debug = True" "debug = False"
   edit notes.md "TODO" "DONE" --all"""
@@ -74,7 +76,7 @@ Examples:
         new: str,
         replace_all: bool,
     ) -> CommandOutput:
-        count = before.count(old)
+        count, after = replace_text(before, old, new, replace_all=replace_all)
         if count == 0:
             hint = ""
             if old.strip() and old.strip() in before:
@@ -83,7 +85,6 @@ Examples:
                 f"edit: {file_arg}: <old> text not found{hint}; nothing changed. "
                 f"Check the exact text with: read {file_arg}"
             )
-        after = before.replace(old, new) if replace_all else before.replace(old, new, 1)
         if after == before:
             return CommandOutput(f"No change: {file_arg} already has that text\n")
         try:
@@ -97,6 +98,58 @@ Examples:
             f"Replaced {done} {noun} in {file_arg}{more}\n",
             data={"edit": {"kind": "edit", "path": str(path), "replacements": done}},
         )
+
+
+_BREAK = re.compile(r"\r\n|\n")
+_ANY_BREAK = r"\r?\n"
+
+
+def replace_text(before: str, old: str, new: str, *, replace_all: bool) -> tuple[int, str]:
+    """(occurrences of `old` in `before`, the text with the first or every one replaced).
+
+    A file without a carriage return (and an `old` without one) is matched exactly.
+    Otherwise line breaks match whatever style the file uses there: `read` shows a
+    CRLF file's lines without their `\r`, so the `old` a model copies from it says
+    `\n`. Each line break of `new` then takes the ending of the corresponding line it
+    replaces (extra lines take the last one's), so untouched lines keep their bytes
+    and replaced lines their endings, in LF, CRLF and mixed files alike.
+    """
+    if "\r" not in before and "\r" not in old:
+        count = before.count(old)
+        return count, (before.replace(old, new) if replace_all else before.replace(old, new, 1))
+    pieces = _BREAK.split(old)
+    pattern = re.compile(_ANY_BREAK.join(re.escape(piece) for piece in pieces))
+    new_lines = _BREAK.split(new)
+    count = 0
+
+    def substitute(match: re.Match[str]) -> str:
+        nonlocal count
+        count += 1
+        if count > 1 and not replace_all:
+            return match.group()
+        if len(new_lines) == 1:
+            return new
+        endings = re.findall(_ANY_BREAK, match.group())  # the literal pieces hold no \n
+        fallback = endings[-1] if endings else _ending_at(before, match.end())
+        out = [new_lines[0]]
+        for index, line in enumerate(new_lines[1:]):
+            out.append(endings[index] if index < len(endings) else fallback)
+            out.append(line)
+        return "".join(out)
+
+    after = pattern.sub(substitute, before)
+    return count, after
+
+
+def _ending_at(text: str, position: int) -> str:
+    """The line ending of the line holding `position` (or, on a last line without
+    one, of the line before it); LF when the text has none."""
+    newline = text.find("\n", position)
+    if newline < 0:
+        newline = text.rfind("\n", 0, position)
+    if newline < 0:
+        return "\n"
+    return "\r\n" if newline > 0 and text[newline - 1] == "\r" else "\n"
 
 
 def _fail(

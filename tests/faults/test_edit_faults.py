@@ -98,3 +98,61 @@ async def test_edit_and_write_through_a_symlink_keep_the_link(
     # Nothing left behind: no lock or temp files in either folder.
     assert sorted(p.name for p in real_dir.iterdir()) == ["config.txt", "made-later.txt"]
     assert sorted(p.name for p in workdir.iterdir()) == ["later.txt", "link.txt", "real"]
+
+
+# ------------------------------------------------------------- line endings
+
+
+async def _edit_bytes(
+    router: BashRouter, workdir: Path, data: bytes, old: str, new: str, *flags: str
+) -> tuple[str, bytes]:
+    target = workdir / "endings.txt"
+    target.write_bytes(data)
+    line = " ".join(["edit endings.txt", f"'{old}'", f"'{new}'", *flags])
+    result = await router.route(line)
+    return result.text, target.read_bytes()
+
+
+async def test_multi_line_edit_of_an_lf_file_is_exact(router: BashRouter, workdir: Path) -> None:
+    text, after = await _edit_bytes(
+        router, workdir, b"one\ntwo\nthree\n", "one\ntwo\n", "uno\ndos\nmas\n"
+    )
+    assert text.startswith("Replaced 1 occurrence"), text
+    assert after == b"uno\ndos\nmas\nthree\n"
+
+
+async def test_multi_line_edit_of_a_crlf_file_keeps_crlf(router: BashRouter, workdir: Path) -> None:
+    """`read` shows a CRLF file without its `\\r`, so the model's <old> says `\\n`: it
+    must still match, and the new lines must be CRLF like the ones they replace."""
+    data = b"head\r\none\r\ntwo\r\nthree\r\ntail"
+    (workdir / "endings.txt").write_bytes(data)
+    read = await router.route("read endings.txt")
+    assert read.stdout == "head\none\ntwo\nthree\ntail\n"  # what the model copies from
+    text, after = await _edit_bytes(router, workdir, data, "one\ntwo\n", "uno\ndos\nmas\n")
+    assert text.startswith("Replaced 1 occurrence"), text
+    assert after == b"head\r\nuno\r\ndos\r\nmas\r\nthree\r\ntail"
+    # More lines than replaced: the extra breaks take the last replaced ending, and the
+    # text after the match (a last line with no ending) is left as it was.
+    text, after = await _edit_bytes(router, workdir, data, "three\ntail", "3\ntail\nend")
+    assert after == b"head\r\none\r\ntwo\r\n3\r\ntail\r\nend", text
+    # A line break added inside one line takes that line's ending.
+    text, after = await _edit_bytes(router, workdir, data, "two", "2a\n2b")
+    assert after == b"head\r\none\r\n2a\r\n2b\r\nthree\r\ntail", text
+
+
+async def test_multi_line_edit_of_a_mixed_file_keeps_each_lines_ending(
+    router: BashRouter, workdir: Path
+) -> None:
+    data = b"a\r\nb\nc\r\nd\ne\r\nb\nc\r\nd\n"
+    text, after = await _edit_bytes(router, workdir, data, "b\nc\nd", "B\nC\nD")
+    assert text.startswith("Replaced 1 occurrence") and "1 more left" in text, text
+    assert after == b"a\r\nB\nC\r\nD\ne\r\nb\nc\r\nd\n"
+    text, after = await _edit_bytes(router, workdir, data, "b\nc\nd", "B\nC\nD", "--all")
+    assert text.startswith("Replaced 2 occurrences"), text
+    assert after == b"a\r\nB\nC\r\nD\ne\r\nB\nC\r\nD\n"
+    # Fewer lines than replaced: the new breaks take the first endings of the match.
+    text, after = await _edit_bytes(router, workdir, data, "a\nb\nc\n", "x\n")
+    assert after == b"x\r\nd\ne\r\nb\nc\r\nd\n", text
+    # Not there in any line-ending style: refused, file untouched.
+    text, after = await _edit_bytes(router, workdir, data, "a\nc", "z")
+    assert "not found" in text and after == data
