@@ -9,13 +9,36 @@ that the native shell will receive.
 from __future__ import annotations
 
 import re
-import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 # Operators that end a simple command at top level.
 _OPERATORS = ("&&", "||", "|&", ";;", "|", ";", "&", "\n")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2[ \t]*\n", re.DOTALL)
+# The characters `top_level_operators` stops at; inside double quotes, `\\` and `"`.
+_SPECIAL = re.compile(r"[\\'\"`(){}&|;\n]")
+_DQ_SPECIAL = re.compile(r'[\\"]')
+_DQ_ESCAPE = re.compile(r"\\([$`\"\\\n])")
+# Quoted strings and escapes, removed before looking for unquoted `<`/`>`.
+_QUOTED_OR_ESCAPED = re.compile(r"'[^']*'?|\"(?:[^\"\\]|\\.)*\"?|\\.", re.DOTALL)
+_WORD_PIECES = r"""
+    (?P<ws>[ \t\n]+)
+  | (?P<ansi>\$'(?:[^'\\]|\\.)*'?)
+  | (?P<sq>'[^']*'?)
+  | (?P<dq>\$?"(?:[^"\\]|\\.)*"?)
+  | (?P<esc>\\.?)
+"""
+_WORD = re.compile(_WORD_PIECES + r"""| (?P<plain>[^ \t\n'"\\$]+|\$)""", re.VERBOSE | re.DOTALL)
+_WORD_PUNCT = re.compile(
+    _WORD_PIECES + r"""| (?P<punct>[;&|<>()]) | (?P<plain>[^ \t\n'"\\$;&|<>()]+|\$)""",
+    re.VERBOSE | re.DOTALL,
+)
+_SUBST_SPECIAL = re.compile(r"[\\'\"`]|[$<>]\(")
+_PUNCT_RUN = re.compile(r"[;&|<>()]+")
+_ANSI_ESCAPE = re.compile(
+    r"\\(?:[0-7]{1,3}|x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|c.|.)", re.DOTALL
+)
 # Characters no POSIX shell treats specially inside a word (ASCII only; no `~`, `*`, `$`…).
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 
@@ -30,58 +53,162 @@ class Split:
 
 
 def first_word(line: str) -> str:
-    """The first shell word of `line`, unquoted, or "" (best effort, never raises)."""
+    """The first shell word of `line`, unquoted, or "" (never raises).
+
+    A word ends at unquoted blank or at one of `; & | < > ( )`; a line that starts
+    with those characters has them as its first word (`(cd x)` -> `(`). Linear in
+    the length of that word.
+    """
     text = line.lstrip()
+    punct = _PUNCT_RUN.match(text)
+    if punct is not None:
+        return punct.group()
     try:
-        lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|<>()")
-        lexer.whitespace_split = True
-        return lexer.get_token() or ""
+        words = _words(text, stop_at_punct=True, limit=1)
     except ValueError:
         return text.split(maxsplit=1)[0] if text.split() else ""
+    return words[0] if words else ""
 
 
 def split_top_level(line: str) -> Split:
     """Cut `line` at the first operator outside quotes, escapes, `$(…)`, backticks and braces."""
-    i, n = 0, len(line)
-    depth = 0
-    quote: str | None = None
-    while i < n:
+    for index, op in top_level_operators(line):
+        return Split(line[:index], op, line[index + len(op) :])
+    return Split(line, None, "")
+
+
+def split_all(line: str) -> list[tuple[str, str | None]]:
+    """Every simple command of `line` with the operator after it (None for the last),
+    in one linear pass: `a && b | c` -> [("a ", "&&"), (" b ", "|"), (" c", None)]."""
+    out: list[tuple[str, str | None]] = []
+    start = 0
+    for index, op in top_level_operators(line):
+        out.append((line[start:index], op))
+        start = index + len(op)
+    out.append((line[start:], None))
+    return out
+
+
+def top_level_operators(line: str) -> Iterator[tuple[int, str]]:
+    """(index, operator) of each operator of `line` at top level: outside quotes,
+    escapes, backticks and `( … )`/`{ … }` nesting (which covers `$(…)` and `${…}`).
+    `>&`, `<&` and `&>` are redirections, not the `&` operator. Linear: the scan
+    jumps from one special character to the next."""
+    i, n, depth = 0, len(line), 0
+    while True:
+        match = _SPECIAL.search(line, i)
+        if match is None:
+            return
+        i = match.start()
         ch = line[i]
-        if quote == "'":
-            if ch == "'":
-                quote = None
-        elif quote == '"':
-            if ch == "\\":
-                i += 1
-            elif ch == '"':
-                quote = None
-        elif ch == "\\":
-            i += 1
-        elif ch in "'\"":
-            quote = ch
+        if ch == "\\":
+            i += 2
+        elif ch == "'":
+            end = line.find("'", i + 1)
+            i = n if end < 0 else end + 1
+        elif ch == '"':
+            i = _double_quote_end(line, i + 1)
         elif ch == "`":
             end = line.find("`", i + 1)
-            i = n if end < 0 else end
+            i = n if end < 0 else end + 1
         elif ch in "({":
             depth += 1
+            i += 1
         elif ch in ")}":
             depth = max(0, depth - 1)
-        elif depth == 0:
-            for op in _OPERATORS:
-                if line.startswith(op, i):
-                    return Split(line[:i], op, line[i + len(op) :])
-        i += 1
-    return Split(line, None, "")
+            i += 1
+        elif depth > 0 or (
+            ch == "&" and ((i > 0 and line[i - 1] in "<>") or line.startswith("&>", i))
+        ):
+            i += 1
+        else:
+            op = next(o for o in _OPERATORS if line.startswith(o, i))
+            yield i, op
+            i += len(op)
+
+
+def _double_quote_end(line: str, i: int) -> int:
+    """The index just past the `"` closing a double-quoted string that starts at `i`."""
+    while True:
+        match = _DQ_SPECIAL.search(line, i)
+        if match is None:
+            return len(line)
+        if match.group() == "\\":
+            i = match.start() + 2
+        else:
+            return match.start() + 1
+
+
+def group_end(text: str, start: int) -> int:
+    """The index of the `)`/`}` that closes the `(`/`{` at `start` (quotes and escapes
+    skipped, nesting counted), or len(text) when it is never closed."""
+    i, n, depth = start, len(text), 0
+    while True:
+        match = _SPECIAL.search(text, i)
+        if match is None:
+            return n
+        i = match.start()
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+        elif ch == "'":
+            end = text.find("'", i + 1)
+            i = n if end < 0 else end + 1
+        elif ch == '"':
+            i = _double_quote_end(text, i + 1)
+        elif ch == "`":
+            end = text.find("`", i + 1)
+            i = n if end < 0 else end + 1
+        else:
+            if ch in "({":
+                depth += 1
+            elif ch in ")}":
+                depth -= 1
+                if depth == 0:
+                    return i
+            i += 1
+
+
+def substitutions(text: str) -> list[str]:
+    """The scripts of the command substitutions in `text`: `$(…)`, backticks and
+    process substitutions `<(…)`/`>(…)`, also inside double quotes (where they still
+    run), not inside single quotes. Not recursive: a caller scans each result again."""
+    out: list[str] = []
+    i, n, in_double = 0, len(text), False
+    while True:
+        match = _SUBST_SPECIAL.search(text, i)
+        if match is None:
+            return out
+        i = match.start()
+        token = match.group()
+        if token == "\\":
+            i += 2
+        elif token == "'":
+            if in_double:
+                i += 1
+            else:
+                end = text.find("'", i + 1)
+                i = n if end < 0 else end + 1
+        elif token == '"':
+            in_double = not in_double
+            i += 1
+        elif token == "`":
+            end = text.find("`", i + 1)
+            out.append(text[i + 1 : n if end < 0 else end])
+            i = n if end < 0 else end + 1
+        elif in_double and token != "$(":
+            i += 2
+        else:
+            end = group_end(text, i + 1)
+            out.append(text[i + 2 : end])
+            i = end + 1
 
 
 def has_redirection(head: str) -> bool:
     """True if a simple command has an unquoted `<` or `>` (outside quotes)."""
-    try:
-        lexer = shlex.shlex(head, posix=True, punctuation_chars="<>")
-        lexer.whitespace_split = True
-        return any(tok and set(tok) <= set("<>") for tok in lexer)
-    except ValueError:
-        return False
+    return any(ch in head for ch in "<>") and bool(
+        re.search(r"[<>]", _QUOTED_OR_ESCAPED.sub("", head))
+    )
 
 
 def extract_heredoc(line: str) -> tuple[str, str] | None:
@@ -111,8 +238,107 @@ def extract_heredoc(line: str) -> tuple[str, str] | None:
 
 
 def split_argv(head: str) -> list[str]:
-    """Shell-style words of a simple command; raises ValueError on unbalanced quotes."""
-    return shlex.split(head, posix=True)
+    """Shell-style words of a simple command; raises ValueError on unbalanced quotes.
+
+    POSIX quoting as bash reads it: `'…'`, `"…"` (a backslash escapes only `$ ` \\ "`
+    and newline there), `\\x`, `$'…'` with its C escapes and `$"…"`. `$VAR`, globs and
+    `~` stay literal: built-ins get the text the model wrote. Linear in the line's length
+    (`shlex` is quadratic on a long word).
+    """
+    return _words(head, stop_at_punct=False, limit=None)
+
+
+def _words(text: str, *, stop_at_punct: bool, limit: int | None) -> list[str]:
+    words: list[str] = []
+    parts: list[str] = []
+    started = False
+    pattern = _WORD_PUNCT if stop_at_punct else _WORD
+    for match in pattern.finditer(text):
+        kind, piece = match.lastgroup, match.group()
+        if kind == "ws" or kind == "punct":
+            if started:
+                words.append("".join(parts))
+                parts, started = [], False
+                if limit is not None and len(words) >= limit:
+                    return words
+            if kind == "punct":
+                break
+            continue
+        started = True
+        if kind == "sq":
+            if len(piece) < 2 or not piece.endswith("'"):
+                raise ValueError("No closing quotation")
+            parts.append(piece[1:-1])
+        elif kind == "ansi":
+            if len(piece) < 3 or not _closed(piece, 2, "'"):
+                raise ValueError("No closing quotation")
+            parts.append(_ansi_c(piece[2:-1]))
+        elif kind == "dq":
+            body_start = 2 if piece.startswith("$") else 1
+            if len(piece) <= body_start or not _closed(piece, body_start, '"'):
+                raise ValueError("No closing quotation")
+            parts.append(_DQ_ESCAPE.sub(_dq_unescape, piece[body_start:-1]))
+        elif kind == "esc":
+            if len(piece) < 2:
+                raise ValueError("No escaped character")
+            parts.append("" if piece[1] == "\n" else piece[1])
+        else:
+            parts.append(piece)
+    if started:
+        words.append("".join(parts))
+    return words
+
+
+def _closed(piece: str, body_start: int, quote_char: str) -> bool:
+    """Whether a matched quoted piece really ends with its closing quote (not an escaped one)."""
+    if len(piece) <= body_start or not piece.endswith(quote_char):
+        return False
+    backslashes = len(piece) - 1 - len(piece[:-1].rstrip("\\"))
+    return backslashes % 2 == 0 and len(piece) > body_start
+
+
+def _dq_unescape(match: re.Match[str]) -> str:
+    char = match.group(1)
+    return "" if char == "\n" else char
+
+
+_ANSI_SIMPLE = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+    "e": "\x1b",
+    "E": "\x1b",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
+
+
+def _ansi_c(body: str) -> str:
+    """The text of bash's `$'…'` quoting."""
+
+    def replace(match: re.Match[str]) -> str:
+        esc = match.group()[1:]
+        head = esc[0]
+        if head in _ANSI_SIMPLE:
+            return _ANSI_SIMPLE[head]
+        if head in "01234567":
+            return chr(int(esc, 8) & 0xFF)
+        if head in "xuU" and len(esc) > 1:
+            try:
+                return chr(int(esc[1:], 16))
+            except ValueError:
+                return match.group()
+        if head == "c" and len(esc) == 2:
+            return chr(ord(esc[1].upper()) ^ 0x40)
+        return match.group()
+
+    return _ANSI_ESCAPE.sub(replace, body)
 
 
 def base_command(line: str) -> str:
@@ -127,7 +353,7 @@ def base_command(line: str) -> str:
     if first_word(split.head) == "cd" and split.operator in ("&&", ";") and split.rest.strip():
         return base_command(split.rest)
     try:
-        words = shlex.split(split.head, posix=True)
+        words = split_argv(split.head)
     except ValueError:
         words = split.head.split()
     for word in words:

@@ -9,7 +9,7 @@ file changes go through `ctx.files` so the LSP face can turn them into
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -126,7 +126,22 @@ class CommandLookup(Protocol):
     def get(self, name: str) -> Command | None: ...
 
 
-class PermissionGate(Protocol):
-    """Asked before a command runs. Returns None to allow, or a reason it was denied."""
+@dataclass(frozen=True)
+class Step:
+    """One part of a command line and the layer it runs in: `read a | grep x && write f y`
+    is `read a` (AGENT), `grep x` (NATIVE, fed by the built-in), `write f y` (AGENT)."""
 
-    async def check(self, command: str, layer: Layer, cwd: Path) -> str | None: ...
+    text: str
+    layer: Layer
+
+
+class PermissionGate(Protocol):
+    """Asked once before a line runs. Returns None to allow, or a reason it was denied.
+
+    `steps` are the line's parts with their layers (the router's plan); a gate must
+    judge every step, since a line led by a built-in can pipe into native commands.
+    """
+
+    async def check(
+        self, command: str, layer: Layer, cwd: Path, steps: Sequence[Step] = ()
+    ) -> str | None: ...

@@ -24,6 +24,8 @@ DEFAULT_TIMEOUT_S = 120.0
 # Below this a command cannot even reach bash before it is interrupted (the interrupt
 # then hits bash at its prompt, and a session would be replaced for nothing).
 MIN_TIMEOUT_S = 0.1
+DEFAULT_PERMISSION_TIMEOUT_S = 120.0
+DEFAULT_MAX_COMMAND_BYTES = 4 * 1024 * 1024
 MIN_THINKING_BUDGET = 1024  # the API's floor for `thinking.budget_tokens`
 
 # Environment variables a face reads under its own settings (editor settings and CLI
@@ -55,6 +57,9 @@ WORKSPACE_SAFE = frozenset(
         "logLevel",
     }
 )
+# Settings honoured only from $SYNAPSE_HOME/settings.json: neither a folder's file nor
+# the face (editor settings can come from a repository's .vscode/settings.json).
+HOME_ONLY = frozenset({"mcpEnvAllowCredentials"})
 _CHOICES: dict[str, tuple[str, ...]] = {"permission": POLICIES, "log_level": LOG_LEVELS}
 
 
@@ -87,9 +92,19 @@ class Settings:
     api_key_env: str = "ANTHROPIC_API_KEY"
     max_turns: int = 50
     permission: str = "ask-writes-outside-workspace"
+    # How long a permission question waits for an answer before the command is denied.
+    permission_timeout: float = DEFAULT_PERMISSION_TIMEOUT_S
+    # The longest command line accepted (bytes, UTF-8); longer ones get a clear error.
+    max_command_bytes: int = DEFAULT_MAX_COMMAND_BYTES
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     log_level: str = "info"
+    # Environment variables no child (shell, skill, MCP server) inherits, as names or
+    # fnmatch globs, besides the model credentials (`api_key_env`, every ANTHROPIC_*).
+    secret_env: tuple[str, ...] = ()
+    # Lets `$VAR` in $SYNAPSE_HOME/mcp/mcp_servers.json expand to a model credential.
+    # HOME_ONLY: honoured from $SYNAPSE_HOME/settings.json only.
+    mcp_env_allow_credentials: bool = False
 
     @property
     def bin_dir(self) -> Path:
@@ -352,7 +367,16 @@ class LiveSettings:
         problems = list(self._file_problems)
         env, found = env_values(self._env)
         problems += found
-        for layer in (*self._files, env, *self._face):
+        home_only = {_snake(k) for k in HOME_ONLY}
+        for index, layer in enumerate((*self._files, env, *self._face)):
+            if index > 0:  # only the first layer is $SYNAPSE_HOME/settings.json
+                refused = sorted(k for k in layer if _snake(k) in home_only)
+                if refused:
+                    problems.append(
+                        f"{', '.join(refused)} can be set only in $SYNAPSE_HOME/{SETTINGS_FILE}; "
+                        "ignored here"
+                    )
+                    layer = {k: v for k, v in layer.items() if _snake(k) not in home_only}
             settings, found = settings.with_overrides(layer)
             problems += found
         self._value = settings

@@ -11,15 +11,15 @@ simple command of the line, so `git status*` never allows `git status && rm -rf 
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import os
 import re
-import shlex
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from synapse_lsp import cmdline
-from synapse_lsp.commands import Layer
+from synapse_lsp.commands import Layer, Step
 from synapse_lsp.config import POLICIES, Settings, SettingsSource, as_source
 
 ALLOW_ONCE = "Allow once"
@@ -60,15 +60,38 @@ _PREFIXES = frozenset({"sudo", "env", "nohup", "time", "exec", "command", "nice"
 
 def segments(line: str) -> list[str]:
     """The simple commands of a line, cut at top-level `&& || ; | &` and newlines."""
+    return [part.strip() for part, _ in cmdline.split_all(line) if part.strip()]
+
+
+# Reserved words that may lead a simple command: `if rm x; then …` runs `rm x`.
+_RESERVED = frozenset({"if", "then", "else", "elif", "while", "until", "do", "!", "time"})
+
+
+def simple_commands(line: str) -> list[str]:
+    """Every simple command `line` runs: its top-level segments, the insides of
+    `( … )` and `{ …; }` groups and of command and process substitutions, and
+    a group's own redirections (`( … ) > f` yields `> f`). Leading reserved words are
+    dropped (`then rm x` -> `rm x`). Linear in the line's length."""
     out: list[str] = []
-    rest = line
-    while True:
-        split = cmdline.split_top_level(rest)
-        if split.head.strip():
-            out.append(split.head.strip())
-        if split.operator is None or not split.rest.strip():
-            return out
-        rest = split.rest
+    pending = [line]
+    while pending:
+        for part in segments(pending.pop()):
+            words = part.split(maxsplit=1)
+            while words and words[0] in _RESERVED:
+                part = words[1] if len(words) > 1 else ""
+                words = part.split(maxsplit=1)
+            if not part:
+                continue
+            pending.extend(cmdline.substitutions(part))
+            if part[0] in "({" and part not in ("(", "{"):
+                end = cmdline.group_end(part, 0)
+                pending.append(part[1:end])
+                after = part[end + 1 :].strip()
+                if after:
+                    out.append(after)
+                continue
+            out.append(part)
+    return out
 
 
 def _is_plain(segment: str) -> bool:
@@ -142,11 +165,11 @@ def _writes(line: str, layer: Layer, cwd: Path | None, root: Path) -> list[str]:
         return outside
     if layer is not Layer.NATIVE:
         return outside
-    for segment in segments(line):
+    for segment in simple_commands(line):
         for match in _REDIRECT.finditer(segment):
             check(match.group(1).strip("'\""))
         try:
-            words = shlex.split(segment, posix=True)
+            words = cmdline.split_argv(segment)
         except ValueError:
             continue
         while words and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]) or words[0] in _PREFIXES):
@@ -177,7 +200,12 @@ def _writes(line: str, layer: Layer, cwd: Path | None, root: Path) -> list[str]:
 
 
 class EditorPermissionGate:
-    """`commands.PermissionGate` for the LSP face: policy + globs + asking the user."""
+    """`commands.PermissionGate` for the LSP face: policy + globs + asking the user.
+
+    Every step of a line is judged as if it were typed alone: `read a | rm x` asks what
+    `rm x` asks. One question covers the whole line. An unanswered question is denied
+    after `permission_timeout` seconds.
+    """
 
     def __init__(
         self,
@@ -190,21 +218,30 @@ class EditorPermissionGate:
         self._ask = ask
         self.remembered: set[str] = set()
 
-    def _needs_asking(self, line: str, layer: Layer, cwd: Path, policy: str) -> str | None:
+    def _needs_asking(self, steps: Sequence[Step], cwd: Path, policy: str) -> str | None:
         """Why the user must be asked, or None."""
         if policy == "auto":
             return None
         if policy == "ask-all-native":
-            return "native command" if layer is Layer.NATIVE else None
-        outside = writes_outside(line, layer, cwd, self._root)
+            native = [s.text for s in steps if s.layer is Layer.NATIVE]
+            return "native command: " + _shorten(native[0]) if native else None
+        outside: list[str] = []
+        for step in steps:
+            outside += writes_outside(step.text, step.layer, cwd, self._root)
         if outside:
             return "writes outside the workspace: " + ", ".join(outside[:3])
         return None
 
-    async def check(self, command: str, layer: Layer, cwd: Path) -> str | None:
+    async def check(
+        self, command: str, layer: Layer, cwd: Path, steps: Sequence[Step] = ()
+    ) -> str | None:
         settings = self._settings()
         line = command.strip()
-        parts = segments(line) or [line]
+        plan = list(steps) or [Step(line, layer)]
+        if len(line) > 64 * 1024:  # scanning a long line is linear, but keep it off the loop
+            parts = await asyncio.to_thread(_parts, plan)
+        else:
+            parts = _parts(plan)
         for pattern in settings.deny:
             if fnmatch.fnmatchcase(line, pattern) or any(
                 fnmatch.fnmatchcase(p, pattern) for p in parts
@@ -218,12 +255,18 @@ class EditorPermissionGate:
         if line in self.remembered:
             return None
         policy = settings.permission if settings.permission in POLICIES else POLICIES[1]
-        reason = self._needs_asking(line, layer, cwd, policy)
+        if len(line) > 64 * 1024:
+            reason = await asyncio.to_thread(self._needs_asking, plan, cwd, policy)
+        else:
+            reason = self._needs_asking(plan, cwd, policy)
         if reason is None:
             return None
-        message = f"Synapse wants to run:\n  {line}\nin {cwd}\n({reason})"
+        message = f"Synapse wants to run:\n  {_shorten(line, 2000)}\nin {cwd}\n({reason})"
+        wait = settings.permission_timeout
         try:
-            answer = await self._ask(message, ACTIONS)
+            answer = await asyncio.wait_for(self._ask(message, ACTIONS), wait)
+        except TimeoutError:
+            return f"denied: nobody answered the permission question within {wait:g} s"
         except Exception as exc:  # the editor could not ask: do not run
             return f"denied: the editor could not ask the user ({exc})"
         if answer == ALLOW_SESSION:
@@ -232,3 +275,16 @@ class EditorPermissionGate:
         if answer == ALLOW_ONCE:
             return None
         return "denied by the user"
+
+
+def _parts(steps: Sequence[Step]) -> list[str]:
+    """The simple commands of every step (what deny/allow globs are matched against)."""
+    parts: list[str] = []
+    for step in steps:
+        found = simple_commands(step.text) if step.layer is Layer.NATIVE else []
+        parts += found or [step.text.strip()]
+    return parts
+
+
+def _shorten(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"

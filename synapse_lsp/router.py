@@ -8,6 +8,7 @@ persistent shell exactly as typed. The router returns a structured
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -29,6 +30,7 @@ from synapse_lsp.commands import (
     Layer,
     OutputSink,
     PermissionGate,
+    Step,
     SubAgentRunner,
 )
 from synapse_lsp.config import Settings, SettingsSource, as_source
@@ -50,6 +52,10 @@ ALIASES: dict[tuple[str, str], str] = {
     ("skill", "reinforce"): "skill:reinforce",
 }
 SINGLE_ALIASES: dict[str, str] = {"todo": "plan"}
+# Words that open shell syntax, not a command with a `--help` (`for --help` is nonsense).
+_SHELL_SYNTAX = frozenset(
+    {"for", "while", "until", "if", "case", "select", "function", "{", "(", "((", "[[", "!", "time"}
+)
 EXTENSION_PREFIXES = ("mcp:", "skill:")
 
 
@@ -142,9 +148,12 @@ class BashRouter:
         restart: bool = False,
         on_output: OutputSink | None = None,
         emit: Callable[[Any], None] | None = None,
+        _checked: bool = False,
     ) -> RouteResult:
         """Run one command line. Cancelling the awaiting task cancels the inner work,
-        including a restart in progress, and leaves the session usable."""
+        including a restart in progress, and leaves the session usable. The permission
+        gate is asked once, before anything runs, about every step of the line
+        (`_checked`: the rest of a line already asked about)."""
         started = time.perf_counter()
         if restart:
             await self.shell.restart()
@@ -156,10 +165,15 @@ class BashRouter:
         misuse = self._misuse(line)
         if misuse is not None:
             return self._finish(command, Layer.AGENT, misuse, started)
+        limit = self.settings.max_command_bytes
+        if len(line) > limit // 4 and len(line.encode("utf-8", "surrogatepass")) > limit:
+            return self._finish(command, Layer.NATIVE, _too_long(line, limit), started)
         line = self._strip_bash_prefix(line)
         layer, target = self._resolve(line)
-        if self.permission is not None:
-            denied = await self.permission.check(line, layer, self.shell.cwd)
+        trailing_write = self._trailing_write(line) if layer is Layer.NATIVE else None
+        if self.permission is not None and not _checked:
+            steps = await self._plan(line, layer)
+            denied = await self.permission.check(line, layer, self.shell.cwd, steps)
             if denied is not None:
                 out = CommandOutput(
                     stderr=f"Not run: {denied}\n",
@@ -167,6 +181,10 @@ class BashRouter:
                     category=FailureCategory.PERMISSION_DENIED,
                 )
                 return self._finish(command, layer, out, started)
+        if trailing_write is not None:
+            native, write_line = trailing_write
+            output = await self._native_into_write(native, write_line, on_output, emit)
+            return self._finish(command, Layer.AGENT, output, started)
         if layer is Layer.NATIVE:
             return await self._run_native(command, line, on_output, started)
         assert target is not None
@@ -234,6 +252,106 @@ class BashRouter:
             return Layer.EXTENSION, found or _NotFound(name)
         return Layer.NATIVE, None
 
+    async def _plan(self, line: str, layer: Layer) -> list[Step]:
+        """The steps of `line` with their layers, as `route` will run them (off the
+        event loop for a long line)."""
+        if len(line) > 64 * 1024:
+            return await asyncio.to_thread(self._steps, line, layer)
+        return self._steps(line, layer)
+
+    def _steps(self, line: str, layer: Layer) -> list[Step]:
+        if layer is Layer.NATIVE:
+            trailing = self._trailing_write(line)
+            if trailing is None:
+                return [Step(line, Layer.NATIVE)]
+            return [Step(trailing[0], Layer.NATIVE), Step(trailing[1], Layer.AGENT)]
+        if cmdline.extract_heredoc(line) is not None:
+            return [Step(line, layer)]
+        split = cmdline.split_top_level(line)
+        steps = [Step(split.head.strip(), layer)]
+        rest = split.rest.strip()
+        if split.operator is None or not rest:
+            return steps
+        if split.operator == "|":
+            trailing = self._trailing_write("true | " + rest)
+            if trailing is None:
+                return [*steps, Step(rest, Layer.NATIVE)]
+            middle = trailing[0][len("true | ") :].strip() if trailing[0] != "true" else ""
+            native = [Step(middle, Layer.NATIVE)] if middle else []
+            return [*steps, *native, Step(trailing[1], Layer.AGENT)]
+        return steps + self._steps(rest, self._resolve(rest)[0])
+
+    def _trailing_write(self, line: str) -> tuple[str, str] | None:
+        """`cmd … | write <path>` -> (`cmd …`, `write <path>`): SPEC's `write` takes the
+        pipe's content. Only `write` with one path as the last stage of a one-line
+        pipeline (a heredoc body may follow the line); anything else stays bash's."""
+        if "write" not in line or "write" not in self.builtins:
+            return None
+        first, newline, body = line.partition("\n")
+        if newline and "<<" not in first:
+            return None
+        parts = cmdline.split_all(first)
+        if len(parts) < 2 or parts[-2][1] != "|":
+            return None
+        last = parts[-1][0].strip()
+        try:
+            argv = cmdline.split_argv(last)
+        except ValueError:
+            return None
+        if len(argv) != 2 or argv[0] != "write" or argv[1].startswith("-"):
+            return None
+        if cmdline.has_redirection(last) or any(op in ("&", "|&") for _, op in parts[:-1]):
+            return None
+        cut = first.rstrip().rfind(parts[-1][0].strip())
+        head = first[:cut].rstrip()
+        assert head.endswith("|")
+        native = head[:-1].rstrip()
+        return (native + newline + body if newline else native), last
+
+    async def _native_into_write(
+        self,
+        native: str,
+        write_line: str,
+        on_output: OutputSink | None,
+        emit: Callable[[Any], None] | None,
+    ) -> CommandOutput:
+        """`cmd | write f`: run `cmd` with its stdout in a private file, then `write f`
+        with that as its content. A failing `cmd` writes nothing (an empty or partial
+        file would replace what was there)."""
+        folder = tempfile.mkdtemp(prefix="synapse-pipe-")
+        target = Path(folder, "stdout")
+        try:
+            script = f"{{ {native.rstrip()}\n}} > {cmdline.quote(str(target))}"
+            result = await self.shell.run(
+                script, timeout=self.settings.command_timeout, on_output=on_output
+            )
+            if result.exit_code != 0 or result.timed_out or result.cancelled:
+                why = "timed out" if result.timed_out else f"exited with {result.exit_code}"
+                return CommandOutput(
+                    result.stdout,
+                    result.stderr + f"write: not written: the command before `| write` {why}\n",
+                    result.exit_code or 1,
+                    FailureCategory.TIMEOUT
+                    if result.timed_out
+                    else FailureCategory.EXECUTION_ERROR,
+                )
+            size = target.stat().st_size if target.exists() else 0
+            limit = self.settings.max_command_bytes
+            if size > limit:
+                return CommandOutput.usage_error(
+                    "write",
+                    f"the piped content is {size} bytes, over the {limit}-byte limit "
+                    "(setting max_command_bytes); write it with a native command instead",
+                )
+            content = target.read_bytes().decode("utf-8", errors="replace") if size else ""
+            write = self.builtins["write"]
+            output = await self._invoke(write, cmdline.split_argv(write_line), content, None, emit)
+            output.stdout = result.stdout + output.stdout
+            output.stderr = result.stderr + output.stderr
+            return output
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
     async def _run_native(
         self, command: str, line: str, on_output: OutputSink | None, started: float
     ) -> RouteResult:
@@ -292,11 +410,11 @@ class BashRouter:
         if split.operator is None or not split.rest.strip():
             return output
         if split.operator == "|":
-            return await self._pipe_into_shell(output, split.rest, on_output)
+            return await self._pipe_into_shell(output, split.rest, on_output, emit)
         ok = output.exit_code == 0
         if (split.operator == "&&" and not ok) or (split.operator == "||" and ok):
             return output
-        tail = await self.route(split.rest, on_output=on_output, emit=emit)
+        tail = await self.route(split.rest, on_output=on_output, emit=emit, _checked=True)
         return CommandOutput(
             stdout=output.stdout + tail.stdout,
             stderr=output.stderr + tail.stderr,
@@ -337,15 +455,30 @@ class BashRouter:
         return await target.run(args, ctx)
 
     async def _pipe_into_shell(
-        self, output: CommandOutput, rest: str, on_output: OutputSink | None
+        self,
+        output: CommandOutput,
+        rest: str,
+        on_output: OutputSink | None,
+        emit: Callable[[Any], None] | None,
     ) -> CommandOutput:
-        """`read f | grep x`: the built-in's stdout becomes the native pipeline's stdin."""
+        """`read f | grep x`: the built-in's stdout becomes the native pipeline's stdin;
+        `read f | write g` / `read f | sort | write g`: the last stage is `write`."""
         if output.exit_code != 0:
             return output
+        trailing = self._trailing_write("true | " + rest.strip())
+        middle = ""
+        if trailing is not None:
+            middle = trailing[0][len("true | ") :].strip() if trailing[0] != "true" else ""
+            if not middle:
+                argv = cmdline.split_argv(trailing[1])
+                return await self._invoke(self.builtins["write"], argv, output.stdout, None, emit)
         fd, name = tempfile.mkstemp(prefix="synapse-pipe-", suffix=".txt")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
                 fh.write(output.stdout)
+            if trailing is not None:
+                fed = f"{{ {middle}\n}} < {cmdline.quote(name)}"
+                return await self._native_into_write(fed, trailing[1], on_output, emit)
             native = f"{{ {rest.strip()}\n}} < {cmdline.quote(name)}"
             result = await self.shell.run(
                 native, timeout=self.settings.command_timeout, on_output=on_output
@@ -361,10 +494,16 @@ class BashRouter:
         """The environment in-process commands see (copied per call: commands may change
         theirs). Rebuilt when the process environment gains or loses a variable or changes
         PATH/SYNAPSE_HOME: copying `os.environ` (which decodes every entry) was most of a
-        built-in's routing cost."""
-        key = len(os.environ), os.environ.get("PATH"), os.environ.get("SYNAPSE_HOME")
+        built-in's routing cost. Secrets (model credentials, `secretEnv`) are left out:
+        skills and in-process commands never see them (`synapse_lsp.secrets`)."""
+        from synapse_lsp.secrets import child_env
+
+        settings = self.settings
+        secrets_key = "\0".join((settings.api_key_env, *settings.secret_env))
+        home = os.environ.get("SYNAPSE_HOME")
+        key = len(os.environ), os.environ.get("PATH"), f"{home}\0{secrets_key}"
         if self._env_cache is None or self._env_cache[0] != key:
-            env = dict(os.environ)
+            env = child_env(os.environ, settings)
             env["PATH"] = f"{self.settings.bin_dir}{os.pathsep}{env.get('PATH', '')}"
             env["SYNAPSE_HOME"] = str(self.settings.synapse_home)
             self._env_cache = (key, env)
@@ -373,7 +512,9 @@ class BashRouter:
     async def _session_env(self) -> dict[str, str]:
         """The variables exported in the session's bash, read with builtins only (no fork;
         ~2 ms in all) into a file (so no output bound applies); the process environment if
-        bash can't say."""
+        bash can't say. Secrets are left out either way (`synapse_lsp.secrets`)."""
+        from synapse_lsp.secrets import child_env
+
         folder = tempfile.mkdtemp(prefix="synapse-env-")
         names, values = Path(folder, "names"), Path(folder, "values")
         script = (
@@ -395,7 +536,7 @@ class BashRouter:
             key, sep, value = entry.partition("=")
             if sep and key:
                 env[key] = value
-        return env or self._env()
+        return child_env(env, self.settings) if env else self._env()
 
     # ------------------------------------------------------------ result text
 
@@ -470,10 +611,34 @@ def format_for_model(
     parts.append(f"[stderr]\n{stderr.rstrip(chr(10)) if stderr.strip() else '(empty)'}")
     if hint is not None:
         parts.append(hint)
+    elif category is FailureCategory.TIMEOUT:
+        parts.append(
+            "Hint: Run long tasks in the background (`cmd > log 2>&1 &`) and check the log, "
+            "or narrow the command so it finishes sooner."
+        )
     elif category not in (FailureCategory.CANCELLED, FailureCategory.PERMISSION_DENIED):
         base = cmdline.base_command(command) or command.strip()
-        parts.append(f"Hint: Run `{base} --help` to learn the correct usage before retrying.")
+        if not base or base in _SHELL_SYNTAX or base[0] in "({":
+            parts.append(
+                "Hint: Check the script's syntax and each command's usage before retrying."
+            )
+        else:
+            parts.append(f"Hint: Run `{base} --help` to learn the correct usage before retrying.")
     return "\n".join(parts) + "\n"
+
+
+def _too_long(line: str, limit: int) -> CommandOutput:
+    size = len(line.encode("utf-8", "surrogatepass"))
+    return CommandOutput(
+        stderr=f"Not run: the command line is {size:,} bytes, over the {limit:,}-byte limit "
+        "(setting maxCommandBytes).\n",
+        exit_code=2,
+        category=FailureCategory.INVALID_USAGE,
+        data={
+            "hint": "Hint: put large content in a file with several smaller `write`/`edit` "
+            "calls, or generate it with a command, instead of one huge line."
+        },
+    )
 
 
 def _apply_alias(argv: list[str]) -> list[str]:

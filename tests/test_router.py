@@ -5,12 +5,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from synapse_lsp import cmdline
-from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory, Layer
+from synapse_lsp.commands import (
+    CommandContext,
+    CommandOutput,
+    FailureCategory,
+    Layer,
+    Step,
+)
 from synapse_lsp.config import Settings
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
@@ -230,7 +237,9 @@ async def test_a_denied_command_names_the_reason_and_no_help_hint(
     its result has no `--help` hint (SPEC §2 asks one for "any non-zero exit")."""
 
     class Deny:
-        async def check(self, command: str, layer: Layer, cwd: Path) -> str | None:
+        async def check(
+            self, command: str, layer: Layer, cwd: Path, steps: Sequence[Step] = ()
+        ) -> str | None:
             return "denied by the user"
 
     guarded = BashRouter(shell, settings, permission=Deny())

@@ -9,12 +9,12 @@ toward the parent's turn, and its final text is the tool result.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from synapse_lsp.agent.loop import Emit, Loop
-from synapse_lsp.commands import CommandOutput, FailureCategory, Layer
+from synapse_lsp.commands import CommandOutput, FailureCategory, Layer, Step
 from synapse_lsp.errors import ModelError
 
 if TYPE_CHECKING:
@@ -83,12 +83,15 @@ class ExploreGate:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
-    async def check(self, command: str, layer: Layer, cwd: Path) -> str | None:
-        reason = self._deny(command, layer)
-        if reason is not None:
-            return reason
+    async def check(
+        self, command: str, layer: Layer, cwd: Path, steps: Sequence[Step] = ()
+    ) -> str | None:
+        for step in steps or [Step(command, layer)]:
+            reason = self._deny(step.text, step.layer)
+            if reason is not None:
+                return reason
         if self.inner is not None:
-            result: str | None = await self.inner.check(command, layer, cwd)
+            result: str | None = await self.inner.check(command, layer, cwd, steps)
             return result
         return None
 
