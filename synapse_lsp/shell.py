@@ -351,10 +351,14 @@ class ShellSession:
     # ---------------------------------------------------------- spawn / kill
 
     def _environment(self) -> dict[str, str]:
+        # The model's credentials and the `secretEnv` variables stay in this process:
+        # nothing the model runs inherits them (`synapse_lsp.secrets`).
+        from synapse_lsp.secrets import child_env
+
         env = dict(os.environ)
         for name in ("BASH_ENV", "ENV", "PROMPT_COMMAND", "MAILCHECK", "HISTFILE", "CDPATH"):
             env.pop(name, None)
-        env.update(self._extra_env)
+        env = child_env({**env, **self._extra_env}, self.settings)
         env.update(
             {
                 "TERM": "dumb",

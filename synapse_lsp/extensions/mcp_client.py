@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import re
 import time
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from synapse_lsp import secrets as secret_rules
 from synapse_lsp.config import Settings
 
 if TYPE_CHECKING:
@@ -103,12 +103,17 @@ def config_paths(settings: Settings, workspace_root: Path | None) -> list[Path]:
     return paths
 
 
-def load_config(paths: list[Path]) -> tuple[dict[str, ServerConfig], list[str]]:
+def load_config(
+    paths: list[Path], settings: Settings | None = None
+) -> tuple[dict[str, ServerConfig], list[str]]:
     """Merge the server tables of every existing file; later files override by name.
 
     Returns the servers and one message per problem. A broken file or server entry is
     reported (naming the file and server) and skipped; everything else still loads.
+    `$VAR` in `env` and `headers` never expands to a secret (`_expander`); `settings`
+    (defaults when None) says which variables are secrets and where the home file is.
     """
+    policy = settings or Settings()
     servers: dict[str, ServerConfig] = {}
     problems: list[str] = []
     for path in paths:
@@ -125,22 +130,92 @@ def load_config(paths: list[Path]) -> tuple[dict[str, ServerConfig], list[str]]:
                 "no server from this file was loaded"
             )
             continue
+        except RecursionError:
+            # The C decoder recurses per `[`/`{`: 100,000 of them exhaust the stack.
+            problems.append(
+                f"{path}: nested too deeply (arrays or objects inside one another past "
+                "the JSON reader's limit); no server from this file was loaded"
+            )
+            continue
         if not isinstance(raw, dict) or not isinstance(raw.get("mcpServers", {}), dict):
             problems.append(f'{path}: expected {{"mcpServers": {{"<name>": {{...}}}}}}')
             continue
         extra = sorted(set(raw) - {"mcpServers"})
         if extra:
             problems.append(f"{path}: unknown top-level key(s) {', '.join(extra)} (ignored)")
+        expand = _expander(path, policy)
         for name, entry in raw.get("mcpServers", {}).items():
             try:
-                servers[name] = _server_config(name, entry, path)
+                servers[name] = _server_config(name, entry, path, expand, problems)
             except ValueError as exc:
                 servers.pop(name, None)
                 problems.append(f"{path}: server {name!r}: {exc}; this server was not loaded")
     return servers, problems
 
 
-def _server_config(name: str, entry: Any, path: Path) -> ServerConfig:
+# Expands one config value; (server, key, field) name it in a refusal's warning.
+Expander = Callable[[str, str, str, str], str]
+
+
+def _is_home_file(path: Path, settings: Settings) -> bool:
+    try:
+        return path.resolve().parent == (settings.synapse_home / "mcp").resolve()
+    except OSError:
+        return False
+
+
+def _expander(path: Path, settings: Settings) -> Callable[[list[str]], Expander]:
+    """`$VAR`/`${VAR}` expansion for one file's `env` and `headers` values that never
+    yields a secret, given the list its warnings go to. A model credential (the
+    `apiKeyEnv` variable, any ANTHROPIC_*, or a variable holding a credential's value)
+    expands only in $SYNAPSE_HOME/mcp/mcp_servers.json and only with
+    `mcpEnvAllowCredentials`; a `secretEnv` variable only in that home file. A
+    refused reference stays as written and is named (never its value) in a warning."""
+    home = _is_home_file(path, settings)
+    refuse = secret_rules.credential_refuser(
+        settings,
+        allow_credentials=home and settings.mcp_env_allow_credentials,
+        allow_secrets=home,
+    )
+
+    def bind(problems: list[str]) -> Expander:
+        def expand(value: str, server: str, field_name: str, key: str) -> str:
+            text, refused = secret_rules.expand(value, refuse)
+            for item in refused:
+                if item.why == "credential":
+                    how = (
+                        "set \"mcpEnvAllowCredentials\": true in $SYNAPSE_HOME/settings.json"
+                        if home
+                        else "a model credential reaches an MCP server only from "
+                        "$SYNAPSE_HOME/mcp/mcp_servers.json, with \"mcpEnvAllowCredentials\": "
+                        "true in $SYNAPSE_HOME/settings.json"
+                    )
+                    what = (
+                        "a model credential"
+                        if secret_rules.is_model_credential(item.name, settings)
+                        else "set to a model credential's value"
+                    )
+                else:
+                    how = "a secretEnv variable expands only in $SYNAPSE_HOME/mcp/mcp_servers.json"
+                    what = "a variable named secret by the secretEnv setting"
+                problems.append(
+                    f"{path}: server {server!r}: {field_name} {key!r}: ${item.name} is {what}; "
+                    f"left unexpanded ({how})"
+                )
+            return text
+
+        return expand
+
+    return bind
+
+
+def _server_config(
+    name: str,
+    entry: Any,
+    path: Path,
+    expander: Callable[[list[str]], Expander] | None = None,
+    problems: list[str] | None = None,
+) -> ServerConfig:
     if not SAFE_NAME.match(name):
         raise ValueError(
             "the name must be letters, digits, '_', '.' or '-' (it becomes part of "
@@ -195,15 +270,21 @@ def _server_config(name: str, entry: Any, path: Path) -> ServerConfig:
     timeout = _positive(entry, "timeout", None)
     connect_timeout = _positive(entry, "connectTimeout", DEFAULT_CONNECT_TIMEOUT)
     assert connect_timeout is not None
+    warnings: list[str] = []
+    expand = (expander or _expander(path, Settings()))(warnings)
+    env_items = tuple((k, expand(v, name, "env", k)) for k, v in env.items())
+    header_items = tuple((k, expand(v, name, "headers", k)) for k, v in headers.items())
+    if problems is not None:  # the manager's problems: logged and shown by the registry
+        problems += warnings
     return ServerConfig(
         name=name,
         source=path,
         command=command,
         args=tuple(args),
-        env=tuple((k, os.path.expandvars(v)) for k, v in env.items()),
+        env=env_items,
         cwd=cwd,
         url=url,
-        headers=tuple((k, os.path.expandvars(v)) for k, v in headers.items()),
+        headers=header_items,
         disabled=disabled,
         disabled_tools=frozenset(off),
         timeout=timeout,
@@ -589,7 +670,7 @@ class McpManager:
 
     async def reload(self) -> None:
         """Re-read config: start new or changed servers, stop removed ones, keep the rest."""
-        configs, self.problems = load_config(self.paths())
+        configs, self.problems = load_config(self.paths(), self.settings)
         if self.only is not None:
             configs = {k: v for k, v in configs.items() if k in self.only}
         for name in list(self.servers):

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from synapse_lsp.commands import Command, CommandContext, CommandOutput, FailureCategory
-from synapse_lsp.config import Settings, SettingsSource, as_source
+from synapse_lsp.config import (
+    SETTINGS_FILE,
+    Settings,
+    SettingsSource,
+    as_source,
+    read_settings_file,
+)
 from synapse_lsp.extensions import wrapper_files
 from synapse_lsp.extensions.mcp2bash import McpToolCommand
 from synapse_lsp.extensions.mcp_client import McpManager, McpServer
@@ -33,6 +39,7 @@ from synapse_lsp.extensions.skill_commands import (
 from synapse_lsp.extensions.skills import SkillInfo, SkillScriptCommand, scan_skills, skills_dir
 from synapse_lsp.extensions.watcher import ExtensionWatcher
 from synapse_lsp.files import DiskFiles
+from synapse_lsp.secrets import child_env
 
 log = logging.getLogger(__name__)
 
@@ -318,7 +325,7 @@ class ExtensionRegistry:
         command = self.get(argv[0]) if argv else None
         if command is None:
             return {"unknown": True}
-        env = dict(os.environ)
+        env = child_env(os.environ, self.settings)
         env["PATH"] = f"{self.settings.bin_dir}{os.pathsep}{env.get('PATH', '')}"
         ctx = CommandContext(cwd=cwd, settings=self.settings, files=DiskFiles(), env=env)
         out = await command.run(argv, ctx)
@@ -344,7 +351,9 @@ async def run_one_shot(
 ) -> dict[str, Any]:
     """A wrapper call with no Synapse process to ask: connect that one server, call, close."""
     name = argv[0]
-    settings = Settings(synapse_home=home)
+    # The user's own settings (secretEnv, mcpEnvAllowCredentials) still apply.
+    values, _ = read_settings_file(home / SETTINGS_FILE, workspace=False)
+    settings, _ = Settings(synapse_home=home).with_overrides(values)
     server = name.split(":")[1] if name.startswith("mcp:") and name.count(":") >= 2 else None
     registry = ExtensionRegistry(
         settings,

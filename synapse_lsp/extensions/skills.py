@@ -23,6 +23,7 @@ from pathlib import Path
 
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
 from synapse_lsp.output import BoundedCapture
+from synapse_lsp.secrets import child_env
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 EXTENSIONS: dict[str, str] = {
@@ -307,7 +308,8 @@ async def run_script(
     the limits the whole stream is written to `$SYNAPSE_HOME/outputs/`, whose path
     the cut marker names and `full_output_path` carries. The result is `bounded`
     so the router cuts neither stream a second time."""
-    env = dict(ctx.env) if ctx.env else dict(os.environ)
+    # Never the model's credentials or a `secretEnv` variable, whoever built ctx.env.
+    env = child_env(ctx.env or os.environ, ctx.settings)
     env.setdefault("SYNAPSE_SKILL_DIR", str(script.path.parent.parent))
     # Shielded: a cancel while asyncio connects the pipes would otherwise wait for the
     # child to exit on its own; instead we let the spawn finish and kill the group.

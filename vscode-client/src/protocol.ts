@@ -242,6 +242,8 @@ export const SERVER_SETTING_KEYS = [
   'commandTimeout',
   'synapseHome',
   'logLevel',
+  'secretEnv',
+  'mcpEnvAllowCredentials',
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
