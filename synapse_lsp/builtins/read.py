@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
+from typing import BinaryIO
 
 from synapse_lsp.builtins.args import ArgError, non_negative_int, parse_args
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
@@ -15,6 +17,12 @@ MAX_OUTPUT_BYTES = 100 * 1024
 # Files up to this size are read and decoded in one go (C speed); larger ones lazily.
 WHOLE_FILE_BYTES = 4 * 1024 * 1024
 _SNIFF = 8192
+# In a big file, a line is read whole up to this many bytes (room for MAX_LINE_CHARS
+# characters of up to 4 bytes, a CR and one more); of a longer one only the first
+# _KEEP_CHARS characters are kept, the rest read _CHUNK bytes at a time and dropped.
+_KEEP_CHARS = MAX_LINE_CHARS + 2
+_HEAD_BYTES = 4 * _KEEP_CHARS
+_CHUNK = 64 * 1024
 
 
 class ReadCommand:
@@ -86,15 +94,69 @@ def _fail(
     return CommandOutput(stderr=message + "\n", exit_code=1, category=category)
 
 
-def _decoded_lines(raw: Iterable[bytes], shown: str) -> Iterator[str]:
-    for number, line in enumerate(raw, start=1):
-        try:
-            yield line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _DecodeError(
-                f"read: {shown}: not valid UTF-8 (line {number}, byte {exc.start}); "
-                f"inspect it with: file {shown}"
-            ) from None
+def _decoded_lines(raw: BinaryIO, shown: str) -> Iterator[str]:
+    """The lines of a big file, read and decoded in bounded memory.
+
+    A line of up to `_HEAD_BYTES` is read and decoded whole (C speed); a longer one
+    keeps only its first `_KEEP_CHARS` characters (enough for `_page` to cut it and
+    say so) and the rest is read in `_CHUNK` pieces, checked as UTF-8 and dropped: a
+    200 MB line costs 200 MB of reading, not 200 MB of memory.
+    """
+    number = 0
+    while True:
+        line = raw.readline(_HEAD_BYTES)
+        if not line:
+            return
+        number += 1
+        if line.endswith(b"\n") or len(line) < _HEAD_BYTES:
+            try:
+                yield line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise _not_utf8(shown, number, exc.start) from None
+            continue
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        fed = 0
+        kept = ""
+        piece = line
+        while piece:
+            last = piece.endswith(b"\n")
+            pending = len(decoder.getstate()[0])
+            try:
+                text = decoder.decode(piece, final=last)
+            except UnicodeDecodeError as exc:
+                raise _not_utf8(shown, number, fed - pending + exc.start) from None
+            fed += len(piece)
+            if len(kept) < _KEEP_CHARS:
+                kept += text[: _KEEP_CHARS - len(kept)]
+            if last:
+                fed -= 2 if piece.endswith(b"\r\n") else 1  # the size counts no line ending
+                break
+            piece = raw.readline(_CHUNK)
+        else:  # end of file inside the line
+            pending = len(decoder.getstate()[0])
+            try:
+                decoder.decode(b"", final=True)
+            except UnicodeDecodeError as exc:
+                raise _not_utf8(shown, number, fed - pending + exc.start) from None
+        yield _CutLine(kept, fed)
+
+
+class _CutLine(str):
+    """The head of a line too long to hold, and the byte size of the whole line."""
+
+    size: int
+
+    def __new__(cls, head: str, size: int) -> _CutLine:
+        line = super().__new__(cls, head)
+        line.size = size
+        return line
+
+
+def _not_utf8(shown: str, number: int, byte: int) -> _DecodeError:
+    return _DecodeError(
+        f"read: {shown}: not valid UTF-8 (line {number}, byte {byte}); "
+        f"inspect it with: file {shown}"
+    )
 
 
 def _decode_whole(data: bytes, shown: str) -> str:
@@ -103,10 +165,7 @@ def _decode_whole(data: bytes, shown: str) -> str:
     except UnicodeDecodeError as exc:
         number = data.count(b"\n", 0, exc.start) + 1
         start = data.rfind(b"\n", 0, exc.start) + 1
-        raise _DecodeError(
-            f"read: {shown}: not valid UTF-8 (line {number}, byte {exc.start - start}); "
-            f"inspect it with: file {shown}"
-        ) from None
+        raise _not_utf8(shown, number, exc.start - start) from None
 
 
 def _page_text(shown: str, text: str, offset: int, limit: int) -> CommandOutput:
@@ -134,7 +193,11 @@ def _page(shown: str, lines: Iterator[str], offset: int, limit: int) -> CommandO
     for index, line in enumerate(itertools.islice(lines, offset, offset + limit), start=offset):
         text = line.rstrip("\n").rstrip("\r")
         if len(text) > MAX_LINE_CHARS:
-            text = text[:MAX_LINE_CHARS] + f" [... line cut at {MAX_LINE_CHARS} characters]"
+            whole = line.size if isinstance(line, _CutLine) else len(text.encode("utf-8"))
+            text = (
+                text[:MAX_LINE_CHARS]
+                + f" [... line cut at {MAX_LINE_CHARS} characters; it has {whole:,} bytes]"
+            )
         size += len(text.encode("utf-8")) + 1
         if size > MAX_OUTPUT_BYTES and out:
             out.append(

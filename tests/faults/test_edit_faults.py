@@ -156,3 +156,78 @@ async def test_multi_line_edit_of_a_mixed_file_keeps_each_lines_ending(
     # Not there in any line-ending style: refused, file untouched.
     text, after = await _edit_bytes(router, workdir, data, "a\nc", "z")
     assert "not found" in text and after == data
+
+
+# ------------------------------------------------------------- huge lines
+
+MB = 1024 * 1024
+# A Python child with Synapse imported and the shell started sits near 30 MB; holding
+# the 200 MB line once (let alone decoded) lands far above this.
+RSS_BOUND_MB = 150
+
+_MEASURE = """\
+import resource, subprocess, sys
+run = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+sys.stderr.write(run.stderr)
+sys.stdout.write(run.stdout)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)  # KiB on Linux
+"""
+
+
+def _write_huge_line(path: Path, size: int, unit: bytes = b"x", tail: bytes = b"") -> None:
+    block = unit * (MB // len(unit))
+    with path.open("wb") as fh:
+        for _ in range(size // len(block)):
+            fh.write(block)
+        fh.write(tail)
+
+
+def test_read_of_a_200_mb_single_line_is_cut_in_bounded_memory(tmp_path: Path) -> None:
+    """It peaked at 422-628 MB of RSS: the line was read whole, then decoded whole."""
+    import json
+
+    work = tmp_path / "work"
+    work.mkdir()
+    _write_huge_line(work / "huge.txt", 200 * MB, tail=b"\nsecond line\n")
+    exec_line = [sys.executable, "-m", "synapse_lsp.cli.entry", "exec", "--json"]
+    # A fresh child runs `synapse exec` and reports its children's peak RSS, so no
+    # earlier child of this test process can set the figure.
+    run = subprocess.run(
+        [sys.executable, "-c", _MEASURE, *exec_line, "read huge.txt", "read huge.txt --offset 1"],
+        cwd=work,
+        env={**os.environ, "SYNAPSE_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    *records, peak_kib = run.stdout.splitlines()
+    first, second = (json.loads(record) for record in records)
+    assert first["exitCode"] == 0, run.stderr
+    peak_mb = int(peak_kib) / 1024
+    assert peak_mb < RSS_BOUND_MB, f"read of a 200 MB line peaked at {peak_mb:.0f} MB"
+    head, rest = first["stdout"].split(" [... ", 1)
+    assert head == "x" * 2000
+    assert rest.startswith("line cut at 2000 characters; it has 209,715,200 bytes]\n")
+    assert first["stdout"].endswith("\nsecond line\n")
+    assert second["stdout"] == "second line\n"
+
+
+async def test_a_huge_line_is_still_checked_as_utf8_across_chunks(
+    router: BashRouter, workdir: Path
+) -> None:
+    """The dropped rest of a long line is decoded piece by piece: a character split
+    across two pieces is fine, a bad byte deep inside is reported with its position."""
+    _write_huge_line(workdir / "accents.txt", 6 * MB, unit="é".encode(), tail=b"\nnext\n")
+    good = await router.route("read accents.txt")
+    assert good.exit_code == 0, good.text
+    assert good.stdout.startswith("é" * 2000 + " [... line cut at 2000 characters; it has ")
+    assert good.stdout.endswith(f"{6 * MB:,} bytes]\nnext\n")
+
+    bad = workdir / "bad.txt"
+    _write_huge_line(bad, 5 * MB, tail=b"\xe9 latin-1\nnext\n")
+    result = await router.route("read bad.txt")
+    assert result.is_error and f"not valid UTF-8 (line 1, byte {5 * MB})" in result.text
+    truncated = workdir / "truncated.txt"
+    _write_huge_line(truncated, 5 * MB, tail="é".encode()[:1])
+    result = await router.route("read truncated.txt")
+    assert result.is_error and f"not valid UTF-8 (line 1, byte {5 * MB})" in result.text
