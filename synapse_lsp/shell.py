@@ -24,6 +24,7 @@ import os
 import secrets
 import shutil
 import signal
+import struct
 import tempfile
 import termios
 import time
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from ptyprocess import PtyProcess  # type: ignore[import-untyped]
 
+from synapse_lsp import proctree
 from synapse_lsp.cmdline import quote
 from synapse_lsp.commands import OutputSink
 from synapse_lsp.config import MIN_TIMEOUT_S, Settings, SettingsSource, as_source
@@ -54,6 +56,23 @@ F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, Linux; not exported before Python 3.1
 # Output that arrives between commands (background jobs) is kept up to this size for
 # the next command; beyond it we stop reading so the job blocks instead of our memory growing.
 IDLE_BUFFER = 1 << 16
+# Framing (docs/architecture.md "Framing guarantees"). A completion marker counts only
+# once bash is seen back at its prompt; a marker followed by a command still running
+# this long is forged: the command is killed and the shell replaced.
+MARKER_GRACE_S = 1.0
+SETTLE_SPIN_S = 0.002  # spin this long for bash to reach its read before polling async
+# bash seen idle at its prompt without a marker for the running command on two checks
+# this far apart: the command broke the prompt hook; the shell is replaced.
+SILENT_CHECK_S = 0.5
+VIOLATION_EXIT_CODE = 128 + signal.SIGKILL
+# Options that entering and leaving POSIX mode changes; the prompt hook restores them.
+_POSIX_SHOPTS = (
+    "interactive_comments",
+    "sourcepath",
+    "expand_aliases",
+    "inherit_errexit",
+    "shift_verbose",
+)
 
 
 @dataclass
@@ -69,6 +88,9 @@ class ShellResult:
     truncated: bool = False
     full_output_path: Path | None = None
     duration: float = 0.0
+    # The command broke the framing (a forged completion marker, or a prompt hook it
+    # disabled): it was killed and the shell replaced; stderr says so.
+    protocol_violation: bool = False
 
 
 @dataclass
@@ -88,8 +110,17 @@ class _Run:
     )
     pending: bytearray = field(default_factory=bytearray)  # PTY bytes not yet classified
     pgrps: set[int] = field(default_factory=set)  # process groups we signalled
+    # What the command started: processes newer than this tick (or absent from the
+    # snapshot) below bash or the supervisor (`proctree.command_processes`).
+    since: int = 0
+    before: set[int] | None = None
     cancelled: bool = False
     shell_exit: int | None = None  # bash itself exited during the command
+    marker: tuple[int, bytes] | None = None  # (exit code, claimed cwd) of the last marker
+    confirm: asyncio.Task[None] | None = None  # waits for bash to be back at its prompt
+    watch: asyncio.TimerHandle | None = None  # `_silent_check`
+    silent: int = 0
+    violation: str | None = None
 
 
 class ShellSession:
@@ -117,6 +148,9 @@ class ShellSession:
         self._out_r = -1
         self._out_w = -1
         self._pidfd = -1
+        self._bash_pid: int | None = None  # bash runs under a supervisor (`proctree`)
+        self._parent_w = -1  # its end-of-file tells the supervisor that we are gone
+        self._last_end = 0.0
         self._script_fd = -1
         self._script_len = 0
         self._reading: set[int] = set()
@@ -127,6 +161,11 @@ class ShellSession:
         self._closed = False
         self._exit_note: str | None = None
         self._escalations: set[asyncio.Task[None]] = set()
+        # Learnt from each fresh bash: its PTY slave, terminal modes and the read it
+        # waits in at its prompt (`/proc/PID/syscall`: number, fd, buffer, size).
+        self._slave = ""
+        self._tty_attrs: list[object] | None = None
+        self._prompt_sig: tuple[str, ...] | None = None
 
     # ------------------------------------------------------------ properties
 
@@ -137,6 +176,13 @@ class ShellSession:
 
     @property
     def pid(self) -> int | None:
+        """bash's pid (its parent is the session's supervisor, `supervisor_pid`)."""
+        return None if self._proc is None else self._bash_pid
+
+    @property
+    def supervisor_pid(self) -> int | None:
+        """The session leader on the PTY: bash's parent and the subreaper of whatever
+        the commands start (see `proctree`)."""
         return None if self._proc is None else int(self._proc.pid)
 
     @property
@@ -196,6 +242,7 @@ class ShellSession:
             return
         run.cancelled = True
         self._signal_foreground(run, signal.SIGKILL)
+        self._kill_command_tree(run)
 
     async def _escalate(self, run: _Run) -> None:
         await self._stop(run, interrupted=True)
@@ -245,9 +292,14 @@ class ShellSession:
         if len(data) < self._script_len:
             os.ftruncate(self._script_fd, len(data))  # ~0.15 ms even on tmpfs: only when shorter
         self._script_len = len(data)
+        self._mark_start(run)
         self._begin(run)
         timed_out = False
         try:
+            self._prepare_terminal()
+            run.watch = asyncio.get_running_loop().call_later(
+                SILENT_CHECK_S, self._silent_check, run
+            )
             self._send(self._line_template.format(seq=run.seq))
             await asyncio.wait({run.done}, timeout=timeout)
             if not run.done.done():
@@ -262,6 +314,11 @@ class ShellSession:
         finally:
             self._end(run)
         self._finish_capture(run)
+        if run.violation is not None and not self._closed:
+            try:  # the notice promises a fresh shell in the command's directory
+                await self._spawn()
+            except ShellError as exc:
+                log.warning("no fresh shell after a protocol violation: %s", exc)
         return self._result(run, started, timed_out)
 
     def _result(self, run: _Run, started: float, timed_out: bool) -> ShellResult:
@@ -269,7 +326,14 @@ class ShellSession:
         stderr = run.stderr.text().replace(f"{self._cmd_path}: ", "")
         if stderr == "\n" and (run.cancelled or timed_out):
             stderr = ""  # bash's newline after ^C
-        if run.shell_exit is not None:
+        if run.violation is not None:
+            stderr += (
+                f"\n[protocol violation: {run.violation}; the command was killed and the "
+                f"shell replaced by a fresh one in {self._cwd}: variables, functions and "
+                "aliases set by earlier commands are lost]\n"
+            )
+            exit_code = VIOLATION_EXIT_CODE
+        elif run.shell_exit is not None:
             stderr += (
                 f"\n[the shell exited (status {run.shell_exit}); "
                 "a fresh shell starts with the next command]\n"
@@ -287,6 +351,7 @@ class ShellSession:
             truncated=run.stdout.truncated or run.stderr.truncated,
             full_output_path=run.stdout.full_output_path or run.stderr.full_output_path,
             duration=time.perf_counter() - started,
+            protocol_violation=run.violation is not None,
         )
 
     async def _stop(self, run: _Run, *, interrupted: bool = False) -> None:
@@ -302,6 +367,31 @@ class ShellSession:
             log.warning("bash did not come back after SIGKILL of the command; restarting it")
             self._terminate()
         self._kill_groups(run)
+        self._kill_command_tree(run)
+
+    def _mark_start(self, run: _Run) -> None:
+        """Remember what exists before the command, to kill only what it started. The
+        start tick suffices unless the last command ended under two ticks ago (a process
+        it left could share this tick): then a snapshot of the session's processes."""
+        run.since = proctree.boot_ticks()
+        if time.monotonic() - self._last_end < 2.0 / proctree.CLK_TCK:
+            root = self.supervisor_pid
+            if root is not None:
+                run.before = proctree.descendants(root, proctree.scan())
+
+    def _kill_command_tree(self, run: _Run) -> None:
+        """SIGKILL every process the command started, background jobs and `setsid`
+        children included (they are re-parented to the supervisor, not to init); jobs
+        of earlier commands are spared."""
+        root, bash = self.supervisor_pid, self.pid
+        if root is None:
+            return
+        roots = {root} if bash is None else {root, bash}
+        count = proctree.kill_all(
+            lambda table: proctree.command_processes(table, roots, run.since, run.before)
+        )
+        if count:
+            log.debug("killed %d processes of command %d", count, run.seq)
 
     def _finish_capture(self, run: _Run) -> None:
         self._drain(run, self._out_r, "stdout")
@@ -328,7 +418,7 @@ class ShellSession:
         pgrp = self._foreground_pgrp()
         if pid is None:
             return
-        if pgrp is None or pgrp == pid:
+        if pgrp is None or pgrp in (pid, self.supervisor_pid):
             # bash itself runs (a builtin loop, or between two jobs): interrupt bash.
             if sig == signal.SIGINT:
                 with contextlib.suppress(OSError):
@@ -341,10 +431,10 @@ class ShellSession:
     def _kill_groups(self, run: _Run) -> None:
         pid = self.pid
         pgrp = self._foreground_pgrp()
-        if pgrp is not None and pgrp != pid:
+        if pgrp is not None and pgrp not in (pid, self.supervisor_pid):
             run.pgrps.add(pgrp)
         for group in run.pgrps:
-            if group != pid and group > 1:
+            if group not in (pid, self.supervisor_pid) and group > 1:
                 with contextlib.suppress(OSError):
                     os.killpg(group, signal.SIGKILL)
 
@@ -401,15 +491,33 @@ class ShellSession:
         self._out_w = os.open(out_fifo, os.O_WRONLY | os.O_NONBLOCK)
         with contextlib.suppress(OSError):  # fewer wake-ups for big outputs
             fcntl.fcntl(self._out_r, F_SETPIPE_SZ, 1 << 20)
+        # `\.`: no alias applies to a quoted word (and the prompt hook removes a
+        # function named `.`). bash's own stderr is /dev/null (prompts, traces of the
+        # framing, job notices); the command's goes to the FIFO.
         self._line_template = (
-            "__syn_seq={seq}; . "
+            "__syn_seq={seq}; \\. "
             + quote(self._cmd_path).replace("{", "{{").replace("}", "}}")
             + " </dev/null >"
             + quote(str(out_fifo)).replace("{", "{{").replace("}", "}}")
+            + " 2>"
+            + quote(str(fifo)).replace("{", "{{").replace("}", "}}")
             + "\n"
         )
+        self._prompt_sig = None
+        self._tty_attrs = None
+        self._slave = ""
         cwd = self._cwd if self._cwd.is_dir() else self._initial_cwd
         bash = shutil.which("bash") or "/bin/bash"
+        # bash runs under a supervisor that reaps and kills everything the session
+        # starts (`proctree`): it learns that we are gone from `parent_r`'s end of file,
+        # and bash reports its pid on `report_w`.
+        parent_r, parent_w = os.pipe2(os.O_CLOEXEC)
+        report_r, report_w = os.pipe2(os.O_CLOEXEC)
+
+        def preexec() -> None:
+            _raw_output()
+            proctree.supervised_preexec(parent_r, report_w)
+
         try:
             proc = PtyProcess.spawn(
                 [bash, "--norc", "--noprofile", "--noediting", "-i"],
@@ -417,11 +525,21 @@ class ShellSession:
                 env=self._environment(),
                 echo=False,
                 dimensions=(50, 200),
-                preexec_fn=_raw_output,
+                preexec_fn=preexec,
+                pass_fds=(parent_r, report_w),
             )
+            os.close(report_w)
+            report = os.read(report_r, 4)
         except (OSError, Exception) as exc:  # ptyprocess raises plain Exception on exec failure
+            for fd in (parent_r, parent_w, report_r, report_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
             self._cleanup_files()
             raise ShellError(f"cannot start bash: {exc}") from exc
+        os.close(parent_r)
+        os.close(report_r)
+        self._parent_w = parent_w
+        self._bash_pid = struct.unpack("i", report)[0] if len(report) == 4 else None
         self._proc = proc
         self._fd = int(proc.fd)
         os.set_blocking(self._fd, False)
@@ -445,7 +563,9 @@ class ShellSession:
         self._begin(run)
         try:
             self._send(
-                f"exec 2>{quote(str(fifo))}; set +o history; readonly PROMPT_COMMAND; __syn_seq=0\n"
+                f"exec 2>{quote(str(fifo))}; set +o history; "
+                f"PROMPT_COMMAND={quote(_prompt_command(self._nonce))}; "
+                "export -n PROMPT_COMMAND; readonly PROMPT_COMMAND; __syn_seq=0\n"
             )
             await asyncio.wait({run.done}, timeout=START_TIMEOUT_S)
         finally:
@@ -454,6 +574,7 @@ class ShellSession:
             detail = run.stdout.text() + run.stderr.text()
             self._terminate()
             raise ShellError(f"bash did not start: {detail.strip() or 'no answer'}")
+        await self._learn_terminal()
         log.debug("shell %s started in %s", proc.pid, cwd)
 
     def _terminate(self) -> None:
@@ -462,6 +583,10 @@ class ShellSession:
         run = self._run
         self._detach()
         if proc is not None:
+            # Everything under the supervisor (bash, its jobs, orphans it adopted),
+            # then the supervisor itself.
+            root = int(proc.pid)
+            proctree.kill_all(lambda table: proctree.descendants(root, table))
             for group in _session_groups(int(proc.pid)):
                 with contextlib.suppress(OSError):
                     os.killpg(group, signal.SIGKILL)
@@ -487,12 +612,13 @@ class ShellSession:
             self._out_w,
             self._pidfd,
             self._script_fd,
+            self._parent_w,
         ):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self._err_r = self._err_w = self._out_r = self._out_w = -1
-        self._pidfd = self._script_fd = -1
+        self._pidfd = self._script_fd = self._parent_w = -1
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -524,9 +650,15 @@ class ShellSession:
             run.stdout.feed(fifo)
         if out:
             self._on_stdout_bytes(run, out)
+            run.marker = None  # printed before the command was even sent: forged
         self._attach()
 
     def _end(self, run: _Run) -> None:
+        self._last_end = time.monotonic()
+        if run.watch is not None:
+            run.watch.cancel()
+        if run.confirm is not None and run.confirm is not asyncio.current_task():
+            run.confirm.cancel()
         if self._run is run:
             self._run = None
             self._idle_out += run.pending[-IDLE_BUFFER:]
@@ -612,21 +744,207 @@ class ShellSession:
         if run is None:
             self._read_idle(self._fd, self._idle_out)
             return
+        if self._pump_pty(run) and run.marker is not None and run.confirm is None:
+            self._settle(run)
+
+    def _pump_pty(self, run: _Run) -> bool:
+        """Read what the PTY holds (at most 16 chunks); False once the run is over."""
         for _ in range(16):
+            if run.done.done() or self._run is not run or self._fd < 0:
+                return False
             try:
                 data = os.read(self._fd, READ_SIZE)
             except BlockingIOError:
-                return
+                return True
             except OSError as exc:
                 if exc.errno != errno.EIO:
                     log.warning("reading the shell failed: %s", exc)
                 data = b""
             if not data:
                 self._on_exit()
-                return
+                return False
             self._on_stdout_bytes(run, data)
-            if run.done.done():
+        return not run.done.done()
+
+    # ------------------------------------------------------------ framing
+
+    def _settle(self, run: _Run) -> None:
+        """A marker for `run` arrived: accept it once bash is back at its prompt. bash
+        gets there microseconds after printing it, so spin briefly, then poll."""
+        until = time.monotonic() + SETTLE_SPIN_S
+        while not self._accept(run):
+            if time.monotonic() >= until:
+                run.confirm = asyncio.get_running_loop().create_task(self._confirm(run))
                 return
+
+    async def _confirm(self, run: _Run) -> None:
+        started = time.monotonic()
+        delay = 0.001
+        while not run.done.done() and self._run is run:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+            if self._accept(run):
+                return
+            if time.monotonic() - started >= MARKER_GRACE_S:
+                self._violate(
+                    run, "a completion marker was printed while the command was still running"
+                )
+                return
+
+    def _accept(self, run: _Run) -> bool:
+        """Finish `run` with its last marker if bash waits at its prompt; True when over.
+        A real marker is printed right before bash reads: the PTY is read to its end
+        first (a forged marker earlier in the output is superseded by the real one)."""
+        if run.done.done():
+            return True
+        if self._run is not run or not self._at_prompt():
+            return False
+        if not self._pump_pty(run):
+            return run.done.done()
+        if run.marker is None or self._input_pending() or not self._at_prompt():
+            return False
+        code, claimed = run.marker
+        self._cwd = self._bash_cwd(claimed)
+        run.done.set_result(code)
+        return True
+
+    def _silent_check(self, run: _Run) -> None:
+        """bash idle at its prompt with no marker for the running command (the command
+        disabled the prompt hook, e.g. `readonly PS1`, or an `extdebug` DEBUG trap):
+        on the second check in a row the shell is replaced."""
+        if run.done.done() or self._run is not run:
+            return
+        if run.marker is None and self._at_prompt():
+            self._pump_pty(run)
+            if run.done.done() or self._run is not run:
+                return
+            if run.marker is None and not self._input_pending() and self._at_prompt():
+                run.silent += 1
+                if run.silent >= 2:
+                    self._violate(run, "the shell returned to its prompt without its marker")
+                    return
+            else:
+                run.silent = 0
+        else:
+            run.silent = 0
+        run.watch = asyncio.get_running_loop().call_later(
+            SILENT_CHECK_S, self._silent_check, run
+        )
+
+    def _violate(self, run: _Run, why: str) -> None:
+        """The framing cannot be trusted: kill the command and bash (`_run_locked`
+        starts a fresh shell in bash's directory)."""
+        if run.done.done():
+            return
+        log.warning("shell protocol violation in command %d: %s", run.seq, why)
+        run.violation = why
+        self._cwd = self._bash_cwd(None)
+        if self.pid is not None:  # first, or it runs on (`wait; echo` once a job dies)
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+        self._kill_groups(run)
+        self._kill_command_tree(run)
+        self._drain(run, self._out_r, "stdout")
+        self._drain(run, self._err_r, "stderr")
+        self._terminate()
+
+    def _at_prompt(self) -> bool:
+        """bash waits for input at its prompt: the terminal's foreground group is its
+        own, it sleeps, and (where /proc/PID/syscall is readable) in the very read it
+        was seen in at its first prompt."""
+        pid = self.pid
+        if pid is None or self._foreground_pgrp() != pid:
+            return False
+        stat = _read_proc(f"/proc/{pid}/stat")
+        if stat is None or stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] != b"S":
+            return False
+        if self._prompt_sig is None:
+            return True
+        syscall = _read_proc(f"/proc/{pid}/syscall")
+        return syscall is not None and tuple(syscall.decode().split()[:4]) == self._prompt_sig
+
+    def _input_pending(self) -> bool:
+        """Complete lines wait in the terminal's input (our command line, unread)."""
+        fd = self._open_slave()
+        if fd < 0:
+            return False
+        try:
+            count = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+            return int.from_bytes(count, "little") > 0
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+
+    def _open_slave(self) -> int:
+        if not self._slave or not self.alive:
+            return -1
+        try:
+            return os.open(self._slave, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError:
+            return -1
+
+    def _prepare_terminal(self) -> None:
+        """Before each command: the terminal modes bash started with (a command's
+        `stty echo` would echo our command line into the output) and no pending input
+        (text a command pushed with TIOCSTI would prefix our command line)."""
+        if self._tty_attrs is not None and self._fd >= 0:
+            with contextlib.suppress(termios.error, OSError):
+                if termios.tcgetattr(self._fd) != self._tty_attrs:
+                    termios.tcsetattr(self._fd, termios.TCSANOW, self._tty_attrs)
+        fd = self._open_slave()
+        if fd >= 0:
+            with contextlib.suppress(termios.error, OSError):
+                termios.tcflush(fd, termios.TCIFLUSH)
+            os.close(fd)
+
+    async def _learn_terminal(self) -> None:
+        """After a fresh bash answered: its PTY slave, terminal modes, and the read
+        it waits in at its prompt (no command has run yet, so this one is genuine)."""
+        pid = self.pid
+        if pid is None:
+            return
+        with contextlib.suppress(OSError):
+            self._slave = os.readlink(f"/proc/{pid}/fd/0")
+        if not self._slave.startswith("/dev/"):
+            self._slave = ""
+        with contextlib.suppress(termios.error, OSError):
+            self._tty_attrs = termios.tcgetattr(self._fd)
+        until = time.monotonic() + 1.0
+        while time.monotonic() < until:
+            if self._at_prompt():
+                syscall = _read_proc(f"/proc/{pid}/syscall")
+                if syscall is None:
+                    return  # not readable here: the weaker check stays
+                fields = tuple(syscall.decode().split()[:4])
+                if len(fields) == 4 and fields[0].isdigit() and fields[1] == "0x0":
+                    self._prompt_sig = fields
+                    return
+            await asyncio.sleep(0.001)
+
+    def _bash_cwd(self, claimed: bytes | None) -> Path:
+        """bash's real working directory (`/proc/PID/cwd`). The marker's `$PWD` is
+        only a spelling of it (it keeps symlinks) and is used when it names the same
+        directory, or when /proc cannot be read."""
+        pid = self.pid
+        link = f"/proc/{pid}/cwd"
+        try:
+            real = os.readlink(link) if pid is not None else None
+        except OSError:
+            real = None
+        if claimed is not None:
+            path = os.fsdecode(claimed)
+            if real is None:
+                return Path(path) if os.path.isabs(path) else self._cwd
+            with contextlib.suppress(OSError):
+                if os.path.isabs(path) and os.path.samefile(path, link):
+                    return Path(path)
+        if real is None:
+            return self._cwd
+        deleted = " (deleted)"
+        if real.endswith(deleted) and not os.path.exists(real):
+            real = real[: -len(deleted)]
+        return Path(real)
 
     def _on_stdout_bytes(self, run: _Run, data: bytes) -> None:
         start = b"\x1e" + self._nonce.encode() + b":"
@@ -652,16 +970,15 @@ class ShellSession:
             before = bytes(buf[:at])
             del buf[: close + len(end)]
             if len(fields) == 3 and fields[0] == str(run.seq).encode():
+                # A candidate: it counts once bash is seen at its prompt (`_settle`);
+                # a later one replaces it. What follows is still this command's output.
                 self._stdout(run, before)
-                with contextlib.suppress(ValueError):
-                    self._cwd = Path(os.fsdecode(fields[2]))
                 try:
                     code = int(fields[1])
                 except ValueError:
                     code = 1
-                if not run.done.done():
-                    run.done.set_result(code)
-                return
+                run.marker = (code, fields[2])
+                continue
             # A stale marker (a previous prompt, or a cancelled command): drop its output.
 
     def _stdout(self, run: _Run, data: bytes) -> None:
@@ -712,6 +1029,48 @@ def _raw_output() -> None:
     attrs[1] &= ~termios.OPOST
     attrs[3] &= ~(termios.ECHO | termios.ECHONL)
     termios.tcsetattr(0, termios.TCSANOW, attrs)
+
+
+def _prompt_command(nonce: str) -> str:
+    """bash's prompt hook: it resets what a command could have changed to break the
+    framing, then prints the marker. No word in it can be shadowed: every command word
+    is quoted (aliases do not apply) and runs while POSIX mode is on (`POSIXLY_CORRECT=`
+    is an assignment), where special builtins (`unset`, `exec`) are found before
+    functions; `unset -f builtin .` then makes `\\builtin X` and the next command line's
+    `\\.` safe. POSIX mode and the shell options it changes are restored."""
+    save = "".join(
+        f"__syn_s{i}=${{__syn_o/*:{name}:*/-s}};__syn_s{i}=${{__syn_s{i}/#:*/-u}};"
+        for i, name in enumerate(_POSIX_SHOPTS)
+    )
+    restore = "".join(
+        f'\\builtin shopt "$__syn_s{i}" {name};' for i, name in enumerate(_POSIX_SHOPTS)
+    )
+    return (
+        "__syn_rc=$?;__syn_o=:$BASHOPTS:;"
+        "__syn_u=${POSIXLY_CORRECT+__syn_u};__syn_u=${__syn_u:-POSIXLY_CORRECT};"
+        + save
+        + "POSIXLY_CORRECT=y;\\unset -f builtin . source;"
+        "\\builtin enable . builtin enable exec printf shopt trap unset;"
+        "\\builtin trap - INT DEBUG;\\exec 2>/dev/null;"
+        "PS0=;PS1=;PS2=;PS4='+ ';"
+        '\\unset "$__syn_u";'
+        + restore
+        + f"\\builtin printf '\\036%s:%s:%s:%s\\037%s' {nonce} \"${{__syn_seq-}}\" "
+        f'"$__syn_rc" "$PWD" {nonce}'
+    )
+
+
+def _read_proc(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _reap(proc: PtyProcess) -> None:

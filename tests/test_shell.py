@@ -321,15 +321,15 @@ async def test_restart_gives_a_fresh_environment(shell: ShellSession, workdir: P
 async def test_close_leaves_no_process_behind(workdir: Path, settings: Settings) -> None:
     session = ShellSession(workdir, settings)
     await session.start()
-    pid = session.pid
+    pid = session.supervisor_pid  # the PTY's session leader; bash is its child
     assert pid is not None
     await session.run("sleep 100 & echo $! > bg.pid")  # a background job in its own group
     task = asyncio.create_task(session.run("sleep 100"))
     for _ in range(200):
-        if len(_session_members(pid)) >= 3:
+        if len(_session_members(pid)) >= 4:
             break
         await asyncio.sleep(0.01)
-    assert len(_session_members(pid)) >= 3  # bash, the job, the running command
+    assert len(_session_members(pid)) >= 4  # supervisor, bash, the job, the running command
     await session.close()
     result = await task
     assert result.exit_code != 0

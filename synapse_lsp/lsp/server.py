@@ -581,15 +581,38 @@ def main(argv: list[str] | None = None) -> int:
     for problem in live.problems:
         log.warning("settings: %s", problem)
 
+    stopped_by: list[int] = []
+
     async def run() -> None:
         server._log_handler = attach_lsp_logging(server, server.settings.log_level)
-        await server.serve_stdio()
+        # SIGTERM/SIGHUP (an editor quitting, a closed terminal) end the server like end
+        # of input does: every session, shell and MCP child is closed first. (Were we
+        # killed outright, each shell's supervisor still kills its tree: `proctree`.)
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def stop(signum: int) -> None:
+            log.info("signal %d: closing every session, then exiting", signum)
+            stopped_by.append(signum)
+            task.cancel()
+
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, stop, sig)
+        try:
+            await server.serve_stdio()
+        except asyncio.CancelledError:
+            if not stopped_by:
+                raise
 
     code = 0
     try:
         asyncio.run(run())
         if server.input_broken is not None:
             code = 1
+        if stopped_by:
+            code = 128 + stopped_by[0]
     except SystemExit as exc:  # pygls ends `exit` with sys.exit(0 | 1)
         code = exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:

@@ -1,0 +1,231 @@
+"""Process trees of a shell session: what a command started, and killing all of it.
+
+bash does not run as our child. `supervised_preexec` (the PTY child's last step
+before `exec bash`) forks once more: the child goes on to exec bash, the parent
+stays as a small *supervisor* that is a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`,
+allowed to any user). Whatever the commands start — background jobs, double forks,
+`setsid`, `nohup`, daemons — is then either a descendant of bash or, once orphaned,
+re-parented to the supervisor instead of init, so the supervisor's descendants are
+exactly the session's processes. The supervisor reaps those orphans (it has no
+other children, so `waitpid(-1)` is safe there, unlike in the Synapse process), and
+kills its whole tree when bash exits, on SIGTERM/SIGHUP (the PTY closing), or when
+the Synapse process goes away by any means (a pipe whose write end only Synapse holds
+reads end-of-file).
+
+Per command, the shell attributes processes by start time (`/proc/PID/stat` field
+22, clock ticks since boot): a process is the command's if it started at or after
+the command's tick and its nearest older ancestor is bash or the supervisor; older
+processes (background jobs of earlier commands) and their children are spared.
+When commands follow each other within two ticks, a pid snapshot settles it instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import select
+import signal
+import struct
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+PR_SET_CHILD_SUBREAPER = 36
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+KILL_ROUNDS = 200  # rounds of scan + SIGKILL; a fork bomb still ends (each round ~2 ms)
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    ppid: int
+    start: int  # clock ticks since boot
+    zombie: bool
+
+
+def boot_ticks() -> int:
+    """Now, in the unit of /proc/PID/stat's start time (ticks since boot)."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * CLK_TCK)
+
+
+def scan() -> dict[int, ProcInfo]:
+    """Every visible process: its parent, start tick and whether it is a zombie."""
+    table: dict[int, ProcInfo] = {}
+    try:
+        names = os.listdir("/proc")  # noqa: PTH208 - a scan runs per kill round; Path is slower
+    except OSError:
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:  # noqa: PTH123
+                stat = f.read()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt
+        # cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) < 20:
+            continue
+        table[int(name)] = ProcInfo(int(fields[1]), int(fields[19]), fields[0] in (b"Z", b"X"))
+    return table
+
+
+def descendants(root: int, table: dict[int, ProcInfo]) -> set[int]:
+    """Every process below `root` in `table` (not `root` itself)."""
+    children: dict[int, list[int]] = {}
+    for pid, info in table.items():
+        children.setdefault(info.ppid, []).append(pid)
+    out: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+def command_processes(
+    table: dict[int, ProcInfo],
+    roots: Iterable[int],
+    since: int,
+    before: set[int] | None,
+) -> set[int]:
+    """The processes a command started: new ones (start tick >= `since`, or absent
+    from the `before` snapshot when there is one) whose nearest older ancestor is one
+    of `roots` (bash, the supervisor)."""
+    root_set = set(roots)
+    children: dict[int, list[int]] = {}
+    for pid, info in table.items():
+        children.setdefault(info.ppid, []).append(pid)
+
+    def new(pid: int) -> bool:
+        if before is not None:
+            return pid not in before
+        return table[pid].start >= since
+
+    out: set[int] = set()
+    todo = list(root_set)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child in out or child in root_set or not new(child):
+                continue  # an older process: its subtree is an earlier command's
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def kill_all(find: Callable[[dict[int, ProcInfo]], set[int]]) -> int:
+    """SIGKILL what `find()` returns, again and again, until it returns nothing alive
+    (a process forking while we kill is caught in the next round). Returns the count."""
+    killed: set[int] = set()
+    for _ in range(KILL_ROUNDS):
+        table = scan()
+        alive = {pid for pid in find(table) if pid in table and not table[pid].zombie}
+        if not alive:
+            break
+        for pid in alive:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        killed |= alive
+        time.sleep(0.002)
+    return len(killed)
+
+
+# ------------------------------------------------------------- the supervisor
+
+
+def set_subreaper() -> bool:
+    """Make this process a child subreaper (Linux >= 3.4; no privilege needed)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def supervised_preexec(parent_fd: int, report_fd: int) -> None:
+    """Run in the PTY child just before `exec bash`. Forks: the child returns (and
+    execs bash, reporting its pid on `report_fd`); this process becomes the session's
+    supervisor and never returns. `parent_fd` is the read end of a pipe whose write
+    end only the Synapse process holds: end-of-file there means Synapse is gone."""
+    set_subreaper()
+    pid = os.fork()
+    if pid == 0:
+        os.write(report_fd, struct.pack("i", os.getpid()))
+        os.close(report_fd)
+        os.close(parent_fd)
+        return
+    os.close(report_fd)
+    try:
+        _supervise(pid, parent_fd)
+    finally:
+        os._exit(1)
+
+
+def _supervise(bash: int, parent_fd: int) -> None:
+    me = os.getpid()
+    # No terminal and no inherited descriptors: bash alone holds the PTY, so its end
+    # (exit, exec) is still seen as the PTY's end of file.
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    for fd in range(3, 1024):
+        if fd not in (parent_fd,):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    stop = [False]
+
+    def on_stop(signum: int, frame: object) -> None:
+        stop[0] = True
+
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
+        signal.signal(sig, signal.SIG_IGN)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_stop)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    signal.set_wakeup_fd(wake_w)
+    status: int | None = None
+    parent_gone = False
+    while True:
+        while True:  # reap everything that ended: bash, and orphans re-parented to us
+            try:
+                pid, raw = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid == bash:
+                status = raw
+        if status is not None or parent_gone or stop[0]:
+            break
+        try:
+            ready, _, _ = select.select([parent_fd, wake_r], [], [])
+        except InterruptedError:
+            continue
+        if wake_r in ready:
+            with contextlib.suppress(OSError):
+                while os.read(wake_r, 512):
+                    pass
+        if parent_fd in ready:
+            with contextlib.suppress(OSError):
+                if not os.read(parent_fd, 512):
+                    parent_gone = True
+    kill_all(lambda table: descendants(me, table))
+    with contextlib.suppress(ChildProcessError):
+        while True:
+            pid, raw = os.waitpid(-1, 0)
+            if pid == bash:
+                status = raw
+    code = 128 + signal.SIGKILL
+    if status is not None:
+        code = os.waitstatus_to_exitcode(status)
+        if code < 0:
+            code = 128 - code
+    os._exit(code & 0xFF)

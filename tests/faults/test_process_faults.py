@@ -1,0 +1,222 @@
+"""Fault drill, process lifetime: what a command starts must not outlive what the
+result says killed it, nor the session, nor the server; background jobs a command
+starts on purpose outlive the command (and only it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from synapse_lsp import proctree
+from synapse_lsp.config import Settings
+from synapse_lsp.shell import ShellSession
+
+
+def _token() -> str:
+    """A unique `sleep` duration: it names this test's processes in /proc."""
+    return f"{300 + secrets.randbelow(600)}.{secrets.randbelow(10**6):06d}"
+
+
+def _sleeps(token: str) -> list[int]:
+    """Live (non-zombie) `sleep TOKEN` processes anywhere on the machine."""
+    needle = f"sleep\0{token}\0".encode()
+    found = []
+    table = proctree.scan()
+    for pid, info in table.items():
+        if info.zombie:
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if cmdline.endswith(needle) or cmdline == needle:
+            found.append(pid)
+    return found
+
+
+async def _until(predicate: Any, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await asyncio.sleep(0.02)
+    return bool(predicate())
+
+
+def _zombies_under(root: int) -> list[int]:
+    table = proctree.scan()
+    return [pid for pid in proctree.descendants(root, table) if table[pid].zombie]
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(synapse_home=tmp_path / "home")
+
+
+async def test_a_timeout_kills_the_two_hundred_background_jobs_it_started(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """The result says the command was killed: so are the 200 jobs it put in the
+    background (they ignore nothing; only the foreground group used to be signalled)."""
+    token = _token()
+    shell = ShellSession(tmp_path, settings)
+    await shell.start()
+    try:
+        result = await shell.run(
+            f"for i in $(seq 200); do sleep {token} & done; sleep {token}", timeout=1
+        )
+        assert result.timed_out and result.exit_code == 124
+        assert await _until(lambda: _sleeps(token) == [], 5.0), len(_sleeps(token))
+        assert (await shell.run("echo alive")).stdout == "alive\n"
+    finally:
+        await shell.close()
+
+
+async def test_a_timeout_kills_setsid_and_double_forked_children(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """`setsid` leaves bash's session and process group, `( … & )` leaves bash's
+    tree: neither escapes the supervisor, to which orphans are re-parented."""
+    token = _token()
+    shell = ShellSession(tmp_path, settings)
+    await shell.start()
+    try:
+        command = (
+            f"setsid sleep {token} & (sleep {token} &); "
+            f"nohup sleep {token} >/dev/null & sleep {token}"
+        )
+        result = await shell.run(command, timeout=1)
+        assert result.timed_out
+        assert await _until(lambda: _sleeps(token) == [], 5.0), _sleeps(token)
+    finally:
+        await shell.close()
+
+
+async def test_cancel_kills_the_tree_and_spares_jobs_of_earlier_commands(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """`npm run dev &` in a command that completes is on purpose: it outlives that
+    command and a later one that is cancelled or times out; it dies with the session."""
+    kept, doomed = _token(), _token()
+    shell = ShellSession(tmp_path, settings)
+    await shell.start()
+    try:
+        done = await shell.run(
+            f"sleep {kept} & setsid sleep {kept} & (sleep {kept} &); echo started"
+        )
+        assert done.exit_code == 0 and done.stdout == "started\n"
+        assert await _until(lambda: len(_sleeps(kept)) == 3)
+        # Straight after (same clock tick: the snapshot decides), then later (start tick).
+        timed = await shell.run(
+            f"sleep {doomed} & setsid sleep {doomed} & sleep {doomed}", timeout=0.5
+        )
+        assert timed.timed_out
+        await asyncio.sleep(0.05)
+        task = asyncio.create_task(shell.run(f"setsid sleep {doomed} & sleep {doomed}"))
+        assert await _until(lambda: len(_sleeps(doomed)) == 2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await _until(lambda: _sleeps(doomed) == [], 5.0), _sleeps(doomed)
+        assert len(_sleeps(kept)) == 3, "an earlier command's background jobs were killed"
+        task = asyncio.create_task(shell.run(f"sleep {doomed} & sleep {doomed}"))
+        assert await _until(lambda: len(_sleeps(doomed)) == 2)
+        shell.interrupt()
+        assert (await task).cancelled
+        assert await _until(lambda: _sleeps(doomed) == [], 5.0), _sleeps(doomed)
+        assert len(_sleeps(kept)) == 3
+    finally:
+        await shell.close()
+    assert await _until(lambda: _sleeps(kept) == [], 5.0), "jobs outlived the session"
+
+
+async def test_orphans_are_reaped_not_left_as_zombies(tmp_path: Path, settings: Settings) -> None:
+    shell = ShellSession(tmp_path, settings)
+    await shell.start()
+    try:
+        result = await shell.run(
+            "for i in $(seq 50); do setsid sh -c 'sleep 0.1' & (sleep 0.1 &); done; wait"
+        )
+        assert result.exit_code == 0
+        root = shell.supervisor_pid
+        assert root is not None
+        await asyncio.sleep(0.5)
+        assert await _until(lambda: _zombies_under(root) == [], 5.0), _zombies_under(root)
+    finally:
+        await shell.close()
+
+
+# ------------------------------------------------------------------ the server
+
+
+def _frame(obj: dict[str, Any]) -> bytes:
+    body = json.dumps(obj).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def _server_with_jobs(home: Path, folder: Path, token: str) -> subprocess.Popen[bytes]:
+    """`python -m synapse_lsp` whose folder shell has started background jobs (one in
+    its own session) and answered."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env["SYNAPSE_HOME"] = str(home)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "synapse_lsp"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    init: dict[str, Any] = {"capabilities": {}, "processId": None, "rootUri": folder.as_uri()}
+    run = {
+        "command": "synapse.shell.run",
+        "arguments": [{"command": f"sleep {token} & setsid sleep {token} & echo started"}],
+    }
+    proc.stdin.write(
+        _frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+        + _frame({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        + _frame({"jsonrpc": "2.0", "id": 2, "method": "workspace/executeCommand", "params": run})
+    )
+    proc.stdin.flush()
+    out = b""
+    deadline = time.monotonic() + 60
+    while b"started" not in out and time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+        if ready:
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            out += chunk
+    assert b"started" in out, out[-2000:]
+    return proc
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGHUP", "end of input", "SIGKILL"])
+async def test_the_server_ending_takes_every_job_with_it(tmp_path: Path, how: str) -> None:
+    """No handler for SIGTERM used to leave every shell's jobs running; SIGKILL
+    cannot be handled, so each shell's supervisor sees the server's end itself."""
+    token = _token()
+    proc = _server_with_jobs(tmp_path / "home", tmp_path, token)
+    assert proc.stdin is not None
+    try:
+        assert await _until(lambda: len(_sleeps(token)) == 2)
+        if how == "end of input":
+            proc.stdin.close()
+        else:
+            proc.send_signal(getattr(signal, how))
+        code = await asyncio.to_thread(proc.wait, 60)
+        if how == "SIGTERM":
+            assert code == 128 + signal.SIGTERM
+        assert await _until(lambda: _sleeps(token) == [], 10.0), f"{how}: jobs survived"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
