@@ -30,6 +30,7 @@ import termios
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ptyprocess import PtyProcess  # type: ignore[import-untyped]
 
@@ -164,7 +165,7 @@ class ShellSession:
         # Learnt from each fresh bash: its PTY slave, terminal modes and the read it
         # waits in at its prompt (`/proc/PID/syscall`: number, fd, buffer, size).
         self._slave = ""
-        self._tty_attrs: list[object] | None = None
+        self._tty_attrs: list[Any] | None = None
         self._prompt_sig: tuple[str, ...] | None = None
 
     # ------------------------------------------------------------ properties
@@ -827,9 +828,7 @@ class ShellSession:
                 run.silent = 0
         else:
             run.silent = 0
-        run.watch = asyncio.get_running_loop().call_later(
-            SILENT_CHECK_S, self._silent_check, run
-        )
+        run.watch = asyncio.get_running_loop().call_later(SILENT_CHECK_S, self._silent_check, run)
 
     def _violate(self, run: _Run, why: str) -> None:
         """The framing cannot be trusted: kill the command and bash (`_run_locked`
@@ -905,7 +904,7 @@ class ShellSession:
         if pid is None:
             return
         with contextlib.suppress(OSError):
-            self._slave = os.readlink(f"/proc/{pid}/fd/0")
+            self._slave = str(Path(f"/proc/{pid}/fd/0").readlink())
         if not self._slave.startswith("/dev/"):
             self._slave = ""
         with contextlib.suppress(termios.error, OSError):
@@ -926,23 +925,22 @@ class ShellSession:
         """bash's real working directory (`/proc/PID/cwd`). The marker's `$PWD` is
         only a spelling of it (it keeps symlinks) and is used when it names the same
         directory, or when /proc cannot be read."""
-        pid = self.pid
-        link = f"/proc/{pid}/cwd"
+        link = Path(f"/proc/{self.pid}/cwd")
         try:
-            real = os.readlink(link) if pid is not None else None
+            real = str(link.readlink()) if self.pid is not None else None
         except OSError:
             real = None
         if claimed is not None:
-            path = os.fsdecode(claimed)
+            path = Path(os.fsdecode(claimed))
             if real is None:
-                return Path(path) if os.path.isabs(path) else self._cwd
+                return path if path.is_absolute() else self._cwd
             with contextlib.suppress(OSError):
-                if os.path.isabs(path) and os.path.samefile(path, link):
-                    return Path(path)
+                if path.is_absolute() and path.samefile(link):
+                    return path
         if real is None:
             return self._cwd
         deleted = " (deleted)"
-        if real.endswith(deleted) and not os.path.exists(real):
+        if real.endswith(deleted) and not Path(real).exists():
             real = real[: -len(deleted)]
         return Path(real)
 
