@@ -143,9 +143,12 @@ def _writes(line: str, layer: Layer, cwd: Path | None, root: Path) -> list[str]:
             return path
         return None if here is None else here / path
 
+    seen: set[tuple[Path | None, str]] = set()  # a long line repeats itself
+
     def check(arg: str) -> None:
-        if not arg or arg in _HARMLESS_TARGETS:
+        if not arg or arg in _HARMLESS_TARGETS or (here, arg) in seen:
             return
+        seen.add((here, arg))
         path = resolve(arg)
         if path is None:
             outside.append(arg)

@@ -240,6 +240,8 @@ export const SERVER_SETTING_KEYS = [
   'allow',
   'deny',
   'commandTimeout',
+  'permissionTimeout',
+  'maxCommandBytes',
   'synapseHome',
   'logLevel',
   'secretEnv',
