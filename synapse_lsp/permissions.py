@@ -187,6 +187,8 @@ def _writes(line: str, layer: Layer, cwd: Path | None, root: Path) -> list[str]:
             here = None if target == "-" else resolve(target)
         elif name in ("bash", "sh", "zsh", "dash") and (script := _shell_script(words)):
             outside += _writes(script, layer, here, root)
+        elif name == "eval" and len(words) > 1:
+            outside += _writes(" ".join(words[1:]), layer, here, root)
         elif name == "sed" and any(w == "-i" or w.startswith("-i") for w in words[1:]):
             for arg in args[1:]:
                 check(arg)

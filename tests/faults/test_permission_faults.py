@@ -62,6 +62,8 @@ BYPASSES = [
     'echo "`touch {out}/p`"',
     "cat <(touch {out}/p)",
     "if true; then rm -f {out}/victim.txt; fi",
+    "read a.txt | eval 'rm -f {out}/victim.txt'",
+    "read a.txt\nrm -f {out}/victim.txt",
 ]
 
 
