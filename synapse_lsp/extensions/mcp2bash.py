@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from synapse_lsp.cmdline import quote
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
+from synapse_lsp.output import BoundedCapture
 
 if TYPE_CHECKING:
     from mcp_types import CallToolResult
 
+    from synapse_lsp.config import Settings
     from synapse_lsp.extensions.mcp_client import McpServer, ToolSpec
 
 
@@ -381,8 +383,13 @@ def _render(value: Any) -> str:
 # ------------------------------------------------------------- results
 
 
-def format_result(result: CallToolResult) -> CommandOutput:
-    """Text printed; JSON pretty-printed; images/audio/blobs summarised; isError -> exit 1."""
+def format_result(result: CallToolResult, settings: Settings | None = None) -> CommandOutput:
+    """Text printed; JSON pretty-printed; images/audio/blobs summarised; isError -> exit 1.
+
+    With `settings`, the text goes through `output.BoundedCapture` as a shell command's
+    output does: the model gets `settings.output` (head and tail), and past it the whole
+    text is written to `$SYNAPSE_HOME/outputs/`, whose path the cut marker names and
+    `full_output_path` carries. The text is fed in slices, never copied whole."""
     parts: list[str] = []
     for block in result.content:
         kind = getattr(block, "type", "")
@@ -411,11 +418,13 @@ def format_result(result: CallToolResult) -> CommandOutput:
     structured = result.structured_content
     if not parts and structured is not None:
         parts.append(json.dumps(structured, indent=2, ensure_ascii=False))
-    text = "\n".join(p.rstrip("\n") for p in parts)
-    text = text + "\n" if text else ""
     data: dict[str, Any] = {}
     if structured is not None:
         data["structured"] = structured
+    if settings is not None:
+        return _bounded_result(parts, settings, data, is_error=bool(result.is_error))
+    text = "\n".join(p.rstrip("\n") for p in parts)
+    text = text + "\n" if text else ""
     if result.is_error:
         return CommandOutput(
             stderr=text or "the tool reported an error (no message)\n",
@@ -426,7 +435,47 @@ def format_result(result: CallToolResult) -> CommandOutput:
     return CommandOutput(stdout=text, data=data)
 
 
+# Text blocks longer than this are printed as they come, not re-indented as JSON
+# (parsing and dumping a 50 MB JSON text would cost several times its size).
+PRETTY_MAX_CHARS = 1 << 20
+_SLICE = 1 << 20
+
+
+def _bounded_result(
+    parts: list[str], settings: Settings, data: dict[str, Any], *, is_error: bool
+) -> CommandOutput:
+    """The parts, each without its trailing newlines, one per line, through a capture."""
+    stream = "stderr" if is_error else "stdout"
+    capture = BoundedCapture(settings.output, settings.synapse_home / "outputs", name=stream)
+    try:
+        for part in parts:
+            end = len(part)
+            while end and part[end - 1] == "\n":
+                end -= 1
+            for start in range(0, end, _SLICE):
+                piece = part[start : min(end, start + _SLICE)]
+                capture.feed(piece.encode("utf-8", "surrogatepass"))
+            capture.feed(b"\n")
+    finally:
+        capture.close()
+    text = capture.text()
+    if not is_error:
+        return CommandOutput(
+            stdout=text, data=data, bounded=True, full_output_path=capture.full_output_path
+        )
+    return CommandOutput(
+        stderr=text or "the tool reported an error (no message)\n",
+        exit_code=1,
+        category=FailureCategory.EXECUTION_ERROR,
+        data=data,
+        bounded=True,
+        full_output_path=capture.full_output_path,
+    )
+
+
 def _pretty(text: str) -> str:
+    if len(text) > PRETTY_MAX_CHARS:
+        return text
     stripped = text.strip()
     if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
         try:
@@ -470,7 +519,7 @@ class McpToolCommand:
         except ArgError as exc:
             return usage_failure(self.name, self.usage, str(exc))
         timeout = self.server.config.timeout or ctx.settings.command_timeout
-        return await call_tool(self.server, self.tool.name, arguments, timeout)
+        return await call_tool(self.server, self.tool.name, arguments, timeout, ctx.settings)
 
 
 def usage_failure(name: str, usage: str, message: str) -> CommandOutput:
@@ -482,7 +531,11 @@ def usage_failure(name: str, usage: str, message: str) -> CommandOutput:
 
 
 async def call_tool(
-    server: McpServer, tool: str, arguments: dict[str, Any], timeout: float
+    server: McpServer,
+    tool: str,
+    arguments: dict[str, Any],
+    timeout: float,
+    settings: Settings | None = None,
 ) -> CommandOutput:
     from synapse_lsp.extensions.mcp_client import McpCallError
 
@@ -496,4 +549,4 @@ async def call_tool(
         return CommandOutput(
             stderr=f"{exc}\n", exit_code=124 if exc.kind == "timeout" else 1, category=category
         )
-    return format_result(result)
+    return format_result(result, settings)

@@ -329,7 +329,20 @@ class ExtensionRegistry:
         env["PATH"] = f"{self.settings.bin_dir}{os.pathsep}{env.get('PATH', '')}"
         ctx = CommandContext(cwd=cwd, settings=self.settings, files=DiskFiles(), env=env)
         out = await command.run(argv, ctx)
-        return {"stdout": out.stdout, "stderr": out.stderr, "exit_code": out.exit_code}
+        stdout, stderr = out.stdout, out.stderr
+        # A wrapper is a program in a pipeline (`mcp:fs:read x | jq`): it prints the whole
+        # output, not the model's head + tail; a cut stream is whole in its spill file.
+        path = out.full_output_path
+        if path is not None and out.bounded:
+            try:
+                full = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                full = None
+            if full is not None and path.name.endswith("-stderr.txt"):
+                stderr = full
+            elif full is not None:
+                stdout = full
+        return {"stdout": stdout, "stderr": stderr, "exit_code": out.exit_code}
 
 
 def _socket_alive(path: Path) -> bool:

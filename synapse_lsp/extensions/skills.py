@@ -20,6 +20,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
 from synapse_lsp.output import BoundedCapture
@@ -371,21 +372,28 @@ async def _supervise(
             await proc.stdin.drain()
         proc.stdin.close()
 
-    work = asyncio.gather(
-        pump(proc.stdout, out, "stdout"), pump(proc.stderr, err, "stderr"), feed(), proc.wait()
+    # Wait for the script itself, not for end of file on its pipes: a background child
+    # (`sleep 300 &`) inherits them and would hold the call open for its whole life.
+    pumps = asyncio.gather(
+        pump(proc.stdout, out, "stdout"), pump(proc.stderr, err, "stderr"), feed()
     )
+    exited = asyncio.ensure_future(_exited(proc))
     timed_out = False
     try:
-        await asyncio.wait_for(asyncio.shield(work), timeout)
+        await asyncio.wait_for(asyncio.shield(exited), timeout)
     except TimeoutError:
         timed_out = True
         await _kill_group(proc)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(work, 5.0)
     except asyncio.CancelledError:
+        exited.cancel()
         await _kill_group(proc)
-        work.cancel()
+        with contextlib.suppress(OSError):  # background children of the script too
+            os.killpg(proc.pid, signal.SIGKILL)
+        pumps.cancel()
         raise
+    finally:
+        exited.cancel()
+    await _reap_leftovers(proc, pumps)
     path = out.full_output_path or err.full_output_path
     code = proc.returncode if proc.returncode is not None else -1
     if timed_out:
@@ -408,6 +416,51 @@ async def _supervise(
         bounded=True,
         full_output_path=path,
     )
+
+
+# After the script exits, how long its output may still take to arrive before what
+# still holds its pipes (a background child of its process group) is ended.
+DRAIN_GRACE_S = 0.5
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> None:
+    """Return once the process has exited. `proc.wait()` also waits for the end of its
+    pipes (asyncio reports the exit only then), so poll `returncode` (set by the child
+    watcher at exit): 1 ms at first, backing off to 50 ms."""
+    delay = 0.001
+    while proc.returncode is None:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+async def _reap_leftovers(proc: asyncio.subprocess.Process, pumps: asyncio.Future[Any]) -> None:
+    """The script is gone: take what its output still holds, for `DRAIN_GRACE_S`. If
+    something of its process group keeps a pipe open past that (a background child),
+    the group is ended (SIGTERM, then SIGKILL) and its output closed; a child that
+    redirected its output elsewhere (`cmd >log 2>&1 &`) is left running."""
+    with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):
+        await asyncio.wait_for(asyncio.shield(pumps), DRAIN_GRACE_S)
+    if pumps.done():
+        with contextlib.suppress(BaseException):
+            pumps.result()
+        return
+    for sig, wait in ((signal.SIGTERM, 0.5), (signal.SIGKILL, 1.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):
+            await asyncio.wait_for(asyncio.shield(pumps), wait)
+        if pumps.done():
+            break
+    if not pumps.done():  # held by something outside the group (it called setsid)
+        pumps.cancel()
+        with contextlib.suppress(BaseException):
+            await pumps
+    transport = getattr(proc, "_transport", None)  # closes the pipes we no longer read
+    if transport is not None:
+        with contextlib.suppress(Exception):
+            transport.close()
 
 
 async def _kill_group(proc: asyncio.subprocess.Process) -> None:
