@@ -5,7 +5,11 @@ they are the same tools: the same built-ins, the same `mcp:`/`skill:` commands,
 the same search and the same gate, all reading one live settings source. A face
 only says how it asks the user (`ask`; none = no gate, as in the terminal until
 terminal asks exist), where files go (`files`: disk, or the editor's buffers) and
-how it shows slow start-up work (`progress`).
+how it shows slow start-up work (`progress`), and whether it trusts the folder
+(`trusted`: the face's word, e.g. VS Code's Workspace Trust or `--trust`; None = the
+rule of `synapse_lsp.trust`: the environment, then the remembered answer, else no).
+An untrusted folder's own `mcp_servers.json` is not loaded (home config only) and
+`trust_notice` says so.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from synapse_lsp import trust
 from synapse_lsp.config import Settings, SettingsSource, as_source
 from synapse_lsp.errors import SynapseError
 from synapse_lsp.tasks import TaskOwner
@@ -60,9 +65,11 @@ class Workspace:
         watch: bool = True,
         progress: Progress | None = None,
         before_mcp: Callable[[], Awaitable[None]] | None = None,
+        trusted: bool | None = None,
     ) -> None:
         self.root = root
         self.settings_source = as_source(settings)
+        self.trust = trust.decide(self.settings.synapse_home, root, face=trusted)
         self._files = files
         self._ask = ask
         self._use_registry = extensions
@@ -87,6 +94,36 @@ class Workspace:
     @property
     def started(self) -> bool:
         return self.router is not None
+
+    @property
+    def trusted(self) -> bool:
+        return self.trust.trusted
+
+    @property
+    def trust_notice(self) -> str | None:
+        """Why the folder's own extension config is not in use (None: nothing withheld)."""
+        return None if self.trusted else trust.untrusted_notice(self.root, self._trust_hint)
+
+    _trust_hint = ""  # a face's own words for how to trust the folder
+
+    def mcp_config_files(self) -> list[Path]:
+        """The MCP config files this folder's registry reads: home, then the folder's
+        own only when the folder is trusted."""
+        from synapse_lsp.extensions.mcp_client import config_paths
+
+        return config_paths(self.settings, self.root, trusted=self.trusted)
+
+    async def set_trusted(self, trusted: bool) -> None:
+        """The face's word changed (the user trusted the folder): a running registry
+        re-reads its MCP config, so the folder's own servers start (or stop)."""
+        if trusted == self.trusted and self.trust.source == "face":
+            return
+        self.trust = trust.Trust(trusted, "face")
+        registry = self.registry
+        if registry is None:
+            return
+        registry.mcp.config_files = self.mcp_config_files()
+        await registry.refresh("mcp")
 
     def new_gate(self) -> EditorPermissionGate | None:
         """A permission gate that asks through the face (None when the face cannot ask)."""
@@ -132,7 +169,10 @@ class Workspace:
                 importlib.import_module, "synapse_lsp.extensions.registry"
             )
             registry: ExtensionRegistry = module.ExtensionRegistry(
-                self.settings_source, self.root, watch=self._watch
+                self.settings_source,
+                self.root,
+                watch=self._watch,
+                config_files=self.mcp_config_files(),
             )
             router.extensions = registry
             for command in registry.builtins():
@@ -157,9 +197,7 @@ class Workspace:
             log.warning("workspace %s: %s", self.root, self.registry_error)
 
     def has_mcp_config(self) -> bool:
-        from synapse_lsp.extensions.mcp_client import config_paths
-
-        return any(path.is_file() for path in config_paths(self.settings, self.root))
+        return any(path.is_file() for path in self.mcp_config_files())
 
     async def registry_ready(self) -> ExtensionRegistry | None:
         """The started registry (None when extensions are unavailable)."""
@@ -215,7 +253,8 @@ class Workspace:
         await registry.refresh(what)  # type: ignore[arg-type]
         with contextlib.suppress(Exception):
             await registry.wait_for_mcp(30.0)
-        return {"tools": self.tool_count(), "errors": list(registry.problems)}
+        notice = [self.trust_notice] if self.trust_notice else []
+        return {"tools": self.tool_count(), "errors": notice + list(registry.problems)}
 
     def child_pids(self) -> list[int]:
         """Process ids of the bash sessions this folder owns (for last-resort cleanup)."""

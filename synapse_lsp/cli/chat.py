@@ -75,6 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="extended thinking with this token budget (>= 1024, < max tokens; 0 = off)",
     )  # fmt: skip
     parser.add_argument("--cwd", type=Path, help="working directory (default: .)")
+    parser.add_argument(
+        "--trust",
+        action="store_true",
+        help="trust the folder for this run: load its own mcp_servers.json (not remembered; "
+        "`synapse trust` remembers)",
+    )
     parser.add_argument("--max-turns", type=int, help="model calls per turn before stopping")
     return parser
 
@@ -107,6 +113,7 @@ class Runtime:
     session: ChatSession | None = None
     notes: list[str] = field(default_factory=list)
     exit_requested: bool = False
+    trusted: bool | None = None  # None: the remembered answer / environment decide
 
     async def start(self, *, demo: bool, allow_demo_fallback: bool) -> None:
         from synapse_lsp.core import Workspace
@@ -117,7 +124,9 @@ class Runtime:
         threading.Thread(target=_preload_sdk, name="synapse-preload", daemon=True).start()
         self.model = model if model is not None else await self._demo_model()
         # The terminal asks nothing (no gate) until terminal asks exist.
-        self.workspace = Workspace(self.cwd, self.settings)
+        self.workspace = Workspace(self.cwd, self.settings, trusted=self.trusted)
+        if self.workspace.trust_notice:
+            self.notes.append(self.workspace.trust_notice)
         self.router = await self.workspace.start()
         await self.workspace.registry_ready()
         if self.workspace.registry_error is not None:
@@ -348,6 +357,32 @@ def _print_sessions(store: SessionStore, out: TextIO) -> None:
         out.write(f"{info.id}  {info.updated_at}  {info.title}\n")
 
 
+TRUST_QUESTION = (
+    "This folder has its own {files}: it starts programs when Synapse loads it.\n"
+    "Trust {folder} and load it? (remembered; `synapse trust --revoke` forgets) [y/N] "
+)
+
+
+def ask_trust(cwd: Path, home: Path, *, flag: bool, read: Callable[[str], str]) -> bool | None:
+    """The REPL's one question at start: asked only when the folder has its own config
+    and nothing (flag, environment, remembered answer) has decided yet; the answer is
+    remembered for the folder. None: not asked (the usual rule decides)."""
+    from synapse_lsp import trust
+
+    files = trust.needs_trust(cwd)
+    if not files or trust.decide(home, cwd, flag=flag).source != "default":
+        return None
+    names = ", ".join(p.name for p in files)
+    try:
+        answer = read(TRUST_QUESTION.format(files=names, folder=cwd)).strip().lower()
+    except (EOFError, KeyboardInterrupt):
+        sys.stdout.write("\n")
+        return False  # not remembered: asked again next time
+    trusted = answer in ("y", "yes")
+    trust.remember(home, cwd, trusted)
+    return trusted
+
+
 def interactive(
     runtime: Runtime, loop: asyncio.AbstractEventLoop, read: Callable[[str], str]
 ) -> int:
@@ -426,6 +461,10 @@ def main(argv: list[str]) -> int:
             print(f"synapse chat: {exc.message}", file=sys.stderr)
             return 2
     runtime = Runtime(settings, cwd, store)
+    if args.trust:
+        runtime.trusted = True
+    elif not one_shot and sys.stdin.isatty():
+        runtime.trusted = ask_trust(cwd, settings().synapse_home, flag=False, read=input)
     loop = asyncio.new_event_loop()
     try:
         try:

@@ -28,18 +28,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object per command instead of text"
     )
+    parser.add_argument(
+        "--trust",
+        action="store_true",
+        help="trust the folder: load its own mcp_servers.json (else only when remembered "
+        "by `synapse trust` or SYNAPSE_TRUST_WORKSPACE=1)",
+    )
     parser.add_argument("commands", nargs="+", metavar="CMD", help="command lines, run in order")
     return parser
 
 
-async def run(commands: list[str], cwd: Path, settings: LiveSettings, as_json: bool) -> int:
+async def run(
+    commands: list[str], cwd: Path, settings: LiveSettings, as_json: bool, trusted: bool = False
+) -> int:
     import json
 
     from synapse_lsp.core import Workspace
 
     # One-shot: no watcher; the registry serves the wrappers' socket unless another
     # Synapse process already does. No gate: the terminal asks nothing (yet).
-    workspace = Workspace(cwd, settings, watch=False)
+    workspace = Workspace(cwd, settings, watch=False, trusted=True if trusted else None)
+    if workspace.trust_notice:
+        print(f"synapse exec: {workspace.trust_notice}", file=sys.stderr)
     exit_code = 0
     try:
         router = await workspace.start()
@@ -88,6 +98,6 @@ def main(argv: list[str]) -> int:
     for problem in settings.problems:
         print(f"synapse exec: settings: {problem}", file=sys.stderr)
     try:
-        return asyncio.run(run(args.commands, cwd, settings, args.json))
+        return asyncio.run(run(args.commands, cwd, settings, args.json, args.trust))
     except KeyboardInterrupt:
         return 130

@@ -95,10 +95,16 @@ class ServerConfig:
 # ------------------------------------------------------------------ config
 
 
-def config_paths(settings: Settings, workspace_root: Path | None) -> list[Path]:
-    """Where configs are read from, lowest precedence first (workspace entries win)."""
+def config_paths(
+    settings: Settings, workspace_root: Path | None, *, trusted: bool = True
+) -> list[Path]:
+    """Where configs are read from, lowest precedence first (workspace entries win).
+
+    The folder's own file only when the folder is `trusted` (`synapse_lsp.trust`
+    decides; `core.Workspace` passes its decision): an untrusted folder gets the
+    home configuration only."""
     paths = [settings.synapse_home / "mcp" / CONFIG_NAME]
-    if workspace_root is not None:
+    if workspace_root is not None and trusted:
         paths.append(workspace_root / CONFIG_NAME)
     return paths
 

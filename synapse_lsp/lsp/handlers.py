@@ -283,6 +283,7 @@ async def status(ls: Host, params: StatusParams) -> StatusResult:
                 sessions=len(ws.sessions),
                 busy_sessions=sum(1 for s in ws.sessions.values() if s.busy),
                 tools=ws.tool_count(),
+                trusted=ws.trusted,
             )
             for ws in ls.workspaces.values()
         ],

@@ -10,6 +10,9 @@ PROTOCOL_VERSION = 1
 """Bumped on any change a client built for the previous version would misread."""
 
 SESSION_UPDATE = "synapse/sessionUpdate"  # the one notification, server -> client
+# client -> server: the user trusted (or untrusted) the workspace, `{"trusted": bool}`
+TRUST_NOTIFICATION = "synapse/didChangeWorkspaceTrust"
+TRUST_OPTION = "trustedWorkspace"  # initializationOptions: the editor's trust at start
 
 SESSION_NEW = "synapse.session.new"
 SESSION_LIST = "synapse.session.list"

@@ -267,6 +267,7 @@ class WorkspaceStatus(Wire):
     sessions: int
     busy_sessions: int
     tools: int
+    trusted: bool = True  # false: the folder's own mcp_servers.json is not loaded
 
 
 @attrs.define(kw_only=True)

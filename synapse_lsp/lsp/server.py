@@ -40,7 +40,14 @@ from synapse_lsp import __version__
 from synapse_lsp.config import LiveSettings, Settings
 from synapse_lsp.files import path_to_uri, uri_to_path
 from synapse_lsp.lsp.logs import LOG_LEVELS, LspLogHandler, attach_lsp_logging, setup_logging
-from synapse_lsp.lsp.names import COMMAND_NAMES, PROTOCOL_VERSION, SESSION_UPDATE, invalid
+from synapse_lsp.lsp.names import (
+    COMMAND_NAMES,
+    PROTOCOL_VERSION,
+    SESSION_UPDATE,
+    TRUST_NOTIFICATION,
+    TRUST_OPTION,
+    invalid,
+)
 from synapse_lsp.lsp.sessions import ChatSessions, as_uri
 from synapse_lsp.lsp.stdio import PipeWriter, connect_stdio
 from synapse_lsp.lsp.wire import ArgumentError, converter, json_type
@@ -178,6 +185,9 @@ class SynapseServer(LanguageServer):
         self._handlers_bound = False
         self.input_broken: str | None = None  # why stdin stopped being readable, if it did
         self.init_options: dict[str, Any] = {}
+        # The editor's word on trust (VS Code's Workspace Trust): None = it said nothing,
+        # and `synapse_lsp.trust` decides per folder (environment, remembered answer).
+        self.face_trust: bool | None = None
         self._files: EditorFiles | None = None
         self.workspaces: dict[str, WorkspaceContext] = {}
         self.chats = ChatSessions(
@@ -219,6 +229,7 @@ class SynapseServer(LanguageServer):
         self.feature(types.TEXT_DOCUMENT_DID_CLOSE)(_on_document)
         self.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)(_on_folders)
         self.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(_on_configuration)
+        self.feature(TRUST_NOTIFICATION)(_on_trust)
 
     def bind_handlers(self) -> None:
         """Put the typed handlers in place of the placeholders (once, before the first
@@ -251,14 +262,14 @@ class SynapseServer(LanguageServer):
 
         if self.warmup is not None or self._disposed or os.environ.get(ENV_SWITCH) == "0":
             return
-        roots: list[Path | None] = [ws.root for ws in self.workspaces.values()] or [None]
+        folders = list(self.workspaces.values())
 
         def need_mcp() -> bool:
             from synapse_lsp.extensions.mcp_client import config_paths
 
-            return any(
-                path.is_file() for root in roots for path in config_paths(self.settings, root)
-            )
+            if not folders:
+                return any(p.is_file() for p in config_paths(self.settings, None))
+            return any(ws.has_mcp_config() for ws in folders)
 
         self.warmup = Warmup(need_mcp=need_mcp)
         self.warmup.start()
@@ -320,7 +331,7 @@ class SynapseServer(LanguageServer):
         if key in self.workspaces:
             return
         path = uri_to_path(uri) or Path.cwd()
-        self.workspaces[key] = WorkspaceContext(
+        ws = self.workspaces[key] = WorkspaceContext(
             key,
             path,
             self.live_settings.for_folder(path),
@@ -328,7 +339,24 @@ class SynapseServer(LanguageServer):
             self.ask_user,
             progress=self.work_progress,
             mcp_imported=lambda: self.warmed("mcp"),
+            trusted=self.face_trust,
         )
+        if self.face_trust is False:  # the editor's own trust is the way to trust it
+            ws._trust_hint = "trust the workspace in the editor (Manage Workspace Trust) to load it"
+        if ws.trust_notice:
+            log.warning("%s: %s", path, ws.trust_notice)
+
+    async def set_trust(self, trusted: bool) -> None:
+        """The editor granted (or withdrew) trust: every folder follows, and a folder
+        whose registry runs re-reads its MCP config."""
+        self.face_trust = trusted
+        for ws in list(self.workspaces.values()):
+            try:
+                await ws.set_trusted(trusted)
+            except Exception as exc:  # one folder's MCP config must not stop the others
+                log.warning("%s: applying trust: %s", ws.root, exc)
+            if trusted:
+                log.info("%s: folder trusted: its own configuration is in use", ws.root)
 
     async def remove_folder(self, uri: str) -> None:
         ws = self.workspaces.pop(uri.rstrip("/"), None)
@@ -494,7 +522,14 @@ def _on_initialize(ls: SynapseServer, params: types.InitializeParams) -> None:
     options = params.initialization_options
     if isinstance(options, dict):
         nested = options.get("synapse")
-        ls.init_options = nested if isinstance(nested, dict) else options
+        init = dict(nested if isinstance(nested, dict) else options)
+        # Trust is the editor's word, not a setting (config.py would call it unknown).
+        for holder in (options, init):
+            trusted = holder.get(TRUST_OPTION)
+            if isinstance(trusted, bool):
+                ls.face_trust = trusted
+        init.pop(TRUST_OPTION, None)
+        ls.init_options = init
         ls.apply_settings(ls.init_options)
     folders = params.workspace_folders or []
     for folder in folders:
@@ -526,6 +561,17 @@ async def _on_folders(ls: SynapseServer, params: types.DidChangeWorkspaceFolders
         await ls.remove_folder(folder.uri)
     for folder in params.event.added or []:
         ls.add_folder(folder.uri)
+
+
+async def _on_trust(ls: SynapseServer, params: Any) -> None:
+    """`synapse/didChangeWorkspaceTrust {trusted}`: the user trusted the workspace."""
+    trusted = (
+        params.get("trusted") if isinstance(params, dict) else getattr(params, "trusted", None)
+    )
+    if not isinstance(trusted, bool):
+        log.warning("%s: `trusted` must be a boolean", TRUST_NOTIFICATION)
+        return
+    await ls.set_trust(trusted)
 
 
 async def _on_configuration(ls: SynapseServer, params: types.DidChangeConfigurationParams) -> None:

@@ -78,6 +78,7 @@ class WorkspaceContext(Workspace):
         use_registry: bool = True,
         progress: Progress | None = None,
         mcp_imported: Callable[[], Awaitable[None]] | None = None,
+        trusted: bool | None = None,
     ) -> None:
         super().__init__(
             root,
@@ -87,6 +88,7 @@ class WorkspaceContext(Workspace):
             extensions=use_registry,
             progress=progress,
             before_mcp=mcp_imported,
+            trusted=trusted,
         )
         self.uri = uri
         self.live_settings = settings

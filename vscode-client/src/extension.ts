@@ -25,7 +25,14 @@ import {
   type ServerOptions,
 } from 'vscode-languageclient/node';
 
-import { Backoff, DEFAULT_API_KEY_ENV, describeLaunch, resolveServer } from './launch';
+import {
+  Backoff,
+  DEFAULT_API_KEY_ENV,
+  TRUST_NOTIFICATION,
+  describeLaunch,
+  initializationOptions,
+  resolveServer,
+} from './launch';
 import {
   Commands,
   protocolMismatch,
@@ -92,6 +99,7 @@ class SynapseController implements vscode.WebviewViewProvider {
       vscode.commands.registerCommand('synapse.restartServer', () => this.restartServer('restart requested')),
       vscode.commands.registerCommand('synapse.showStatus', () => this.showStatus()),
       vscode.workspace.onDidChangeConfiguration((e) => this.onConfigurationChanged(e)),
+      vscode.workspace.onDidGrantWorkspaceTrust(() => this.onTrustGranted()),
       this.context.secrets.onDidChange((e) => {
         if (e.key === SECRET_KEY) void this.offerRestart('The stored API key changed.');
       }),
@@ -225,7 +233,8 @@ class SynapseController implements vscode.WebviewViewProvider {
     const clientOptions: LanguageClientOptions = {
       documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
       outputChannel: this.log,
-      initializationOptions: this.serverSection(),
+      // Workspace Trust: an untrusted workspace's own MCP servers are not started.
+      initializationOptions: initializationOptions(this.serverSection(), vscode.workspace.isTrusted),
       // The chat shows failures itself; don't pop the log for every error.
       revealOutputChannelOn: RevealOutputChannelOn.Never,
       errorHandler: {
@@ -358,6 +367,18 @@ class SynapseController implements vscode.WebviewViewProvider {
       'Restart',
     );
     if (choice === 'Restart') await this.restartServer(why);
+  }
+
+  /** The user trusted the workspace: the server starts the folders' own MCP servers, and
+   * the workspace values of restricted settings (permission rules) now count. */
+  private onTrustGranted(): void {
+    const client = this.client;
+    if (client?.state !== State.Running) return; // the next start sends isTrusted itself
+    this.log.info('Workspace trusted: loading the folders\' own mcp_servers.json');
+    void client.sendNotification(TRUST_NOTIFICATION, { trusted: true });
+    void client.sendNotification(DidChangeConfigurationNotification.type, {
+      settings: { synapse: this.serverSection() },
+    });
   }
 
   private onConfigurationChanged(e: vscode.ConfigurationChangeEvent): void {

@@ -90,6 +90,23 @@ export function resolveServer(
   return { command: python, args: ['-m', 'synapse_lsp'], env, cwd: options.cwd, source: 'python' };
 }
 
+/** `initializationOptions` key carrying VS Code's Workspace Trust (synapse_lsp/trust.py). */
+export const TRUST_OPTION = 'trustedWorkspace';
+/** Client -> server notification when the user trusts the workspace: `{ trusted: boolean }`. */
+export const TRUST_NOTIFICATION = 'synapse/didChangeWorkspaceTrust';
+
+/**
+ * The server's `initializationOptions`: its settings plus the workspace's trust. An
+ * untrusted workspace gets only the home configuration (the folder's own
+ * mcp_servers.json is not started) until trust is granted.
+ */
+export function initializationOptions(
+  settings: Record<string, unknown>,
+  trusted: boolean,
+): Record<string, unknown> {
+  return { ...settings, [TRUST_OPTION]: trusted };
+}
+
 /** A one-line description for logs: the command, never the environment. */
 export function describeLaunch(launch: ServerLaunch): string {
   const quote = (s: string): string => (/[\s"']/.test(s) ? JSON.stringify(s) : s);

@@ -4,7 +4,15 @@ import * as path from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { Backoff, describeLaunch, resolveServer, which } from '../src/launch';
+import {
+  Backoff,
+  TRUST_NOTIFICATION,
+  TRUST_OPTION,
+  describeLaunch,
+  initializationOptions,
+  resolveServer,
+  which,
+} from '../src/launch';
 import { serverSettings } from '../src/protocol';
 import { contentSecurityPolicy, makeNonce, webviewHtml } from '../src/webview/html';
 import { promptContext, type Attachment } from '../src/webview/messages';
@@ -151,5 +159,24 @@ describe('webview HTML', () => {
     expect(html).toContain(`<script nonce="${nonce}" src="vscode-webview://x/w.js"></script>`);
     expect(html).not.toMatch(/<script(?![^>]*src=)/);
     expect(html).not.toContain('<style');
+  });
+});
+
+describe('workspace trust (initializationOptions and the grant notification)', () => {
+  it('passes VS Code\'s Workspace Trust beside the settings, never as a setting', () => {
+    const settings = serverSettings({ model: 'm', maxTokens: 100 });
+    expect(initializationOptions(settings, false)).toEqual({ model: 'm', maxTokens: 100, trustedWorkspace: false });
+    expect(initializationOptions(settings, true)[TRUST_OPTION]).toBe(true);
+    expect(settings).not.toHaveProperty(TRUST_OPTION); // the settings object is not changed
+    expect(TRUST_NOTIFICATION).toBe('synapse/didChangeWorkspaceTrust');
+  });
+
+  it('package.json supports untrusted workspaces in limited mode, restricting risky settings', () => {
+    const pkg = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8'));
+    const untrusted = pkg.capabilities.untrustedWorkspaces;
+    expect(untrusted.supported).toBe('limited');
+    for (const key of ['synapse.server.command', 'synapse.pythonPath', 'synapse.baseUrl', 'synapse.allow']) {
+      expect(untrusted.restrictedConfigurations).toContain(key);
+    }
   });
 });

@@ -1,0 +1,166 @@
+"""Workspace trust: whether a folder's own extension config may run.
+
+Opening a folder must not run what the folder says. A folder's own
+`mcp_servers.json` starts programs (and later its hooks and permission rules will
+change what runs without asking), so it is used only once the user trusts that
+folder; an untrusted folder gets the home configuration only, and is told so.
+Its `.synapse/settings.json` is read either way: it may only set workspace-safe
+keys (`config.WORKSPACE_SAFE`: limits, model, deny rules; never commands,
+permissions, endpoints or secrets), so it stays safe untrusted.
+
+The decision, in order (`decide`):
+
+1. the face's own word — VS Code's Workspace Trust (`initializationOptions.
+   trustedWorkspace`), `--trust` on the command line;
+2. `SYNAPSE_TRUST_WORKSPACE=1` in the environment (0 = untrusted, whatever is stored);
+3. the answer remembered for the folder in `$SYNAPSE_HOME/trusted_folders.json`
+   (keyed by the folder's real path; the REPL asks and remembers; `synapse trust`
+   sets it);
+4. otherwise untrusted.
+
+Only this module decides; `extensions.mcp_client.config_paths(…, trusted=…)` says what an
+untrusted folder loses, and `core.Workspace` wires the two.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ENV = "SYNAPSE_TRUST_WORKSPACE"
+STORE_NAME = "trusted_folders.json"
+# The folder's own files that only a trusted folder may use.
+FOLDER_CONFIGS = ("mcp_servers.json",)
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+@dataclass(frozen=True)
+class Trust:
+    """The decision for one folder and where it came from."""
+
+    trusted: bool
+    source: str  # "face", "flag", "environment", "remembered", "default"
+
+    def __bool__(self) -> bool:
+        return self.trusted
+
+
+def folder_key(root: Path) -> str:
+    """The folder's real path: a symlink and its target are one folder."""
+    return os.path.realpath(root)
+
+
+def store_path(home: Path) -> Path:
+    return home / STORE_NAME
+
+
+def needs_trust(root: Path) -> list[Path]:
+    """The folder's own config files that trust would let run (empty: nothing to ask)."""
+    return [root / name for name in FOLDER_CONFIGS if (root / name).is_file()]
+
+
+def _read(home: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(store_path(home).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    folders = raw.get("folders") if isinstance(raw, dict) else None
+    return folders if isinstance(folders, dict) else {}
+
+
+def remembered(home: Path, root: Path) -> bool | None:
+    """The stored answer for `root` (None: never answered)."""
+    entry = _read(home).get(folder_key(root))
+    if isinstance(entry, dict) and isinstance(entry.get("trusted"), bool):
+        return bool(entry["trusted"])
+    return None
+
+
+def remember(home: Path, root: Path, trusted: bool) -> None:
+    """Store the answer for `root`."""
+    folders = _read(home)
+    folders[folder_key(root)] = {"trusted": trusted, "decided": int(time.time())}
+    _write(home, folders)
+
+
+def forget(home: Path, root: Path) -> bool:
+    """Drop the stored answer for `root`; whether there was one."""
+    folders = _read(home)
+    if folders.pop(folder_key(root), None) is None:
+        return False
+    _write(home, folders)
+    return True
+
+
+def _write(home: Path, folders: dict[str, Any]) -> None:
+    """Atomically: a reader never sees half a file."""
+    home.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"version": 1, "folders": folders}, indent=2, sort_keys=True) + "\n"
+    fd, name = tempfile.mkstemp(prefix=".trusted_folders.", dir=home)
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        tmp.replace(store_path(home))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def trusted_folders(home: Path) -> dict[str, bool]:
+    return {
+        key: bool(entry["trusted"])
+        for key, entry in sorted(_read(home).items())
+        if isinstance(entry, dict) and isinstance(entry.get("trusted"), bool)
+    }
+
+
+def env_trust(env: Mapping[str, str] | None = None) -> bool | None:
+    value = (os.environ if env is None else env).get(ENV, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    return None
+
+
+def decide(
+    home: Path,
+    root: Path,
+    *,
+    face: bool | None = None,
+    flag: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> Trust:
+    """Whether `root`'s own config may run: the face's word, a `--trust` flag, the
+    environment, the remembered answer, else no (see the module docstring)."""
+    if face is not None:
+        return Trust(face, "face")
+    if flag:
+        return Trust(True, "flag")
+    from_env = env_trust(env)
+    if from_env is not None:
+        return Trust(from_env, "environment")
+    stored = remembered(home, root)
+    if stored is not None:
+        return Trust(stored, "remembered")
+    return Trust(False, "default")
+
+
+def untrusted_notice(root: Path, how: str = "") -> str | None:
+    """What an untrusted folder is told (None when it has nothing trust would unlock)."""
+    files = needs_trust(root)
+    if not files:
+        return None
+    names = ", ".join(p.name for p in files)
+    hint = how or (f"run `synapse trust {root}` (or pass --trust, or set {ENV}=1) to trust it")
+    return f"folder not trusted: its {names} was not loaded; {hint}"

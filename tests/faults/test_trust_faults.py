@@ -1,0 +1,275 @@
+"""Fault drill, workspace trust: opening a folder must not run what its `mcp_servers.json`
+names until the user trusts that folder (synapse_lsp/trust.py).
+
+The folder's server is a real MCP server behind `sh -c 'touch MARKER; exec …'`, so
+"started" is a file on disk, whichever face started it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from synapse_lsp import trust
+from synapse_lsp.core import Workspace
+from synapse_lsp.extensions.mcp_client import config_paths
+from synapse_lsp.lsp.names import TRUST_NOTIFICATION
+from tests.lsp_client import editor
+
+MCP_SERVER = Path(__file__).resolve().parent.parent / "mcp_servers" / "demo_server.py"
+TIMEOUT = 60.0
+
+
+def marked_folder(tmp_path: Path, name: str = "proj") -> tuple[Path, Path]:
+    """A folder whose own mcp_servers.json starts a server that leaves `marker`."""
+    folder = tmp_path / name
+    folder.mkdir()
+    marker = tmp_path / f"{name}-server-started"
+    script = f"touch '{marker}'; exec '{sys.executable}' '{MCP_SERVER}'"
+    config = {"mcpServers": {"marked": {"command": "sh", "args": ["-c", script]}}}
+    (folder / "mcp_servers.json").write_text(json.dumps(config))
+    return folder, marker
+
+
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.pop(trust.ENV, None)
+    env["SYNAPSE_HOME"] = str(home)
+    env.update(extra)
+    return env
+
+
+def synapse(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "synapse_lsp.cli.entry", *args],
+        capture_output=True, text=True, env=env, cwd=cwd, timeout=TIMEOUT,
+    )  # fmt: skip
+
+
+def wait_for(path: Path, seconds: float = 15.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists():
+            return True
+        time.sleep(0.05)
+    return path.exists()
+
+
+# ------------------------------------------------------------------ the rule
+
+
+def test_the_rule_face_then_flag_then_environment_then_remembered(tmp_path: Path) -> None:
+    home, folder = tmp_path / "home", tmp_path / "f"
+    folder.mkdir()
+    assert trust.decide(home, folder, env={}) == trust.Trust(False, "default")
+    trust.remember(home, folder, True)
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    assert trust.decide(home, link, env={}) == trust.Trust(True, "remembered")  # realpath
+    assert trust.decide(home, folder, env={trust.ENV: "0"}) == trust.Trust(False, "environment")
+    assert trust.decide(home, folder, face=False, flag=True, env={}) == trust.Trust(False, "face")
+    trust.remember(home, folder, False)
+    assert trust.decide(home, folder, flag=True, env={}) == trust.Trust(True, "flag")
+    assert trust.decide(home, folder, env={trust.ENV: "1"}).trusted
+    stored = json.loads(trust.store_path(home).read_text())
+    assert stored["folders"][os.path.realpath(folder)]["trusted"] is False
+    settings_home = tmp_path / "h2"
+    from synapse_lsp.config import Settings
+
+    paths = config_paths(Settings(synapse_home=settings_home), folder, trusted=False)
+    assert paths == [settings_home / "mcp" / "mcp_servers.json"]
+
+
+async def test_an_untrusted_core_workspace_does_not_start_the_folders_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from synapse_lsp.config import Settings
+
+    monkeypatch.delenv(trust.ENV, raising=False)
+    folder, marker = marked_folder(tmp_path)
+    settings = Settings(synapse_home=tmp_path / "home", command_timeout=30.0)
+    workspace = Workspace(folder, settings, watch=False)  # the face said nothing
+    try:
+        assert not workspace.trusted and workspace.trust_notice is not None
+        assert "folder not trusted: its mcp_servers.json was not loaded" in workspace.trust_notice
+        await workspace.registry_ready()
+        refreshed = await workspace.refresh_tools("mcp")
+        assert refreshed["errors"][0] == workspace.trust_notice
+        await asyncio.sleep(0.5)
+        assert not marker.exists()
+        # the face grants trust while the registry runs: the folder's server starts
+        await workspace.set_trusted(True)
+        assert workspace.trust_notice is None
+        registry = workspace.registry
+        assert registry is not None
+        await registry.wait_for_mcp(30.0)
+        assert marker.exists()
+        echoed = await workspace.run("mcp:marked:echo --text hi")
+        assert "hi" in echoed.stdout, echoed.text
+    finally:
+        await workspace.close()
+
+
+# ------------------------------------------------------------- exec and trust
+
+
+def test_exec_in_an_untrusted_folder_says_so_and_starts_nothing(tmp_path: Path) -> None:
+    folder, marker = marked_folder(tmp_path)
+    env = clean_env(tmp_path / "home")
+    run = synapse(["exec", "mcp:marked:echo --text hi"], env, folder)
+    assert run.returncode != 0
+    assert "folder not trusted: its mcp_servers.json was not loaded" in run.stderr
+    assert "synapse trust" in run.stderr
+    time.sleep(0.3)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("how", ["flag", "environment", "remembered"])
+def test_exec_loads_the_folders_server_when_trusted(tmp_path: Path, how: str) -> None:
+    folder, marker = marked_folder(tmp_path)
+    home = tmp_path / "home"
+    env = clean_env(home, **({trust.ENV: "1"} if how == "environment" else {}))
+    if how == "remembered":
+        told = synapse(["trust", str(folder)], env, tmp_path)
+        assert told.returncode == 0 and "trusted" in told.stdout, told.stderr
+        assert trust.remembered(home, folder) is True
+    flag = ["--trust"] if how == "flag" else []
+    run = synapse(["exec", *flag, "mcp:marked:echo --text hi"], env, folder)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "hi"
+    assert "not trusted" not in run.stderr
+    assert marker.exists()
+    if how == "flag":
+        assert trust.remembered(home, folder) is None  # the flag is for this run only
+
+
+def test_synapse_trust_revoke_forgets(tmp_path: Path) -> None:
+    folder, _ = marked_folder(tmp_path)
+    home = tmp_path / "home"
+    env = clean_env(home)
+    assert synapse(["trust", "--no", str(folder)], env, tmp_path).returncode == 0
+    assert trust.remembered(home, folder) is False
+    listed = synapse(["trust", "--list"], env, tmp_path)
+    assert f"not trusted\t{os.path.realpath(folder)}" in listed.stdout
+    assert synapse(["trust", "--revoke"], env, folder).returncode == 0
+    assert trust.remembered(home, folder) is None
+
+
+# ------------------------------------------------------------------- the REPL
+
+
+def repl_on_a_tty(folder: Path, env: dict[str, str], answer: str) -> tuple[str, str]:
+    """`synapse chat` with a terminal on stdin: answer the first question, then /exit."""
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "synapse_lsp.cli.entry", "chat", "--demo"],
+        stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env, cwd=folder,
+    )  # fmt: skip
+    os.close(slave)
+    try:
+        os.write(master, answer.encode())
+        time.sleep(0.5)
+        os.write(master, b"/exit\n")
+        out, err = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"synapse chat did not finish:\n{out}\n{err}") from None
+    finally:
+        os.close(master)
+    return out, err
+
+
+def test_the_repl_asks_once_and_remembers_yes(tmp_path: Path) -> None:
+    folder, marker = marked_folder(tmp_path)
+    home = tmp_path / "home"
+    out, err = repl_on_a_tty(folder, clean_env(home), "y\n")
+    assert "Trust " in out and "mcp_servers.json" in out, (out, err)
+    assert trust.remembered(home, folder) is True
+    assert wait_for(marker), (out, err)
+    assert "not trusted" not in err
+    marker.unlink()
+    out, err = repl_on_a_tty(folder, clean_env(home), "/help\n")  # not asked again
+    assert "Trust " not in out, out
+    assert wait_for(marker)
+
+
+def test_the_repl_answered_no_loads_only_the_home_config_and_says_so(tmp_path: Path) -> None:
+    folder, marker = marked_folder(tmp_path)
+    home = tmp_path / "home"
+    out, err = repl_on_a_tty(folder, clean_env(home), "n\n")
+    assert "Trust " in out
+    assert trust.remembered(home, folder) is False
+    assert "folder not trusted: its mcp_servers.json was not loaded" in err, err
+    time.sleep(0.3)
+    assert not marker.exists()
+
+
+def test_chat_p_never_asks_and_stays_untrusted(tmp_path: Path) -> None:
+    folder, marker = marked_folder(tmp_path)
+    home = tmp_path / "home"
+    env = clean_env(home, ANTHROPIC_API_KEY="sk-ant-none", ANTHROPIC_BASE_URL="http://127.0.0.1:9")
+    run = synapse(["chat", "-p", "hi"], env, folder)
+    assert "Trust " not in run.stdout
+    assert "folder not trusted" in run.stderr
+    assert trust.remembered(home, folder) is None
+    assert not marker.exists()
+
+
+# ------------------------------------------------------------------ the editor
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+async def test_lsp_initialization_options_carry_the_editors_trust(
+    tmp_path: Path, trusted: bool
+) -> None:
+    folder, marker = marked_folder(tmp_path)
+    home = tmp_path / "home"
+    env = {trust.ENV: ""}
+    async with editor(home, [folder], init_options={"trustedWorkspace": trusted}, env=env) as ed:
+        ran = await ed.command("synapse.shell.run", {"command": "echo up"})
+        assert ran["stdout"] == "up\n"
+        refreshed = await ed.command("synapse.tools.refresh", {"what": "mcp"})
+        status = await ed.command("synapse.status", {})
+        assert [w["trusted"] for w in status["workspaces"]] == [trusted]
+        if trusted:
+            assert refreshed["errors"] == [] and marker.exists()
+        else:
+            assert any("folder not trusted" in e for e in refreshed["errors"]), refreshed
+            assert "Manage Workspace Trust" in refreshed["errors"][0]
+            assert not marker.exists()
+            # the user trusts the workspace: the client says so, the server starts it
+            ed.client.protocol.notify(TRUST_NOTIFICATION, {"trusted": True})
+            await asyncio.to_thread(wait_for, marker, 30.0)
+            assert marker.exists()
+            refreshed = await ed.command("synapse.tools.refresh", {"what": "mcp"})
+            assert refreshed["errors"] == [], refreshed
+            found = await ed.command("synapse.tools.search", {"query": "echo", "type": "mcp"})
+            assert "mcp:marked:echo" in [t["name"] for t in found["tools"]]
+        # no "unknown setting" complaint about the trust option
+        assert "trustedWorkspace" not in (home / "logs" / "lsp.log").read_text()
+
+
+async def test_lsp_without_the_editors_word_uses_the_remembered_answer(tmp_path: Path) -> None:
+    folder, marker = marked_folder(tmp_path)
+    home = tmp_path / "home"
+    async with editor(home, [folder], env={trust.ENV: ""}) as ed:
+        await ed.command("synapse.shell.run", {"command": "true"})
+        status = await ed.command("synapse.status", {})
+        assert [w["trusted"] for w in status["workspaces"]] == [False]
+    assert not marker.exists()
+    trust.remember(home, folder, True)
+    async with editor(home, [folder], env={trust.ENV: ""}) as ed:
+        await ed.command("synapse.tools.refresh", {"what": "mcp"})
+        status = await ed.command("synapse.status", {})
+        assert [w["trusted"] for w in status["workspaces"]] == [True]
+    assert marker.exists()
