@@ -56,6 +56,9 @@ class CommandOutput:
     # skills do); the whole output, when it was cut, is in `full_output_path`.
     bounded: bool = False
     full_output_path: Path | None = None
+    # The whole stdout, when `stdout` holds only its head and tail: what a pipe after
+    # the command (`mcp:a:b | grep x`, `skill:a:b | write f`) must read.
+    stdout_path: Path | None = None
 
     @classmethod
     def usage_error(cls, command: str, message: str) -> CommandOutput:

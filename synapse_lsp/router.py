@@ -465,21 +465,27 @@ class BashRouter:
         `read f | write g` / `read f | sort | write g`: the last stage is `write`."""
         if output.exit_code != 0:
             return output
+        whole = output.stdout_path if output.stdout_path and output.stdout_path.is_file() else None
         trailing = self._trailing_write("true | " + rest.strip())
         middle = ""
         if trailing is not None:
             middle = trailing[0][len("true | ") :].strip() if trailing[0] != "true" else ""
             if not middle:
                 argv = cmdline.split_argv(trailing[1])
-                return await self._invoke(self.builtins["write"], argv, output.stdout, None, emit)
+                content = output.stdout
+                if whole is not None:  # the command's stdout was cut for the model
+                    content = whole.read_bytes().decode("utf-8", errors="replace")
+                return await self._invoke(self.builtins["write"], argv, content, None, emit)
         fd, name = tempfile.mkstemp(prefix="synapse-pipe-", suffix=".txt")
         try:
             with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
-                fh.write(output.stdout)
+                if whole is None:
+                    fh.write(output.stdout)
+            name_for_pipe = str(whole) if whole is not None else name
             if trailing is not None:
-                fed = f"{{ {middle}\n}} < {cmdline.quote(name)}"
+                fed = f"{{ {middle}\n}} < {cmdline.quote(name_for_pipe)}"
                 return await self._native_into_write(fed, trailing[1], on_output, emit)
-            native = f"{{ {rest.strip()}\n}} < {cmdline.quote(name)}"
+            native = f"{{ {rest.strip()}\n}} < {cmdline.quote(name_for_pipe)}"
             result = await self.shell.run(
                 native, timeout=self.settings.command_timeout, on_output=on_output
             )

@@ -461,7 +461,11 @@ def _bounded_result(
     text = capture.text()
     if not is_error:
         return CommandOutput(
-            stdout=text, data=data, bounded=True, full_output_path=capture.full_output_path
+            stdout=text,
+            data=data,
+            bounded=True,
+            full_output_path=capture.full_output_path,
+            stdout_path=capture.full_output_path if capture.truncated else None,
         )
     return CommandOutput(
         stderr=text or "the tool reported an error (no message)\n",

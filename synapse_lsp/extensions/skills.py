@@ -395,6 +395,7 @@ async def _supervise(
         exited.cancel()
     await _reap_leftovers(proc, pumps)
     path = out.full_output_path or err.full_output_path
+    stdout_path = out.full_output_path if out.truncated else None
     code = proc.returncode if proc.returncode is not None else -1
     if timed_out:
         return CommandOutput(
@@ -404,6 +405,7 @@ async def _supervise(
             category=FailureCategory.TIMEOUT,
             bounded=True,
             full_output_path=path,
+            stdout_path=stdout_path,
         )
     if code < 0:
         code = 128 - code
@@ -415,6 +417,7 @@ async def _supervise(
         category=category,
         bounded=True,
         full_output_path=path,
+        stdout_path=stdout_path,
     )
 
 

@@ -135,6 +135,12 @@ async def test_a_big_mcp_result_is_spilled_whole_and_the_result_says_where(
     # A wrapper (a program in a pipeline) gets the whole text, not the model's window.
     reply = await registry.run_request(["mcp:big:big", "3000"], home)
     assert reply["exit_code"] == 0 and len(reply["stdout"]) == 3000 * 100
+    # So does the rest of the line after a pipe, and `| write`.
+    counted = await router.route(f"mcp:big:big {lines} | wc -l")
+    assert counted.stdout.strip() == str(lines)
+    written = await router.route("mcp:big:big 20000 | write whole.txt")
+    assert written.exit_code == 0, written.text
+    assert (router.shell.cwd / "whole.txt").stat().st_size == 20000 * 100
 
 
 MEMORY_PROBE = """\
