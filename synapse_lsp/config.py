@@ -85,6 +85,11 @@ class Settings:
     synapse_home: Path = field(default_factory=synapse_home)
     command_timeout: float = DEFAULT_TIMEOUT_S
     output: OutputLimits = field(default_factory=OutputLimits)
+    # Disk for full outputs under $SYNAPSE_HOME/outputs/: at most this much per command
+    # (stdout and stderr together; past it the command runs on and the rest is dropped,
+    # the result says how much), and this much for the whole directory (oldest evicted).
+    spill_max_bytes: int = 64 << 20
+    spill_total_bytes: int = 1 << 30
     model: str = "claude-sonnet-5-5"
     max_tokens: int = 8192
     thinking_budget: int = 0  # extended thinking's token budget; 0 = off

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import fcntl
 import logging
 import os
 import secrets
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -24,6 +26,67 @@ log = logging.getLogger(__name__)
 
 # Spill files older than this are removed when a new one is created.
 SPILL_MAX_AGE_S = 24 * 3600.0
+# Eviction never removes a file written to this recently (another process's command
+# may be writing it; a live writer also holds a lock on it, see `enforce_total`).
+EVICT_MIN_AGE_S = 5.0
+# While a command spills, the total of the spill directory is checked this often.
+EVICT_CHECK_BYTES = 16 << 20
+LOCK_FILE = ".lock"
+BINARY_SAMPLE = 8192
+
+
+@dataclass
+class SpillBudget:
+    """One command's allowance on disk: its stdout and stderr spill files share
+    `max_bytes`; the whole spill directory is kept under `total_bytes` (oldest files
+    evicted first). Past `max_bytes` the command runs on and the rest is counted in
+    `dropped` instead of written."""
+
+    max_bytes: int = 64 << 20
+    total_bytes: int = 1 << 30
+    used: int = 0
+    dropped: int = 0
+
+
+# Magic numbers of common binary formats: what the model is told instead of bytes.
+_MAGIC: tuple[tuple[int, bytes, str], ...] = (
+    (0, b"\x1f\x8b", "gzip data"),
+    (0, b"\x7fELF", "ELF"),
+    (0, b"\x89PNG\r\n\x1a\n", "PNG image"),
+    (0, b"\xff\xd8\xff", "JPEG image"),
+    (0, b"GIF8", "GIF image"),
+    (0, b"%PDF-", "PDF document"),
+    (0, b"PK\x03\x04", "Zip archive"),
+    (0, b"BZh", "bzip2 data"),
+    (0, b"\xfd7zXZ\x00", "XZ data"),
+    (0, b"\x28\xb5\x2f\xfd", "Zstandard data"),
+    (0, b"7z\xbc\xaf\x27\x1c", "7-zip archive"),
+    (0, b"SQLite format 3\x00", "SQLite database"),
+    (0, b"\x00asm", "WebAssembly"),
+    (0, b"\xca\xfe\xba\xbe", "Java class / Mach-O universal"),
+    (0, b"\xcf\xfa\xed\xfe", "Mach-O"),
+    (0, b"MZ", "PE/DOS executable"),
+    (257, b"ustar", "tar archive"),
+)
+
+
+def sniff(data: bytes | bytearray) -> str:
+    """A name for binary `data` from its first bytes (like `file`), else "binary data"."""
+    for offset, magic, name in _MAGIC:
+        if data[offset : offset + len(magic)] == magic:
+            return name
+    return "binary data"
+
+
+def looks_binary(sample: bytes | bytearray) -> bool:
+    """NUL bytes, or mostly not UTF-8 (the model would get replacement characters)."""
+    if not sample:
+        return False
+    if b"\x00" in sample:
+        return True
+    body = bytes(sample[:-3]) if len(sample) > 16 else bytes(sample)  # may end mid-char
+    text = body.decode("utf-8", "replace")
+    return text.count("\ufffd") * 2 > len(text)
 
 
 def _count_lines(data: bytes | bytearray) -> int:
@@ -82,9 +145,9 @@ def _tail(data: bytes | bytearray, max_bytes: int, max_lines: int) -> bytes:
     return bytes(data[start:])
 
 
-def _marker(omitted_bytes: int, omitted_lines: int, full_path: Path | None) -> str:
+def _marker(omitted_bytes: int, omitted_lines: int, full_path: Path | None, note: str = "") -> str:
     where = f"; full output: {full_path}" if full_path is not None else ""
-    return f"\n[... {omitted_bytes} bytes / {omitted_lines} lines omitted{where} ...]\n"
+    return f"\n[... {omitted_bytes} bytes / {omitted_lines} lines omitted{where}{note} ...]\n"
 
 
 def _render(
@@ -93,12 +156,13 @@ def _render(
     total_bytes: int,
     total_newlines: int,
     full_path: Path | None,
+    note: str = "",
 ) -> str:
     omitted_bytes = max(0, total_bytes - len(head) - len(tail))
     omitted_lines = max(0, total_newlines - head.count(b"\n") - tail.count(b"\n"))
     head_text = head.decode("utf-8", "replace")
     tail_text = tail.decode("utf-8", "replace")
-    marker = _marker(omitted_bytes, omitted_lines, full_path)
+    marker = _marker(omitted_bytes, omitted_lines, full_path, note)
     if head_text.endswith("\n"):
         marker = marker[1:]
     return head_text + marker + tail_text
@@ -136,11 +200,20 @@ class BoundedCapture:
     """
 
     def __init__(
-        self, limits: OutputLimits, spill_dir: Path | None = None, *, name: str = "output"
+        self,
+        limits: OutputLimits,
+        spill_dir: Path | None = None,
+        *,
+        name: str = "output",
+        budget: SpillBudget | None = None,
     ) -> None:
         self.limits = limits
         self.spill_dir = spill_dir
         self.name = name
+        self.budget = budget
+        self.dropped = 0  # bytes not written to the spill file: past the budget
+        self._unchecked = 0  # bytes written since the directory's total was checked
+        self._sample = bytearray()  # the first bytes, to tell binary output
         self.total_bytes = 0
         self.total_newlines = 0
         self._all = bytearray()  # everything, until the limits are passed
@@ -167,6 +240,8 @@ class BoundedCapture:
             return
         self.total_bytes += len(data)
         self.total_newlines += data.count(b"\n")
+        if len(self._sample) < BINARY_SAMPLE:
+            self._sample += data[: BINARY_SAMPLE - len(self._sample)]
         if self._head is None:
             self._all += data
             if _over(len(self._all), _count_lines(self._all), self.limits):
@@ -198,9 +273,13 @@ class BoundedCapture:
             directory = self.spill_dir or Path(tempfile.gettempdir()) / "synapse-outputs"
             directory.mkdir(parents=True, exist_ok=True)
             _prune(directory)
+            if self.budget is not None:
+                enforce_total(directory, self.budget.total_bytes, reserve=self.budget.max_bytes)
             stamp = time.strftime("%Y%m%d-%H%M%S")
             path = directory / f"{stamp}-{secrets.token_hex(4)}-{self.name}.txt"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with contextlib.suppress(OSError):  # eviction skips a file locked by its writer
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             self._file = os.fdopen(fd, "wb")
             self.full_output_path = path
         except OSError as exc:
@@ -211,6 +290,21 @@ class BoundedCapture:
     def _write(self, data: bytes) -> None:
         if self._file is None:
             return
+        budget = self.budget
+        if budget is not None:
+            room = max(0, budget.max_bytes - budget.used)
+            if len(data) > room:
+                over = len(data) - room
+                budget.dropped += over
+                self.dropped += over
+                data = data[:room]
+            if not data:
+                return
+            budget.used += len(data)
+            self._unchecked += len(data)
+            if self._unchecked >= EVICT_CHECK_BYTES and self.spill_dir is not None:
+                self._unchecked = 0
+                enforce_total(self.spill_dir, budget.total_bytes, reserve=0)
         try:
             self._file.write(data)
         except OSError as exc:
@@ -220,7 +314,13 @@ class BoundedCapture:
                 self._file.close()
             self._file = None
 
+    @property
+    def binary(self) -> bool:
+        return looks_binary(self._sample)
+
     def close(self) -> None:
+        if self._head is None and self.total_bytes and self.binary:
+            self._spill()  # the model gets a summary: the bytes themselves go to the file
         if self._file is not None:
             with contextlib.suppress(OSError):
                 self._file.close()
@@ -228,12 +328,82 @@ class BoundedCapture:
 
     def text(self) -> str:
         """Everything when under the limits; else head + cut marker + tail."""
+        if self.total_bytes and self.binary:
+            where = (
+                f"full output: {self.full_output_path}" if self.full_output_path else "not saved"
+            )
+            note = f"; {self.dropped} bytes past the spill cap not saved" if self.dropped else ""
+            return (
+                f"[binary output: {self.total_bytes} bytes, {sniff(self._sample)}; {where}{note}]\n"
+            )
         if self._head is None:
             return codecs.decode(bytes(self._all), "utf-8", "replace")
         tail = _tail(self._tail, self._tb, self._tl)
+        note = ""
+        if self.dropped:
+            cap = self.budget.max_bytes if self.budget is not None else 0
+            note = (
+                f"; the file stops at the {_size(cap)} per-command cap: the last "
+                f"{self.dropped} bytes were dropped (the tail below is the real end)"
+            )
         return _render(
-            self._head, tail, self.total_bytes, self.total_newlines, self.full_output_path
+            self._head, tail, self.total_bytes, self.total_newlines, self.full_output_path, note
         )
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} bytes"
+
+
+def enforce_total(directory: Path, total_bytes: int, *, reserve: int = 0) -> int:
+    """Evict spill files, oldest first, until the directory holds at most
+    `total_bytes - reserve`. Safe with several Synapse processes on one $SYNAPSE_HOME:
+    evictions are serialized by an flock on `.lock`, and a file is skipped while its
+    writer holds its lock or when it changed in the last few seconds. Returns the
+    bytes freed."""
+    freed = 0
+    try:
+        lock = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return 0
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        entries: list[tuple[float, int, Path]] = []
+        with contextlib.suppress(OSError):
+            for entry in directory.iterdir():
+                if entry.name == LOCK_FILE:
+                    continue
+                with contextlib.suppress(OSError):
+                    st = entry.stat()
+                    entries.append((st.st_mtime, st.st_size, entry))
+        total = sum(size for _, size, _ in entries)
+        limit = max(0, total_bytes - reserve)
+        now = time.time()
+        for mtime, size, path in sorted(entries):
+            if total <= limit:
+                break
+            if now - mtime < EVICT_MIN_AGE_S:
+                continue
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue  # a live command is writing it
+            with contextlib.suppress(OSError):
+                path.unlink()
+                total -= size
+                freed += size
+            os.close(fd)
+    finally:
+        os.close(lock)
+    return freed
 
 
 def _prune(directory: Path) -> None:

@@ -37,9 +37,9 @@ from ptyprocess import PtyProcess  # type: ignore[import-untyped]
 from synapse_lsp import proctree
 from synapse_lsp.cmdline import quote
 from synapse_lsp.commands import OutputSink
-from synapse_lsp.config import MIN_TIMEOUT_S, Settings, SettingsSource, as_source
+from synapse_lsp.config import MIN_TIMEOUT_S, OutputLimits, Settings, SettingsSource, as_source
 from synapse_lsp.errors import ShellError
-from synapse_lsp.output import BoundedCapture
+from synapse_lsp.output import BoundedCapture, SpillBudget
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,9 @@ class _Run:
     # snapshot) below bash or the supervisor (`proctree.command_processes`).
     since: int = 0
     before: set[int] | None = None
+    out_fd: int = -1  # this command's own stdout FIFO (read end)
+    err_fd: int = -1  # and stderr FIFO
+    fifo_paths: tuple[str, ...] = ()
     cancelled: bool = False
     shell_exit: int | None = None  # bash itself exited during the command
     marker: tuple[int, bytes] | None = None  # (exit code, claimed cwd) of the last marker
@@ -122,6 +125,19 @@ class _Run:
     watch: asyncio.TimerHandle | None = None  # `_silent_check`
     silent: int = 0
     violation: str | None = None
+
+
+@dataclass
+class _Background:
+    """A finished command's FIFO still held open by the background jobs it started:
+    their output goes to its own capture (and spill file), never into a later command's
+    output; the next results carry a notice saying how much arrived and where it is."""
+
+    seq: int
+    stream: str
+    fd: int
+    capture: BoundedCapture
+    reported: int = 0
 
 
 class ShellSession:
@@ -162,6 +178,7 @@ class ShellSession:
         self._closed = False
         self._exit_note: str | None = None
         self._escalations: set[asyncio.Task[None]] = set()
+        self._background: dict[int, _Background] = {}  # by FIFO fd
         # Learnt from each fresh bash: its PTY slave, terminal modes and the read it
         # waits in at its prompt (`/proc/PID/syscall`: number, fd, buffer, size).
         self._slave = ""
@@ -275,11 +292,13 @@ class ShellSession:
         assert self._dir is not None
         started = time.perf_counter()
         self._seq += 1
-        spill = self.settings.synapse_home / "outputs"
+        settings = self.settings
+        spill = settings.synapse_home / "outputs"
+        budget = SpillBudget(settings.spill_max_bytes, settings.spill_total_bytes)
         run = _Run(
             seq=self._seq,
-            stdout=BoundedCapture(self.settings.output, spill, name="stdout"),
-            stderr=BoundedCapture(self.settings.output, spill, name="stderr"),
+            stdout=BoundedCapture(settings.output, spill, name="stdout", budget=budget),
+            stderr=BoundedCapture(settings.output, spill, name="stderr", budget=budget),
             on_output=on_output,
             done=asyncio.get_running_loop().create_future(),
         )
@@ -294,6 +313,7 @@ class ShellSession:
             os.ftruncate(self._script_fd, len(data))  # ~0.15 ms even on tmpfs: only when shorter
         self._script_len = len(data)
         self._mark_start(run)
+        self._open_command_fifos(run)
         self._begin(run)
         timed_out = False
         try:
@@ -327,6 +347,7 @@ class ShellSession:
         stderr = run.stderr.text().replace(f"{self._cmd_path}: ", "")
         if stderr == "\n" and (run.cancelled or timed_out):
             stderr = ""  # bash's newline after ^C
+        stderr += self._background_notice()
         if run.violation is not None:
             stderr += (
                 f"\n[protocol violation: {run.violation}; the command was killed and the "
@@ -397,6 +418,7 @@ class ShellSession:
     def _finish_capture(self, run: _Run) -> None:
         self._drain(run, self._out_r, "stdout")
         self._drain(run, self._err_r, "stderr")
+        self._release_command_fifos(run)
         for name, decoder in (("stdout", run.out_decoder), ("stderr", run.err_decoder)):
             tail = decoder.decode(b"", final=True)
             if tail:
@@ -499,10 +521,10 @@ class ShellSession:
             "__syn_seq={seq}; \\. "
             + quote(self._cmd_path).replace("{", "{{").replace("}", "}}")
             + " </dev/null >"
-            + quote(str(out_fifo)).replace("{", "{{").replace("}", "}}")
-            + " 2>"
-            + quote(str(fifo)).replace("{", "{{").replace("}", "}}")
-            + "\n"
+            + quote(str(self._dir)).replace("{", "{{").replace("}", "}}")
+            + "/out.{seq} 2>"
+            + quote(str(self._dir)).replace("{", "{{").replace("}", "}}")
+            + "/err.{seq}\n"  # the command's own FIFOs (`_open_command_fifos`)
         )
         self._prompt_sig = None
         self._tty_attrs = None
@@ -606,6 +628,7 @@ class ShellSession:
         self._cleanup_files()
 
     def _cleanup_files(self) -> None:
+        self._close_all_command_fifos()
         for fd in (
             self._err_r,
             self._err_w,
@@ -723,22 +746,163 @@ class ShellSession:
         if len(buf) >= IDLE_BUFFER:
             self._pause(fd)
 
-    def _drain(self, run: _Run, fd: int, stream: str, limit: int = DRAIN_LIMIT) -> None:
+    def _drain(self, run: _Run, fd: int, stream: str, limit: int = DRAIN_LIMIT) -> bool:
         """Read a FIFO until it is empty (at most `limit` chunks: a background job that
-        writes without pause must not hold us here)."""
+        writes without pause must not hold us here). True at end of file (no writer)."""
         capture = run.stdout if stream == "stdout" else run.stderr
         decoder = run.out_decoder if stream == "stdout" else run.err_decoder
         for _ in range(limit):
             if fd < 0:
-                return
+                return False
             try:
                 data = os.read(fd, FIFO_READ_SIZE)
             except OSError:  # BlockingIOError: empty for now
-                return
+                return False
             if not data:
-                return
+                return True
             capture.feed(data)
             self._emit(run, stream, decoder.decode(data))
+        return False
+
+    # ------------------------------------------- per-command output FIFOs
+
+    def _open_command_fifos(self, run: _Run) -> None:
+        """Each command writes to FIFOs of its own (`>out.N 2>err.N`). A background job
+        it starts inherits them, so what the job writes later is told apart from the
+        next command's output: the FIFO outlives the command (`_Background`) until the
+        last writer closes it."""
+        assert self._dir is not None
+        loop = asyncio.get_running_loop()
+        paths = []
+        for stream in ("stdout", "stderr"):
+            path = str(self._dir / f"{'out' if stream == 'stdout' else 'err'}.{run.seq}")
+            with contextlib.suppress(FileExistsError):
+                os.mkfifo(path, 0o600)
+            # No write end of ours: end of file says every writer (bash, jobs) is done.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            paths.append(path)
+            if stream == "stdout":
+                with contextlib.suppress(OSError):  # fewer wake-ups for big outputs
+                    fcntl.fcntl(fd, F_SETPIPE_SZ, 1 << 20)
+                run.out_fd = fd
+            else:
+                run.err_fd = fd
+            loop.add_reader(fd, self._on_command_fifo, run, stream)
+        run.fifo_paths = tuple(paths)
+
+    def _on_command_fifo(self, run: _Run, stream: str) -> None:
+        fd = run.out_fd if stream == "stdout" else run.err_fd
+        if fd < 0:
+            return
+        if self._drain(run, fd, stream, limit=8):
+            self._close_command_fd(run, stream)  # the command closed it (`exec >&-`)
+
+    def _close_command_fd(self, run: _Run, stream: str) -> None:
+        fd = run.out_fd if stream == "stdout" else run.err_fd
+        if fd < 0:
+            return
+        with contextlib.suppress(Exception):
+            asyncio.get_running_loop().remove_reader(fd)
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        if stream == "stdout":
+            run.out_fd = -1
+        else:
+            run.err_fd = -1
+
+    def _release_command_fifos(self, run: _Run) -> None:
+        """The command is over: drain its FIFOs; one that a background job still holds
+        becomes a `_Background` sink, the others are closed."""
+        for stream in ("stdout", "stderr"):
+            fd = run.out_fd if stream == "stdout" else run.err_fd
+            if fd < 0:
+                continue
+            if self._drain(run, fd, stream) or self._proc is None:
+                self._close_command_fd(run, stream)
+                continue
+            settings = self.settings
+            capture = BoundedCapture(
+                OutputLimits(max_bytes=2048, max_lines=40),
+                settings.synapse_home / "outputs",
+                name=f"background-{run.seq}-{stream}",
+                budget=SpillBudget(settings.spill_max_bytes, settings.spill_total_bytes),
+            )
+            loop = asyncio.get_running_loop()
+            with contextlib.suppress(Exception):
+                loop.remove_reader(fd)
+            sink = _Background(run.seq, stream, fd, capture)
+            self._background[fd] = sink
+            loop.add_reader(fd, self._on_background, sink)
+            if stream == "stdout":
+                run.out_fd = -1
+            else:
+                run.err_fd = -1
+        for path in run.fifo_paths:
+            with contextlib.suppress(OSError):
+                Path(path).unlink()
+        run.fifo_paths = ()
+
+    def _on_background(self, sink: _Background) -> None:
+        for _ in range(8):
+            try:
+                data = os.read(sink.fd, FIFO_READ_SIZE)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                self._close_background(sink)
+                return
+            sink.capture.feed(data)
+
+    def _close_background(self, sink: _Background) -> None:
+        with contextlib.suppress(Exception):
+            asyncio.get_running_loop().remove_reader(sink.fd)
+        with contextlib.suppress(OSError):
+            os.close(sink.fd)
+        sink.capture.close()
+        sink.fd = -1
+        # Kept until its last bytes are reported (`_background_notice`).
+        if sink.capture.total_bytes <= sink.reported:
+            self._background = {k: v for k, v in self._background.items() if v is not sink}
+
+    def _background_notice(self) -> str:
+        """What background jobs of earlier commands wrote since the last result."""
+        notes = []
+        for key, sink in list(self._background.items()):
+            new = sink.capture.total_bytes - sink.reported
+            if new > 0:
+                capture = sink.capture
+                where = (
+                    f"saved in {capture.full_output_path}"
+                    if capture.full_output_path is not None
+                    else "dropped"
+                    if capture.truncated
+                    else "it follows:\n" + capture.text().rstrip("\n")
+                )
+                if capture.dropped:
+                    where += f" ({capture.dropped} bytes past the per-command cap dropped)"
+                notes.append(
+                    f"[background jobs of command {sink.seq} wrote {new} bytes to "
+                    f"{sink.stream} since; not part of this command's output; {where}]"
+                )
+                sink.reported = capture.total_bytes
+            if sink.fd < 0:
+                del self._background[key]
+        return "".join(f"\n{note}\n" for note in notes)
+
+    def _close_all_command_fifos(self) -> None:
+        run = self._run
+        if run is not None:
+            for stream in ("stdout", "stderr"):
+                fd = run.out_fd if stream == "stdout" else run.err_fd
+                if fd >= 0:
+                    self._drain(run, fd, stream)
+                    self._close_command_fd(run, stream)
+        for sink in list(self._background.values()):
+            if sink.fd >= 0:
+                self._close_background(sink)
+        self._background.clear()
 
     def _on_pty(self) -> None:
         run = self._run
@@ -815,11 +979,11 @@ class ShellSession:
         on the second check in a row the shell is replaced."""
         if run.done.done() or self._run is not run:
             return
-        if run.marker is None and self._at_prompt():
+        if run.marker is None and self._at_prompt(strict=True):
             self._pump_pty(run)
             if run.done.done() or self._run is not run:
                 return
-            if run.marker is None and not self._input_pending() and self._at_prompt():
+            if run.marker is None and not self._input_pending() and self._at_prompt(strict=True):
                 run.silent += 1
                 if run.silent >= 2:
                     self._violate(run, "the shell returned to its prompt without its marker")
@@ -843,24 +1007,31 @@ class ShellSession:
                 os.kill(self.pid, signal.SIGKILL)
         self._kill_groups(run)
         self._kill_command_tree(run)
-        self._drain(run, self._out_r, "stdout")
-        self._drain(run, self._err_r, "stderr")
+        for fd, stream in ((run.out_fd, "stdout"), (run.err_fd, "stderr")):
+            self._drain(run, fd, stream)  # what it wrote before it was killed
         self._terminate()
 
-    def _at_prompt(self) -> bool:
+    def _at_prompt(self, *, strict: bool = False) -> bool:
         """bash waits for input at its prompt: the terminal's foreground group is its
         own, it sleeps, and (where /proc/PID/syscall is readable) in the very read it
-        was seen in at its first prompt."""
+        was seen in at its first prompt. What cannot be checked here (no /proc, no
+        bash pid) counts as yes, unless `strict` (the silent-prompt check, which must
+        never take a `wait` builtin for a prompt)."""
         pid = self.pid
-        if pid is None or self._foreground_pgrp() != pid:
+        pgrp = self._foreground_pgrp()
+        if pid is None or pgrp is None:
+            return not strict
+        if pgrp != pid:
             return False
         stat = _read_proc(f"/proc/{pid}/stat")
-        if stat is None or stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] != b"S":
+        if stat is None:
+            return not strict
+        if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] != b"S":
             return False
-        if self._prompt_sig is None:
-            return True
-        syscall = _read_proc(f"/proc/{pid}/syscall")
-        return syscall is not None and tuple(syscall.decode().split()[:4]) == self._prompt_sig
+        syscall = _read_proc(f"/proc/{pid}/syscall") if self._prompt_sig else None
+        if syscall is None:
+            return not strict
+        return tuple(syscall.decode().split()[:4]) == self._prompt_sig
 
     def _input_pending(self) -> bool:
         """Complete lines wait in the terminal's input (our command line, unread)."""

@@ -50,7 +50,7 @@ async def test_nothing_is_left_after_a_workspace_is_disposed(tmp_path: Path) -> 
     before_tasks = asyncio.all_tasks()
     before_children = descendants(os.getpid())
     live = LiveSettings({"SYNAPSE_HOME": str(home), "PATH": os.environ["PATH"]})
-    workspace = Workspace(tmp_path, live.for_folder(tmp_path), watch=True)
+    workspace = Workspace(tmp_path, live.for_folder(tmp_path), watch=True, trusted=True)
     router = await workspace.start()
     echoed = await workspace.run("mcp:demo:echo --text hi")
     assert "hi" in echoed.stdout, echoed.text

@@ -357,7 +357,7 @@ async def test_folder_removal_and_shutdown_leave_no_bash_or_mcp_child(
     other.mkdir()
     _mcp_config(proj)
     _mcp_config(other)
-    async with editor(home, [proj, other]) as ed:
+    async with editor(home, [proj, other], init_options={"trustedWorkspace": True}) as ed:
         server = ed.client._server
         assert server is not None
         # `other`: its shell runs a background job, and its MCP server connects via search.
@@ -464,7 +464,7 @@ async def test_tools_refresh_mcp_picks_up_the_config_and_rewrites_wrappers(
         (proj / "mcp_servers.json").write_text(json.dumps({"mcpServers": {name: server}}))
 
     bin_dir = home / "bin"
-    async with editor(home, [proj]) as ed:
+    async with editor(home, [proj], init_options={"trustedWorkspace": True}) as ed:
         assert (await ed.command("synapse.tools.search", {"query": "", "type": "mcp"})) == {
             "tools": []
         }

@@ -242,6 +242,8 @@ export const SERVER_SETTING_KEYS = [
   'commandTimeout',
   'permissionTimeout',
   'maxCommandBytes',
+  'spillMaxBytes',
+  'spillTotalBytes',
   'synapseHome',
   'logLevel',
   'secretEnv',
