@@ -247,7 +247,6 @@ export const SERVER_SETTING_KEYS = [
   'synapseHome',
   'logLevel',
   'secretEnv',
-  'mcpEnvAllowCredentials',
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
