@@ -48,15 +48,25 @@ def boot_ticks() -> int:
     return int(time.clock_gettime(time.CLOCK_BOOTTIME) * CLK_TCK)
 
 
-def scan() -> dict[int, ProcInfo]:
-    """Every visible process: its parent, start tick and whether it is a zombie."""
+def last_pid() -> int | None:
+    """The pid the kernel assigned last (/proc/loadavg), or None."""
+    try:
+        with open("/proc/loadavg", "rb") as f:  # noqa: PTH123
+            return int(f.read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def scan(min_pid: int = 0) -> dict[int, ProcInfo]:
+    """Every visible process (with a pid of at least `min_pid`): its parent, start tick
+    and whether it is a zombie."""
     table: dict[int, ProcInfo] = {}
     try:
         names = os.listdir("/proc")  # noqa: PTH208 - a scan runs per kill round; Path is slower
     except OSError:
         return table
     for name in names:
-        if not name.isdigit():
+        if not name.isdigit() or int(name) < min_pid:
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as f:  # noqa: PTH123

@@ -399,7 +399,11 @@ class ShellSession:
         if time.monotonic() - self._last_end < 2.0 / proctree.CLK_TCK:
             root = self.supervisor_pid
             if root is not None:
-                run.before = proctree.descendants(root, proctree.scan())
+                # Pids grow until they wrap: unless they wrapped since the supervisor
+                # started, its descendants all have larger pids (far fewer to read).
+                last = proctree.last_pid()
+                low = root if last is not None and last >= root else 0
+                run.before = proctree.descendants(root, proctree.scan(low))
 
     def _kill_command_tree(self, run: _Run) -> None:
         """SIGKILL every process the command started, background jobs and `setsid`
