@@ -190,10 +190,10 @@ def _expander(path: Path, settings: Settings) -> Callable[[list[str]], Expander]
             for item in refused:
                 if item.why == "credential":
                     how = (
-                        "set \"mcpEnvAllowCredentials\": true in $SYNAPSE_HOME/settings.json"
+                        'set "mcpEnvAllowCredentials": true in $SYNAPSE_HOME/settings.json'
                         if home
                         else "a model credential reaches an MCP server only from "
-                        "$SYNAPSE_HOME/mcp/mcp_servers.json, with \"mcpEnvAllowCredentials\": "
+                        '$SYNAPSE_HOME/mcp/mcp_servers.json, with "mcpEnvAllowCredentials": '
                         "true in $SYNAPSE_HOME/settings.json"
                     )
                     what = (
