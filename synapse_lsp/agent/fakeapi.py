@@ -55,11 +55,15 @@ class ScriptError(ValueError):
 
 @dataclass
 class Script:
-    """A queue of responses; `loop` replays them forever; `fallback` answers when empty."""
+    """A queue of responses; `loop` replays them forever; `fallback` answers when empty;
+    `restart_on_prompt` starts the list over at each new prompt (a request whose last user
+    message carries text, not only tool results), so a turn cut short (Ctrl-C) leaves
+    no step of its script behind for the next prompt (the offline demo's use)."""
 
     responses: list[JSON] = field(default_factory=list)
     loop: bool = False
     fallback: JSON | None = None
+    restart_on_prompt: bool = False
 
     @classmethod
     def parse(cls, raw: Any) -> Script:
@@ -71,7 +75,7 @@ class Script:
             raw = {"responses": raw}
         if not isinstance(raw, dict):
             raise ScriptError("a script is a JSON list of responses or an object with 'responses'")
-        unknown = set(raw) - {"responses", "loop", "fallback"}
+        unknown = set(raw) - {"responses", "loop", "fallback", "restart_on_prompt"}
         if unknown:
             raise ScriptError(f"unknown script keys: {sorted(unknown)}")
         items = raw.get("responses", [])
@@ -82,6 +86,7 @@ class Script:
         return cls(
             responses=responses,
             loop=bool(raw.get("loop", False)),
+            restart_on_prompt=bool(raw.get("restart_on_prompt", False)),
             fallback=normalize_response(fallback, "fallback") if fallback is not None else None,
         )
 
@@ -180,6 +185,7 @@ def demo_script() -> JSON:
     """The offline demo model: runs `ls`, then shows what it saw. Loops forever."""
     return {
         "loop": True,
+        "restart_on_prompt": True,  # a cancelled turn must not leave the demo a step behind
         "responses": [
             {
                 "template": True,
@@ -234,6 +240,18 @@ def _last_texts(body: JSON) -> tuple[str, str]:
     return user_text, tool_text
 
 
+def _new_prompt(body: JSON) -> bool:
+    """The request's last user message carries the user's text (a new prompt), not only
+    the tool results of the previous answer."""
+    users = [m for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "user"]
+    if not users:
+        return False
+    content = users[-1].get("content")
+    if isinstance(content, str):
+        return True
+    return any(isinstance(b, dict) and b.get("type") == "text" for b in content or [])
+
+
 class _Template(dict[str, str]):
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
@@ -256,6 +274,7 @@ class FakeAnthropic:
         self._queue: deque[JSON] = deque(parsed.responses)
         self._all = list(parsed.responses)
         self.loop = parsed.loop
+        self.restart_on_prompt = parsed.restart_on_prompt
         self.fallback = parsed.fallback
         self.host = host
         self.port = port
@@ -316,7 +335,9 @@ class FakeAnthropic:
             self._queue.append(norm)
             self._all.append(norm)
 
-    def _next(self) -> JSON:
+    def _next(self, body: JSON | None = None) -> JSON:
+        if self.restart_on_prompt and body is not None and _new_prompt(body):
+            self._queue = deque(self._all)
         if not self._queue and self.loop and self._all:
             self._queue.extend(self._all)
         if self._queue:
@@ -427,7 +448,7 @@ class FakeAnthropic:
             del self.requests[: len(self.requests) - self.keep_requests]
         if route != "/v1/messages" or method != "POST":
             return await self._error(writer, 404, "not_found_error", f"no route {method} {path}")
-        response = self._next()
+        response = self._next(body if isinstance(body, dict) else None)
         if response.get("delay"):
             await asyncio.sleep(float(response["delay"]))
         if "error" in response:
