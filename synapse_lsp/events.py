@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 StopReason = Literal["end_turn", "max_tokens", "cancelled", "refusal", "error", "max_turns"]
-ToolStatus = Literal["completed", "failed", "cancelled"]
+# `denied`: the permission gate refused the command (it never ran); faces show "Denied".
+ToolStatus = Literal["completed", "failed", "cancelled", "denied"]
 
 
 @dataclass(frozen=True)

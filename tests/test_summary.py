@@ -21,7 +21,7 @@ TABLE = [
     ("rg --files webview/src | head -n 20", "search", "List webview"),
     ("cat README.md && rg -n x src", "search", "Read README.md, Search `x` in src"),
     ("git status", "execute", "Run `git status`"),
-    ("echo hi > out.txt", "execute", "Run `echo hi > out.txt`"),
+    ("echo hi > out.txt", "edit", "Run `echo hi > out.txt`"),
     ("for f in *.py; do wc -l $f; done", "execute", "Run `for f in *.py; do wc -l $f; done`"),
     # our extra kinds
     ("pytest -q", "execute", "Run tests"),

@@ -137,6 +137,18 @@ case("cancel marks running calls and notes the stop reason", function()
   }, s:lines())
 end)
 
+case("a denied call reads Denied, not a failure with an exit code", function()
+  local s = State.new()
+  s:add_user("explore")
+  s:apply({ sessionUpdate = "tool_call", toolCallId = "d", title = "Run `git branch -D main`",
+    rawInput = { command = "git branch -D main" } })
+  s:apply({ sessionUpdate = "tool_call_update", toolCallId = "d", status = "denied",
+    rawOutput = { exitCode = 126, isError = true, category = "permission_denied" },
+    content = { { type = "content", content = text("Not run: read-only") } } })
+  eq("denied", s:tool_status("d"))
+  eq("#### Tool: Run `git branch -D main` [Denied]", s:lines()[4])
+end)
+
 case("error stop reason shows the message", function()
   local s = State.new()
   s:add_user("hi")

@@ -336,6 +336,8 @@ class Loop:
         status = (
             "cancelled"
             if routed.category is FailureCategory.CANCELLED
+            else "denied"
+            if routed.category is FailureCategory.PERMISSION_DENIED
             else ("failed" if routed.is_error else "completed")
         )
         emit(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from synapse_lsp.agent.loop import Emit, Loop
+from synapse_lsp.agent.readonly import denial
 from synapse_lsp.commands import CommandOutput, FailureCategory, Layer, Step
 from synapse_lsp.errors import ModelError
 
@@ -77,8 +78,6 @@ class ExploreGate:
     """task:explore is read-only: only reading, listing and searching may run."""
 
     READ_ONLY_BUILTINS = frozenset({"read", "command:search", "skill:search", "skill:load"})
-    GIT_READ = frozenset({"log", "show", "diff", "status", "grep", "blame", "ls-files", "branch"})
-    DANGEROUS = ("-delete", "-exec", "-execdir", "-ok", "-fprint", "-fls")
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -114,15 +113,6 @@ class ExploreGate:
             return refusal
         if layer is Layer.EXTENSION:
             return refusal
-        if any(w.startswith(self.DANGEROUS) for w in words):
-            return refusal
-        if first == "git" and len(words) > 1 and words[1] in self.GIT_READ:
-            return None if not cmdline.has_redirection(command) else refusal
-        # Imported here, not at the top: parsing summaries load tree-sitter (~75 ms),
-        # which only an explore sub-agent needs.
-        from synapse_lsp.summaries.titles import summarize
-
-        parsed = summarize(command).parsed
-        if parsed and all(p.get("type") in ("read", "list_files", "search") for p in parsed):
-            return None
-        return refusal
+        # Native commands: the conservative allow-list of `agent/readonly.py` (every
+        # simple command of the line), never the summaries, which are for people.
+        return None if denial(command) is None else refusal

@@ -272,7 +272,9 @@ class Renderer:
             self._line(f"{indent}\u25b8 {_title(event.command)}{restart}")
         elif isinstance(event, ToolCallFinished):
             if event.is_error:
-                what = "cancelled" if event.status == "cancelled" else f"exit {event.exit_code}"
+                what = {"cancelled": "cancelled", "denied": "Denied"}.get(
+                    event.status, f"exit {event.exit_code}"
+                )
                 first = next((ln for ln in event.text.splitlines() if ln.strip()), "")
                 self._line(f"{indent}  \u2717 {what}: {first[:160]}")
         elif isinstance(event, Notice):

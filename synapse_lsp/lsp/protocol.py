@@ -386,7 +386,7 @@ class ToolCallUpdate(Wire):
 
     session_update: Literal["tool_call_update"] = kind("tool_call_update")
     tool_call_id: str
-    status: Literal["completed", "failed", "cancelled"] | None = omitted()
+    status: Literal["completed", "failed", "cancelled", "denied"] | None = omitted()
     content: list[ToolContent] | None = omitted()
     raw_output: RawOutput | None = omitted()
     output: OutputChunk | None = omitted()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 
+from synapse_lsp import cmdline
 from synapse_lsp.summaries.codex import (
     CODEX_TYPES,
     Edit,
@@ -36,7 +37,7 @@ from synapse_lsp.summaries.codex import (
     short_display_path,
 )
 from synapse_lsp.summaries.command_kinds import parse_command
-from synapse_lsp.summaries.titles import summarize_parsed
+from synapse_lsp.summaries.titles import honest, summarize_parsed
 
 __all__ = [
     "CODEX_TYPES",
@@ -111,6 +112,9 @@ def main(argv: list[str]) -> int:
     full = ["bash", "-lc", script] if script is not None else list(words or [])
     parsed = parse_command(full, codex_only=codex_only)
     summary = summarize_parsed(parsed)
+    if not codex_only:  # the title people see never hides a write; --codex is Codex's
+        line = script if script is not None else " ".join(map(cmdline.quote, words or []))
+        summary = honest(summary, line)
     out = {"parsed": [p.to_dict() for p in parsed], "kind": summary.kind, "title": summary.title}
     print(json.dumps(out, indent=2, ensure_ascii=False))
     return 0

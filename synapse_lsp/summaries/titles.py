@@ -27,6 +27,7 @@ from synapse_lsp.summaries.codex import (
     Unknown,
 )
 from synapse_lsp.summaries.command_kinds import parse_command
+from synapse_lsp.summaries.writes import writes
 
 # ACP ToolKind values we use (agentclientprotocol.com, schema `ToolKind`).
 ACP_KINDS = ("read", "edit", "search", "execute", "fetch", "think", "other")
@@ -42,10 +43,26 @@ class Summary:
 
 
 def summarize(command: str) -> Summary:
-    """The kind and title of a Bash tool call's `command` string."""
+    """The kind and title of a Bash tool call's `command` string.
+
+    A summary never hides a write: when any part of the line may write a file
+    (`writes.writes`), the kind is `edit`, and unless every part is one whose title
+    names the write (`Write f`, `Edit f`, `Format … with …`) the title is the command
+    itself (``Run `sed -i s/a/b/ x.py && cat x.py` ``). `parsed` stays Codex's answer.
+    """
     if not command.strip():
         return Summary("other", "Empty command", [])
-    return summarize_parsed(parse_command(["bash", "-lc", command]))
+    summary = summarize_parsed(parse_command(["bash", "-lc", command]))
+    return honest(summary, command)
+
+
+def honest(summary: Summary, command: str) -> Summary:
+    """`summary` corrected so that a line that writes reads as an edit (see `summarize`)."""
+    if summary.kind == "edit" and all(p.get("type") in ("edit", "format") for p in summary.parsed):
+        return summary
+    if not writes(command):
+        return summary
+    return Summary("edit", f"Run {_code(shorten_command(command))}", summary.parsed)
 
 
 def summarize_parsed(parsed: list[ParsedCommand]) -> Summary:

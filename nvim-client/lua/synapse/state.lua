@@ -190,6 +190,9 @@ local function status_label(status, exit_code)
   if status == nil or status == "in_progress" or status == "pending" then
     return "running"
   end
+  if status == "denied" then
+    return "Denied" -- the permission rule refused it: it never ran (no exit code to show)
+  end
   if status == "failed" and type(exit_code) == "number" and exit_code ~= 0 then
     return "failed, exit " .. exit_code
   end
