@@ -27,6 +27,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from synapse_lsp import __version__
+
 JSON = dict[str, Any]
 
 _RESPONSE_KEYS = {
@@ -716,9 +718,15 @@ def build_parser() -> argparse.ArgumentParser:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--script", type=Path, help="JSON script (format: docs/agent.md)")
     source.add_argument("--demo", action="store_true", help="serve the offline demo model")
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)"
+    )
     parser.add_argument("--port", type=int, default=0, help="0 = any free port (default)")
     parser.add_argument("--port-file", type=Path, help="write the chosen port to this file")
+    parser.add_argument(
+        "--version", action="version", version=f"synapse {__version__}",
+        help="print the version and exit",
+    )  # fmt: skip
     return parser
 
 

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from synapse_lsp import __version__
 from synapse_lsp.agent.slash import SESSION_COMMANDS
-from synapse_lsp.config import LiveSettings
+from synapse_lsp.config import MIN_THINKING_BUDGET, LiveSettings
 from synapse_lsp.errors import ModelError, SynapseError
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--demo", action="store_true", help="use the offline demo model instead of the API"
     )
     parser.add_argument("--model", help="model name (default from settings)")
-    parser.add_argument("--max-tokens", type=int, help="output tokens per model call")
+    parser.add_argument("--max-tokens", type=int, metavar="N", help="output tokens per model call")
     parser.add_argument(
         "--thinking", type=int, metavar="BUDGET",
         help="extended thinking with this token budget (>= 1024, < max tokens; 0 = off)",
@@ -81,7 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="trust the folder for this run: load its own mcp_servers.json (not remembered; "
         "`synapse trust` remembers)",
     )
-    parser.add_argument("--max-turns", type=int, help="model calls per turn before stopping")
+    parser.add_argument(
+        "--max-turns", type=int, metavar="N", help="model calls per turn before stopping"
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"synapse {__version__}",
+        help="print the version and exit",
+    )  # fmt: skip
     return parser
 
 
@@ -441,6 +448,15 @@ def main(argv: list[str]) -> int:
     if args.max_tokens is not None:
         overrides["maxTokens"] = args.max_tokens
     if args.thinking is not None:
+        limit = args.max_tokens or settings().max_tokens
+        if args.thinking and not MIN_THINKING_BUDGET <= args.thinking < limit:
+            print(
+                f"synapse chat: --thinking {args.thinking} refused: a thinking budget must be "
+                f"at least {MIN_THINKING_BUDGET} tokens and less than max tokens ({limit}); "
+                "use --thinking 0 for no thinking",
+                file=sys.stderr,
+            )
+            return 2
         overrides["thinkingBudget"] = args.thinking
     problems += [p for p in settings.set_face(overrides) if p not in problems]
     if problems:

@@ -6,6 +6,7 @@ for the model SDK and `synapse exec` does not pay for pygls.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 
@@ -27,26 +28,38 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser: its help lists the subcommands; each has its own parser."""
+    from synapse_lsp import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="synapse",
+        description="Synapse: an LLM coding agent whose one tool is Bash.",
+        epilog="Run `synapse <command> --help` for a command's options.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"synapse {__version__}",
+        help="print the version and exit",
+    )  # fmt: skip
+    sub = parser.add_subparsers(dest="command", metavar="<command>", title="commands")
+    for name, (_, text) in SUBCOMMANDS.items():
+        sub.add_parser(name, help=text, add_help=False)
+    return parser
+
+
 def usage() -> str:
-    lines = ["usage: synapse <command> [args...]", "", "commands:"]
-    lines += [f"  {name:<14} {text}" for name, (_, text) in SUBCOMMANDS.items()]
-    lines += ["", "Run `synapse <command> --help` for a command's options."]
-    return "\n".join(lines)
+    return build_parser().format_help()
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] in ("-h", "--help"):
-        print(usage())
-        return 0 if args else 2
-    if args[0] == "--version":
-        from synapse_lsp import __version__
-
-        print(f"synapse {__version__}")
-        return 0
-    entry = SUBCOMMANDS.get(args[0])
-    if entry is None:
-        print(f"synapse: unknown command {args[0]!r}\n\n{usage()}", file=sys.stderr)
+    entry = SUBCOMMANDS.get(args[0]) if args else None
+    if entry is None:  # no command, -h, --version or an unknown command: argparse answers
+        parser = build_parser()
+        if not args:
+            parser.print_help(sys.stderr)
+            return 2
+        parser.parse_args(args[:1])  # exits: help/version 0, an unknown command 2
         return 2
     module = importlib.import_module(entry[0])
     result: int = module.main(args[1:])

@@ -1,7 +1,8 @@
 """`synapse exec CMD…`: the agent's tool layer without a model.
 
 Runs each command line through one router and one shell session, in order,
-printing exactly what the model would see, and exits with the last exit code.
+printing exactly what the model would see. Every line runs; the exit status is the
+first failing line's exit code (0 when all succeeded), so a script notices a failure.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from synapse_lsp import __version__
 from synapse_lsp.config import MIN_TIMEOUT_S, LiveSettings
 
 
@@ -19,7 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="synapse exec",
         description="Run command lines through the Synapse router and one persistent shell "
         "session, printing what the model would see for each.",
-        epilog="Example: synapse exec 'cd sub' 'export X=1' 'pwd; echo $X'",
+        epilog="Every line runs, in order. Exit status: the exit code of the first line that "
+        "failed (0 when every line succeeded; 2 for a usage error). "
+        "Example: synapse exec 'cd docs' 'export X=1' 'pwd; echo $X'",
     )
     parser.add_argument("--cwd", type=Path, default=None, help="starting directory (default: .)")
     parser.add_argument(
@@ -35,6 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
         "by `synapse trust` or SYNAPSE_TRUST_WORKSPACE=1)",
     )
     parser.add_argument("commands", nargs="+", metavar="CMD", help="command lines, run in order")
+    parser.add_argument(
+        "--version", action="version", version=f"synapse {__version__}",
+        help="print the version and exit",
+    )  # fmt: skip
     return parser
 
 
@@ -56,7 +64,8 @@ async def run(
         await workspace.registry_ready()
         for index, command in enumerate(commands):
             result = await router.route(command)
-            exit_code = result.exit_code
+            if exit_code == 0:  # the first failure decides the exit status
+                exit_code = result.exit_code
             if as_json:
                 record = {
                     "command": command,

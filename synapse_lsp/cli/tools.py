@@ -18,6 +18,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from synapse_lsp import __version__
 from synapse_lsp.config import Settings
 
 DEFAULT_LIMIT = 50  # command:search's default
@@ -34,17 +35,31 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="synapse tools", description="List, search and refresh mcp:* and skill:* commands."
     )
+    parser.add_argument(
+        "--version", action="version", version=f"synapse {__version__}",
+        help="print the version and exit",
+    )  # fmt: skip
     sub = parser.add_subparsers(dest="action", required=True)
     listing = sub.add_parser("list", help="list every extension command")
-    listing.add_argument("--type", choices=["mcp", "skill"], default=None)
+    listing.add_argument(
+        "--type", choices=["mcp", "skill"], default=None, help="only mcp:* or skill:* commands"
+    )
     search = sub.add_parser("search", help="search commands by keyword or regex")
-    search.add_argument("query")
-    search.add_argument("--type", choices=["mcp", "skill"], default=None)
-    search.add_argument("--limit", type=_non_negative, default=DEFAULT_LIMIT)
+    search.add_argument("query", help="keywords, or a regular expression")
+    search.add_argument(
+        "--type", choices=["mcp", "skill"], default=None, help="only mcp:* or skill:* commands"
+    )
+    search.add_argument(
+        "--limit", type=_non_negative, default=DEFAULT_LIMIT,
+        help=f"show at most this many results (default {DEFAULT_LIMIT})",
+    )  # fmt: skip
     refresh = sub.add_parser(
         "refresh", help="reconnect MCP servers / rescan skills, rewrite wrappers"
     )
-    refresh.add_argument("kind", nargs="?", choices=["mcp", "skills", "all"], default="all")
+    refresh.add_argument(
+        "kind", nargs="?", choices=["mcp", "skills", "all"], default="all",
+        help="what to refresh (default: all)",
+    )  # fmt: skip
     for p in (listing, search, refresh):
         p.add_argument(
             "--connect-timeout",

@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from synapse_lsp import trust
+from synapse_lsp import __version__, trust
 from synapse_lsp.config import Settings
 
 
@@ -27,6 +27,10 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--revoke", action="store_true", help="forget the folder's answer")
     what.add_argument("--no", action="store_true", help="remember the folder as not trusted")
     what.add_argument("--list", action="store_true", help="list remembered folders")
+    parser.add_argument(
+        "--version", action="version", version=f"synapse {__version__}",
+        help="print the version and exit",
+    )  # fmt: skip
     return parser
 
 

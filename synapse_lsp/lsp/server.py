@@ -12,6 +12,7 @@ use so the server answers `initialize` about as fast as a bare pygls server.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import logging
@@ -593,34 +594,37 @@ async def _on_configuration(ls: SynapseServer, params: types.DidChangeConfigurat
 # ------------------------------------------------------------------------- main
 
 
-USAGE = """usage: synapse lsp [--log-file PATH] [--stdio]
+class _HelpOnStderr(argparse.ArgumentParser):
+    """argparse, but help, version and errors go to stderr: stdout carries the protocol."""
 
-Start the Synapse language server on stdin/stdout (what editors spawn).
-  --log-file PATH   log file (default: $SYNAPSE_HOME/logs/lsp.log)
-  --stdio           accepted for editor compatibility (stdio is the only transport)
-"""
+    def _print_message(self, message: str, file: Any = None) -> None:
+        super()._print_message(message, sys.stderr)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _HelpOnStderr(
+        prog="synapse lsp",
+        description="Start the Synapse language server on stdin/stdout (what editors spawn).",
+        epilog="Help and version go to stderr: stdout carries the protocol.",
+    )
+    parser.add_argument(
+        "--log-file", type=Path, metavar="PATH",
+        help="log file (default: $SYNAPSE_HOME/logs/lsp.log)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--stdio", action="store_true",
+        help="accepted for editor compatibility (stdio is the only transport)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--version", action="version", version=f"synapse {__version__}",
+        help="print the version and exit",
+    )  # fmt: skip
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    log_path: Path | None = None
-    args = list(argv or [])
-    while args:
-        arg = args.pop(0)
-        if arg in ("-h", "--help"):
-            sys.stderr.write(USAGE)
-            return 0
-        if arg == "--version":
-            sys.stderr.write(f"synapse {__version__}\n")
-            return 0
-        if arg == "--stdio":  # what some editors pass; stdio is the only transport
-            continue
-        if arg == "--log-file" and args:
-            log_path = Path(args.pop(0)).expanduser()
-        elif arg.startswith("--log-file="):
-            log_path = Path(arg.split("=", 1)[1]).expanduser()
-        else:
-            sys.stderr.write(f"synapse lsp: unknown argument {arg!r}\n\n{USAGE}")
-            return 2
+    args = build_parser().parse_args(list(argv or []))
+    log_path: Path | None = args.log_file.expanduser() if args.log_file else None
     live = LiveSettings()  # settings files and the environment; the editor's go on top
     server = SynapseServer(settings=live)
     setup_logging(log_path or server.settings.synapse_home / "logs" / "lsp.log")

@@ -11,6 +11,7 @@ Import order (a DAG): shell_words <- codex <- command_kinds <- titles <- parse_c
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -67,48 +68,53 @@ __all__ = [
 # ------------------------------------------------------------------ CLI
 
 
-def _usage() -> str:
-    return (
-        "usage: synapse parse-command [--codex] --script 'LINE'\n"
-        "       synapse parse-command [--codex] -- ARGV...\n"
-        "Prints JSON: {parsed: [...], kind, title}. --script treats LINE as `bash -lc LINE`;\n"
-        "--codex prints only what Codex's parse_command would answer."
+def build_parser() -> argparse.ArgumentParser:
+    from synapse_lsp import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="synapse parse-command",
+        usage="synapse parse-command [-h] [--codex] (--script LINE | -- ARGV...)",
+        description="Print the summary of a command line as JSON: "
+        "{parsed: [...], kind, title} (for editor authors).",
+        epilog="Exit status 0; 2 for a usage error. "
+        "Example: synapse parse-command --script 'rg -n TODO src | head'",
     )
+    parser.add_argument(
+        "--script", metavar="LINE", help="the line as bash reads it (`bash -lc LINE`)"
+    )
+    parser.add_argument(
+        "--codex", action="store_true",
+        help="exactly Codex's answer: no Synapse kinds, and the kind and title of that "
+        "answer (by default a line that writes is titled as an edit)",
+    )  # fmt: skip
+    parser.add_argument(
+        "argv", nargs="*", metavar="ARGV", help="after `--`: an argv to summarize instead"
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"synapse {__version__}",
+        help="print the version and exit",
+    )  # fmt: skip
+    return parser
 
 
 def main(argv: list[str]) -> int:
     """`synapse parse-command`: the summary of a command line as JSON (for editor authors)."""
-    codex_only = False
-    script: str | None = None
-    words: list[str] | None = None
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg in ("-h", "--help"):
-            print(_usage())
-            return 0
-        if arg == "--codex":
-            codex_only = True
-        elif arg == "--script":
-            if i + 1 >= len(argv):
-                print("parse-command: --script needs a value\n" + _usage(), file=sys.stderr)
-                return 2
-            i += 1
-            script = argv[i]
-        elif arg.startswith("--script="):
-            script = arg.partition("=")[2]
-        elif arg == "--":
-            words = argv[i + 1 :]
-            break
-        else:
-            print(f"parse-command: unexpected argument {arg!r}\n" + _usage(), file=sys.stderr)
-            return 2
-        i += 1
-    if (script is None) == (words is None) or (words is not None and not words):
-        print(
-            "parse-command: give either --script 'LINE' or -- ARGV...\n" + _usage(), file=sys.stderr
-        )
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # -h, --version, usage errors: argparse printed why
+        return exc.code if isinstance(exc.code, int) else 2
+    script: str | None = args.script
+    words: list[str] | None = args.argv if "--" in argv else None
+    if args.argv and words is None:
+        parser.print_usage(sys.stderr)
+        print(f"parse-command: unexpected argument {args.argv[0]!r}", file=sys.stderr)
         return 2
+    if (script is None) == (words is None) or (words is not None and not words):
+        parser.print_usage(sys.stderr)
+        print("parse-command: give either --script 'LINE' or -- ARGV...", file=sys.stderr)
+        return 2
+    codex_only = bool(args.codex)
     full = ["bash", "-lc", script] if script is not None else list(words or [])
     parsed = parse_command(full, codex_only=codex_only)
     summary = summarize_parsed(parsed)
