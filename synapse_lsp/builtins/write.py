@@ -64,6 +64,12 @@ Examples:
         lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
         verb = "Overwrote" if existed else "Created"
         return CommandOutput(
-            f"{verb} {args.positional[0]} ({len(content.encode('utf-8'))} bytes, {lines} lines)\n",
+            f"{verb} {args.positional[0]} ({_count(len(content.encode('utf-8')), 'byte')}, "
+            f"{_count(lines, 'line')})\n",
             data={"edit": {"kind": "write", "path": str(path)}},
         )
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 line`, `2 lines`: what the model and the docs read."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
