@@ -1,0 +1,262 @@
+"""Issue 14 item 17: every example in README.md and docs/*.md runs as written, tested.
+
+Each fenced block is marked, on the line just before its fence:
+
+    <!-- example: run -->                 run it (sh: bash -e; python: the venv's python)
+    <!-- example: no-run: REASON -->      not run, and why
+
+or, for blocks without their own mark, by a file-level `<!-- examples: no-run: REASON -->`
+line. An unmarked block fails the test. Runnable blocks execute in a scratch copy of the
+repository (its tracked files; `.venv` linked in) with `synapse` on PATH, a scratch
+`SYNAPSE_HOME`, and ANTHROPIC_BASE_URL pointing at the fake Messages API
+(`synapse fake-api`), each with a timeout; every command must succeed. Every block is
+linted: JSON blocks parse, and every `synapse …` flag exists in that command's parser
+(what `--help` prints). Benchmarks are never run here (nor anywhere in CI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from synapse_lsp.cli.entry import SUBCOMMANDS
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+TIMEOUT_S = 120
+_FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
+_MARK = re.compile(r"^<!-- example: (run|no-run: (?P<why>.+?)) -->$")
+_FILE_MARK = re.compile(r"^<!-- examples: no-run: (?P<why>.+?) -->$", re.M)
+_SYNAPSE = re.compile(r"(?:^|(?<=[\s;&|(]))(?:\.venv/bin/)?synapse[ \t]+(?P<rest>.*)")
+
+
+@dataclass(frozen=True)
+class Block:
+    path: Path
+    line: int  # of the opening fence, 1-based
+    info: str
+    body: str
+    mark: str | None  # "run", "no-run: why", or None (unmarked)
+
+    @property
+    def id(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(path: Path) -> Iterator[Block]:
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    file_mark = _FILE_MARK.search(text)
+    index = 0
+    while index < len(lines):
+        fence = _FENCE.match(lines[index])
+        if fence is None:
+            index += 1
+            continue
+        close = index + 1
+        while close < len(lines) and not lines[close].startswith(fence.group(1)):
+            close += 1
+        before = _MARK.match(lines[index - 1]) if index else None
+        mark = before.group(1) if before else None
+        if mark is None and file_mark is not None:
+            mark = f"no-run: {file_mark.group('why')}"
+        yield Block(
+            path, index + 1, fence.group(2).strip(), "\n".join(lines[index + 1 : close]), mark
+        )
+        index = close + 1
+
+
+ALL = [b for path in DOCS for b in blocks(path)]
+RUNNABLE = [b for b in ALL if b.mark == "run"]
+
+
+def test_the_docs_have_runnable_examples() -> None:
+    names = {b.path.name for b in RUNNABLE}
+    assert {"README.md", "user-guide.md"} <= names, names
+
+
+@pytest.mark.parametrize("block", ALL, ids=[b.id for b in ALL])
+def test_every_block_is_marked_runnable_or_not_with_a_reason(block: Block) -> None:
+    assert block.mark is not None, (
+        f"{block.id}: mark the block with <!-- example: run --> or "
+        "<!-- example: no-run: REASON --> on the line before its fence"
+    )
+    if block.mark != "run":
+        assert len(block.mark.removeprefix("no-run:").strip()) >= 5, f"{block.id}: give a reason"
+    else:
+        assert block.info in ("sh", "bash", "python"), (
+            f"{block.id}: runnable blocks are sh or python"
+        )
+        assert "bench" not in block.body, f"{block.id}: benchmarks never run in CI"
+
+
+@pytest.mark.parametrize("block", [b for b in ALL if b.info == "json"], ids=lambda b: b.id)
+def test_json_blocks_parse(block: Block) -> None:
+    decoder, index, body = json.JSONDecoder(), 0, block.body
+    while True:  # one value, or several one after another (a message sequence)
+        while index < len(body) and body[index].isspace():
+            index += 1
+        if index >= len(body):
+            return
+        try:
+            _, index = decoder.raw_decode(body, index)
+        except ValueError as exc:
+            pytest.fail(f"{block.id}: not JSON: {exc}")
+
+
+def _parser_flags(words: list[str]) -> tuple[str, set[str]]:
+    """The subcommand's name (with a `tools` action) and every option its parser knows."""
+    module = importlib.import_module(SUBCOMMANDS[words[0]][0])
+    parser: argparse.ArgumentParser = module.build_parser()
+    name = words[0]
+    flags = {f for action in parser._actions for f in action.option_strings}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub = next((w for w in words[1:] if w in action.choices), None)
+            if sub is not None:
+                name += f" {sub}"
+                flags |= {f for a in action.choices[sub]._actions for f in a.option_strings}
+    return name, flags
+
+
+def synapse_invocations(body: str) -> Iterator[list[str]]:
+    """The words of every `synapse <subcommand> …` in a block (up to a comment or an
+    operator such as `|`, `&&`, `;`)."""
+    for line in body.replace("\\\n", " ").splitlines():
+        for match in _SYNAPSE.finditer(line):
+            lexer = shlex.shlex(match.group("rest"), posix=True, punctuation_chars=";&|<>")
+            lexer.whitespace_split = True
+            words: list[str] = []
+            try:
+                for word in lexer:
+                    if word and set(word) <= set(";&|<>"):
+                        break
+                    words.append(word.strip("[]()"))
+            except ValueError:  # unbalanced quotes: the block shows a fragment
+                words = match.group("rest").split("#")[0].split()
+            if words and (words[0] in SUBCOMMANDS or words[0].startswith("-")):
+                yield words
+            elif words and re.fullmatch(r"[a-z][a-z-]+", words[0]) and len(words) > 1:
+                yield words  # looks like a subcommand: must be one
+
+
+def test_synapse_invocations_are_found() -> None:
+    found = [w for b in ALL for w in synapse_invocations(b.body)]
+    assert any(w[:2] == ["exec", "read README.md --limit 5"] for w in found), found[:5]
+
+
+@pytest.mark.parametrize(
+    "block", [b for b in ALL if list(synapse_invocations(b.body))], ids=lambda b: b.id
+)
+def test_every_synapse_flag_exists(block: Block) -> None:
+    top = {"-h", "--help", "--version"}
+    for words in synapse_invocations(block.body):
+        if words[0].startswith("-"):
+            assert words[0] in top, f"{block.id}: synapse {words[0]}"
+            continue
+        assert words[0] in SUBCOMMANDS, f"{block.id}: unknown command synapse {words[0]}"
+        name, flags = _parser_flags(words)
+        for word in words[1:]:
+            if word == "--":
+                break
+            if word.startswith("-") and word not in ("-", "…") and not word.startswith("-…"):
+                flag = word.split("=", 1)[0]
+                assert flag in flags, f"{block.id}: `synapse {name}` has no option {flag}"
+
+
+# ------------------------------------------------------------------ running them
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A copy of the repository's tracked files, and the environment examples run in
+    (fake Messages API, scratch SYNAPSE_HOME, the venv's `synapse` first on PATH)."""
+    base = tmp_path_factory.mktemp("docs-examples")
+    repo = base / "repo"
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file() and not source.is_symlink():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, repo / name)
+    (repo / ".venv").symlink_to(ROOT / ".venv" if (ROOT / ".venv").exists() else sys.prefix)
+    script = base / "script.json"
+    script.write_text(
+        json.dumps(
+            {
+                "responses": [
+                    {"commands": ["read README.md --limit 5"]},
+                    {"text": "Synapse is an LLM coding agent whose one tool is Bash."},
+                ],
+                "loop": True,
+            }
+        ),
+        encoding="utf-8",
+    )
+    port_file = base / "port"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "synapse_lsp.cli.entry", "fake-api", "--script", str(script),
+         "--port-file", str(port_file)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not port_file.exists():
+            assert server.poll() is None and time.monotonic() < deadline, "fake API did not start"
+            time.sleep(0.05)
+        home = base / "home"
+        home.mkdir()
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "SYNAPSE_"))},
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "SYNAPSE_HOME": str(home),
+            "ANTHROPIC_API_KEY": "sk-ant-docs-examples",
+            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port_file.read_text().strip()}",
+            "NO_COLOR": "1",
+        }
+        yield repo, env
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
+def test_runnable_examples_run_as_written(
+    block: Block, scratch: tuple[Path, dict[str, str]]
+) -> None:
+    repo, env = scratch
+    if block.info == "python":
+        argv = [sys.executable, "-c", block.body]
+    else:
+        argv = ["bash", "-e", "-o", "pipefail", "-c", block.body]
+    before = _tracked_state(repo)
+    proc = subprocess.run(
+        argv, cwd=repo, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+    )
+    assert proc.returncode == 0, (
+        f"{block.id} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    )
+    assert _tracked_state(repo) == before, f"{block.id} changed files of the repository"
+
+
+def _tracked_state(repo: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(repo)): p.read_bytes()
+        for p in repo.rglob("*")
+        if p.is_file() and ".venv" not in p.parts and p.suffix in (".md", ".py", ".json")
+    }
