@@ -262,6 +262,36 @@ class ShellSession:
         self._signal_foreground(run, signal.SIGKILL)
         self._kill_command_tree(run)
 
+    def forward_input(self, data: bytes) -> bool:
+        """Keystrokes for the running command, from a face that lends it its terminal
+        (`synapse chat`'s `!`, whose command reads `/dev/tty`). Written to the PTY only
+        while a command's process group is in the terminal's foreground — never while
+        bash itself reads there, where they would become a command line. False when not
+        written (the caller may hold them and try again)."""
+        if self._run is None or self._run.done.done() or self._fd < 0:
+            return False
+        pgrp = self._foreground_pgrp()
+        if pgrp is None or pgrp in (self.pid, self.supervisor_pid):
+            return False
+        try:
+            os.write(self._fd, data)
+        except OSError:
+            return False
+        return True
+
+    def set_window_size(self, rows: int, cols: int) -> tuple[int, int] | None:
+        """Resize the session's terminal (the foreground command gets SIGWINCH); the
+        previous (rows, cols), or None without a terminal."""
+        proc = self._proc
+        if proc is None:
+            return None
+        try:
+            previous: tuple[int, int] = tuple(proc.getwinsize())  # type: ignore[assignment]
+            proc.setwinsize(rows, cols)
+        except OSError:
+            return None
+        return previous
+
     async def _escalate(self, run: _Run) -> None:
         await self._stop(run, interrupted=True)
 

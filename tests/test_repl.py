@@ -118,8 +118,9 @@ class Terminal:
 
 
 def test_interactive_bang_commands_and_ctrl_c(tmp_path: Path, workdir: Path) -> None:
-    """`!cmd` runs in the terminal and adds nothing to the conversation; Ctrl-C cancels
-    the running turn (its command is interrupted), not the program."""
+    """`!cmd` runs in the session's shell, its output shown, and the next prompt tells the
+    model what ran; Ctrl-C cancels the running turn (its command is interrupted), not
+    the program."""
     script: list[Any] = [{"commands": ["sleep 30"]}, {"text": "still here"}]
     (workdir / "marker.txt").write_text("x")
     with FakeApiProcess(script, tmp_path / "api") as api:
@@ -149,7 +150,9 @@ def test_interactive_bang_commands_and_ctrl_c(tmp_path: Path, workdir: Path) -> 
     results = bodies[-1]["messages"][2]["content"]
     assert results[0]["type"] == "tool_result" and "[Cancelled]" in results[0]["content"]
     texts = [b.get("text") for m in bodies[0]["messages"] for b in m["content"]]
-    assert texts == ["wait a while"]  # the ! lines never became part of the conversation
+    assert len(texts) == 1 and texts[0].startswith("wait a while\n\n[Before this message")
+    # the model is told briefly what the user ran, with the exit statuses
+    assert "$ false\n(exit 1)\n$ ls\n(exit 0)\n$ exit 3\n(exit 3" in texts[0]
 
 
 def test_one_shot_answers_fails_clearly_and_sessions_resume(tmp_path: Path, workdir: Path) -> None:

@@ -1,9 +1,10 @@
 """`synapse chat`: the terminal face of the agent (SPEC §9).
 
-Interactive: a `You (N)>` prompt, the answer streamed, each tool call shown by
-its one-line summary, Ctrl-C cancels the running turn (not the program), and a
-line starting with `!` runs in this terminal directly (stdio attached, current
-directory) without touching the conversation. One-shot: `synapse chat -p
+Interactive (repl.py): a `You (N)>` prompt, the answer streamed, each command shown
+with its title, command line, output head and tail, exit status and duration
+(render.py), Ctrl-C cancels the running turn (not the program), and a line starting
+with `!` runs in the chat session's own shell with the terminal attached (bang.py);
+the next prompt tells the model what the user ran. One-shot: `synapse chat -p
 "PROMPT"` prints the final answer on stdout, tool activity on stderr, and exits
 0 on success. Without an API key the interactive REPL starts the offline demo
 model (`--demo` forces it) so the loop can be seen working.
@@ -14,8 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import signal
-import subprocess
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from synapse_lsp import __version__
-from synapse_lsp.agent.slash import SESSION_COMMANDS
+from synapse_lsp.cli.render import DEFAULT_OUTPUT_LINES, Renderer, Style
 from synapse_lsp.config import MIN_THINKING_BUDGET, LiveSettings
 from synapse_lsp.errors import ModelError, SynapseError
 
@@ -34,13 +34,8 @@ if TYPE_CHECKING:
     from synapse_lsp.agent.session import ChatSession
     from synapse_lsp.agent.store import SessionStore
     from synapse_lsp.core import Workspace
-    from synapse_lsp.events import Event
     from synapse_lsp.router import BashRouter
 
-HELP_INTRO = """\
-Type a request and press Enter. Lines starting with ! run in this terminal directly
-(e.g. !git status) and are not sent to the agent. Ctrl-C cancels a running turn;
-Ctrl-D or /exit leaves."""
 DEMO_BANNER = (
     "Offline demo model: no ANTHROPIC_API_KEY is set, so a scripted stand-in answers "
     "(it runs `ls` to show the tool loop). Set ANTHROPIC_API_KEY to talk to Claude."
@@ -50,6 +45,7 @@ READ_ONLY_NOTE = (
     "until that process closes it."
 )
 EXIT_CODES = {"end_turn": 0, "cancelled": 130}
+OUTPUT_LINES_ENV = "SYNAPSE_OUTPUT_LINES"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,21 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"synapse {__version__}",
         help="print the version and exit",
     )  # fmt: skip
+    parser.add_argument(
+        "--output-lines", type=int, metavar="N",
+        help="show the first and last N lines of each command's output "
+        f"(default ${OUTPUT_LINES_ENV} or {DEFAULT_OUTPUT_LINES}; 0 = none)",
+    )  # fmt: skip
     return parser
 
 
 def _preload_sdk() -> None:
     with contextlib.suppress(Exception):
         import anthropic  # noqa: F401
-
-
-def _title(command: str) -> str:
-    from synapse_lsp.summaries.titles import summarize
-
-    try:
-        return summarize(command).title
-    except Exception:  # a summary is cosmetic: never fail a turn over it
-        return command
 
 
 @dataclass
@@ -150,10 +142,26 @@ class Runtime:
         return self.new_session_now().id
 
     async def resume(self, session_id: str) -> str:
-        self.store.info(session_id)  # an unknown id raises here: the current session stays
-        if self.session is not None:
-            await self.session.close()
-        session = self.resume_now(session_id)
+        """The stored session is opened before the current one is closed: whatever goes
+        wrong (an unknown id, an unreadable file) leaves the current session as it was."""
+        from synapse_lsp.agent.session import ChatSession
+
+        assert self.router is not None
+        current = self.session
+        if current is not None and current.id == session_id:
+            return f"{current.title} (already the current session)"
+        try:
+            session = ChatSession.resume(
+                self.store, session_id, self.router, self.settings, model=self.model,
+                workspace_root=self.cwd,
+            )  # fmt: skip
+        except SynapseError:
+            raise
+        except Exception as exc:  # e.g. an unreadable session file: say so, keep going
+            raise SynapseError(f"cannot resume {session_id!r}: {exc}") from exc
+        self.session = session
+        if current is not None:
+            await current.close()
         return session.title + (f"\n{READ_ONLY_NOTE}" if session.read_only else "")
 
     def request_exit(self) -> None:
@@ -212,151 +220,6 @@ class Runtime:
         self.store.close()
 
 
-class Renderer:
-    """Prints one turn's events. `answer_out` gets the answer; `activity` the rest."""
-
-    def __init__(
-        self, answer_out: TextIO, activity: TextIO, *, one_shot: bool, color: bool = False
-    ) -> None:
-        self.out = answer_out
-        self.activity = activity
-        self.one_shot = one_shot
-        self.buffer: list[str] = []  # one-shot: the current message's text
-        self.mid_line = False
-        self.thinking = False  # inside a run of thinking deltas
-        self.dim, self.reset = ("\033[2m", "\033[0m") if color else ("", "")
-
-    def _line(self, text: str, stream: TextIO | None = None) -> None:
-        target = stream or self.activity
-        if self.mid_line:  # end the streamed text's line first
-            self.out.write("\n")
-            self.out.flush()
-            self.mid_line = False
-        target.write(text + "\n")
-        target.flush()
-
-    def show(self, event: Event) -> None:
-        from synapse_lsp.events import (
-            Notice,
-            PlanUpdated,
-            TextDelta,
-            ThinkingDelta,
-            ToolCallFinished,
-            ToolCallStarted,
-            TurnFinished,
-        )
-
-        nested = getattr(event, "parent_tool_call_id", None) is not None
-        indent = "    " if nested else ""
-        if self.thinking and not isinstance(event, ThinkingDelta):
-            self.thinking = False
-            if self.mid_line:
-                self.out.write("\n")
-                self.mid_line = False
-        if isinstance(event, TextDelta):
-            if nested:
-                return  # a sub-agent's prose stays in its card; its tool calls are shown
-            if self.one_shot:
-                self.buffer.append(event.text)
-            else:
-                self.out.write(event.text)
-                self.out.flush()
-                self.mid_line = not event.text.endswith("\n")
-        elif isinstance(event, ThinkingDelta):
-            if nested or self.one_shot:
-                return  # thinking is for the person watching, not for scripts
-            if not self.thinking:
-                self._line(f"{self.dim}(thinking){self.reset}")
-                self.thinking = True
-            self.out.write(f"{self.dim}{event.text}{self.reset}")
-            self.out.flush()
-            self.mid_line = not event.text.endswith("\n")
-        elif isinstance(event, ToolCallStarted):
-            if self.one_shot and self.buffer:
-                self.activity.write("".join(self.buffer).rstrip() + "\n")
-                self.buffer.clear()
-            restart = " (restarting the shell)" if event.restart else ""
-            self._line(f"{indent}\u25b8 {_title(event.command)}{restart}")
-        elif isinstance(event, ToolCallFinished):
-            if event.is_error:
-                what = {"cancelled": "cancelled", "denied": "Denied"}.get(
-                    event.status, f"exit {event.exit_code}"
-                )
-                first = next((ln for ln in event.text.splitlines() if ln.strip()), "")
-                self._line(f"{indent}  \u2717 {what}: {first[:160]}")
-        elif isinstance(event, Notice):
-            if event.discards_text and self.one_shot and not nested:
-                self.buffer.clear()  # stdout carries only the final answer
-            self._line(f"{indent}[{event.level}] {event.message}")
-        elif isinstance(event, PlanUpdated):
-            marks = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
-            lines = [f"{indent}Plan:"] + [
-                f"{indent}  {marks.get(e.status, '[ ]')} {e.step}" for e in event.entries
-            ]
-            self._line("\n".join(lines))
-        elif isinstance(event, TurnFinished):
-            if self.one_shot:
-                answer = "".join(self.buffer).strip()
-                self.buffer.clear()
-                if answer and event.stop_reason == "error":
-                    # the failed call's partial text is no answer: stdout stays clean
-                    self.activity.write(answer + "\n")
-                elif answer:
-                    self.out.write(answer + "\n")
-                    self.out.flush()
-            elif self.mid_line:
-                self.out.write("\n")
-                self.out.flush()
-                self.mid_line = False
-            if event.stop_reason == "error":
-                self._line(f"Error: {event.error}", sys.stderr)
-            elif event.stop_reason == "cancelled":
-                self._line("(turn cancelled)")
-            elif event.stop_reason != "end_turn":
-                self._line(f"(turn ended: {event.stop_reason})")
-
-
-async def run_turn(session: ChatSession, text: str, renderer: Renderer) -> str:
-    """Run one turn, printing it; Ctrl-C cancels it. Returns the stop reason."""
-    loop = asyncio.get_running_loop()
-    stop_reason = "error"
-    handler_set = False
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-        loop.add_signal_handler(signal.SIGINT, session.cancel)
-        handler_set = True
-    try:
-        async for event in session.run_turn(text):
-            renderer.show(event)
-            stop_reason = getattr(event, "stop_reason", stop_reason)
-    finally:
-        if handler_set:
-            loop.remove_signal_handler(signal.SIGINT)
-    return stop_reason
-
-
-def run_bang(command: str, cwd: Path, out: TextIO) -> int:
-    """`!cmd`: run in this terminal with stdio attached; nothing reaches the agent."""
-    if not command.strip():
-        return 0
-    previous = signal.signal(signal.SIGINT, _ignore)  # Ctrl-C is for the command, not us
-    try:
-        code = subprocess.call(["bash", "-c", command], cwd=cwd)
-    except OSError as exc:
-        out.write(f"Cannot run: {exc}\n")
-        return 127
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if code != 0:
-        shown = 128 - code if code < 0 else code  # killed by a signal: shell convention
-        out.write(f"Command exited with code {shown}\n")
-        out.flush()
-    return code
-
-
-def _ignore(signum: int, frame: Any) -> None:
-    return None
-
-
 def _print_sessions(store: SessionStore, out: TextIO) -> None:
     infos = store.list()
     if not infos:
@@ -392,44 +255,18 @@ def ask_trust(cwd: Path, home: Path, *, flag: bool, read: Callable[[str], str]) 
     return trusted
 
 
-def interactive(
-    runtime: Runtime, loop: asyncio.AbstractEventLoop, read: Callable[[str], str]
-) -> int:
-    out = sys.stdout
-    renderer = Renderer(out, out, one_shot=False, color=out.isatty())
-    assert runtime.session is not None
-    out.write(f"Synapse chat \u2014 session {runtime.session.id}. /help for help.\n")
-    out.flush()
-    count = 1
-    while True:
-        try:
-            line = read(f"You ({count})> ")
-        except EOFError:
-            out.write("\n")
-            return 0
-        except KeyboardInterrupt:
-            out.write("\n")
-            continue
-        text = line.strip()
-        if not text:
-            continue
-        count += 1
-        if text.startswith("!"):
-            run_bang(text[1:].strip(), runtime.cwd, out)
-            continue
-        if text.startswith("/"):
-            command = SESSION_COMMANDS.get(text.split()[0])
-            if command is not None and command.name == "help":
-                out.write(HELP_INTRO + "\n")
-            shown = loop.run_until_complete(SESSION_COMMANDS.run(runtime, text))
-            if runtime.exit_requested:
-                return 0
-            if shown:
-                out.write(shown + "\n")
-            out.flush()
-            continue
-        assert runtime.session is not None
-        loop.run_until_complete(run_turn(runtime.session, text, renderer))
+def _output_lines(flag: int | None) -> tuple[int, str | None]:
+    """N of `--output-lines` (else $SYNAPSE_OUTPUT_LINES, else the default); a problem."""
+    if flag is not None:
+        if flag < 0:
+            return DEFAULT_OUTPUT_LINES, "--output-lines: expected 0 or more"
+        return flag, None
+    raw = os.environ.get(OUTPUT_LINES_ENV, "").strip()
+    if not raw:
+        return DEFAULT_OUTPUT_LINES, None
+    if not raw.isdigit():
+        return DEFAULT_OUTPUT_LINES, f"${OUTPUT_LINES_ENV}: expected a whole number >= 0"
+    return int(raw), None
 
 
 def main(argv: list[str]) -> int:
@@ -459,6 +296,9 @@ def main(argv: list[str]) -> int:
             return 2
         overrides["thinkingBudget"] = args.thinking
     problems += [p for p in settings.set_face(overrides) if p not in problems]
+    output_lines, problem = _output_lines(args.output_lines)
+    if problem:
+        problems.append(problem)
     if problems:
         print("synapse chat: " + "; ".join(problems), file=sys.stderr)
         return 2
@@ -499,13 +339,18 @@ def main(argv: list[str]) -> int:
             print(note, file=sys.stderr)
         assert runtime.session is not None
         if one_shot:
-            renderer = Renderer(sys.stdout, sys.stderr, one_shot=True)
+            from synapse_lsp.cli.repl import run_turn
+
+            style = Style.for_stream(sys.stderr, output_lines)
+            renderer = Renderer(sys.stdout, sys.stderr, one_shot=True, style=style)
             reason = loop.run_until_complete(run_turn(runtime.session, args.prompt, renderer))
             return EXIT_CODES.get(reason, 1)
         if sys.stdin.isatty():
             with contextlib.suppress(ImportError):
                 import readline  # noqa: F401  (line editing and history for input())
-        return interactive(runtime, loop, input)
+        from synapse_lsp.cli.repl import interactive
+
+        return interactive(runtime, loop, input, output_lines=output_lines)
     finally:
         with contextlib.suppress(Exception):
             loop.run_until_complete(runtime.close())

@@ -17,6 +17,7 @@ import os
 import typing
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pygls.exceptions import JsonRpcException
@@ -227,8 +228,20 @@ def turn_context(context: PromptContext | None) -> TurnContext | None:
 
 @handler(SHELL_RUN)
 async def shell_run(ls: Host, params: ShellRunParams) -> ShellRunResult:
-    ws = ls.workspace_for(params.workspace_uri, SHELL_RUN)
-    result = await ws.run(params.command, timeout=params.timeout)
+    if params.session_id is not None:
+        # The REPL's `!` for editors: the chat session's own shell (its cwd and env),
+        # through its router (built-ins, `mcp:`/`skill:`, `task:`), its gate asking.
+        live = ls.chats.get(params.session_id, SHELL_RUN)
+        router = live.chat.router
+        if "mcp:" in params.command:
+            await live.workspace.registry_ready()
+        if params.timeout is not None:
+            source, limit = router.settings_source, params.timeout
+            router = router.derive(settings=lambda: replace(source(), command_timeout=limit))
+        result = await router.route(params.command)
+    else:
+        ws = ls.workspace_for(params.workspace_uri, SHELL_RUN)
+        result = await ws.run(params.command, timeout=params.timeout)
     return ShellRunResult(
         exit_code=result.exit_code,
         stdout=result.stdout,

@@ -199,6 +199,7 @@ class SessionCancelResult(Wire):
 class ShellRunParams(Wire):
     command: str
     workspace_uri: str | None = None
+    session_id: str | None = None  # that chat session's shell instead of the folder's
     timeout: float | None = attrs.field(default=None, validator=_timeout)  # seconds
 
 

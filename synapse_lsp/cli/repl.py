@@ -1,0 +1,182 @@
+"""The interactive loop of `synapse chat` (SPEC §9).
+
+A `You (N)>` prompt (N counts the prompts sent to the model), the answer streamed,
+each command shown by its title and command line with the first and last lines of
+its output dimmed, its exit status and duration (render.py), a separator between
+turns. Ctrl-C cancels the running turn, not the program. In a terminal, lines typed
+during a turn are queued as the next prompt (and shown as queued); `/exit` typed then
+is honoured at once. A line starting with `!` runs in the chat session's own shell,
+with the terminal attached (bang.py); the next prompt tells the model what the user
+ran. Slash commands come from the one table (agent/slash.py): case-insensitive, with
+aliases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
+
+from synapse_lsp.agent.slash import SESSION_COMMANDS
+from synapse_lsp.cli.bang import USAGE as BANG_USAGE
+from synapse_lsp.cli.bang import BangLog, BangRunner, can_attach
+from synapse_lsp.cli.render import DEFAULT_OUTPUT_LINES, Renderer, Style
+
+if TYPE_CHECKING:
+    from synapse_lsp.agent.session import ChatSession
+    from synapse_lsp.cli.chat import Runtime
+
+HELP_INTRO = """\
+Type a request and press Enter; lines typed while the agent works are queued as the
+next request. A line starting with ! runs in the session's shell with this terminal
+(e.g. !git status, !cd src, !vim f); the agent is told what you ran with your next
+request. Ctrl-C cancels a running turn; Ctrl-D or /exit leaves."""
+
+
+class TypeAhead:
+    """Lines typed while a turn runs (in a terminal): `/exit` (or an alias) ends the
+    turn at once and then the program, like Ctrl-C then /exit; any other line is queued
+    as the next prompt and shown as queued."""
+
+    def __init__(self, fd: int, out: TextIO, style: Style, queue: deque[str]) -> None:
+        self.fd = fd
+        self.out = out
+        self.style = style
+        self.queue = queue
+        self.partial = b""
+        self.exit = False
+        self.session: ChatSession | None = None
+
+    def on_readable(self) -> None:
+        try:
+            data = os.read(self.fd, 4096)
+        except OSError:
+            data = b""
+        if not data:
+            return  # Ctrl-D at the start of a line: ignored while the agent works
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        for raw in lines:
+            self.line(raw.decode("utf-8", "replace").strip())
+
+    def line(self, text: str) -> None:
+        if not text:
+            return
+        command = SESSION_COMMANDS.get(text.split()[0]) if text.startswith("/") else None
+        if command is not None and command.name == "exit":
+            self.exit = True
+            if self.session is not None:
+                self.session.cancel()
+            return
+        self.queue.append(text)
+        self.out.write(self.style.dim(f"(queued: {text})") + "\n")
+        self.out.flush()
+
+
+async def run_turn(
+    session: ChatSession, text: str, renderer: Renderer, typeahead: TypeAhead | None = None
+) -> str:
+    """Run one turn, printing it; Ctrl-C cancels it. Returns the stop reason."""
+    loop = asyncio.get_running_loop()
+    stop_reason = "error"
+    handler_set = False
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGINT, session.cancel)
+        handler_set = True
+    reading = False
+    if typeahead is not None:
+        typeahead.session = session
+        with contextlib.suppress(OSError, ValueError, NotImplementedError):
+            loop.add_reader(typeahead.fd, typeahead.on_readable)
+            reading = True
+    try:
+        async for event in session.run_turn(text):
+            renderer.show(event)
+            stop_reason = getattr(event, "stop_reason", stop_reason)
+    finally:
+        if handler_set:
+            loop.remove_signal_handler(signal.SIGINT)
+        if typeahead is not None:
+            if reading:
+                loop.remove_reader(typeahead.fd)
+            typeahead.session = None
+    return stop_reason
+
+
+def interactive(
+    runtime: Runtime,
+    loop: asyncio.AbstractEventLoop,
+    read: Callable[[str], str],
+    *,
+    output_lines: int = DEFAULT_OUTPUT_LINES,
+    terminal: bool | None = None,
+) -> int:
+    """The REPL. `terminal`: stdin and stdout are a terminal (default: asked), which
+    lends it to `!` commands and reads lines typed during a turn; from a pipe, lines
+    are read one at a time, in order."""
+    out = sys.stdout
+    style = Style.for_stream(out, output_lines)
+    renderer = Renderer(out, out, one_shot=False, style=style)
+    terminal = can_attach() if terminal is None else terminal
+    bang = BangRunner(out, attach=terminal)
+    told = BangLog()
+    queued: deque[str] = deque()
+    typeahead = TypeAhead(sys.stdin.fileno(), out, style, queued) if terminal else None
+    assert runtime.session is not None
+    out.write(f"Synapse chat \u2014 session {runtime.session.id}. /help for help.\n")
+    out.flush()
+    count = 1  # the number of the next prompt sent to the model
+    while True:
+        prompt = f"You ({count})> "
+        if queued:
+            line = queued.popleft()
+            out.write(f"{prompt}{line}\n")
+            out.flush()
+        else:
+            try:
+                line = read(prompt)
+            except EOFError:
+                out.write("\n")
+                return 0
+            except KeyboardInterrupt:
+                out.write("\n")
+                continue
+        text = line.strip()
+        if not text:
+            continue
+        if text.startswith("!"):
+            command = text[1:].strip()
+            if not command:
+                out.write(BANG_USAGE + "\n")
+                out.flush()
+                continue
+            assert runtime.session is not None
+            result = loop.run_until_complete(bang.run(runtime.session.router, command))
+            if result is None:
+                told.add(command, 130, "")
+            else:
+                told.add(command, result.exit_code, result.stdout + result.stderr)
+            continue
+        if text.startswith("/"):
+            slash = SESSION_COMMANDS.get(text.split()[0])
+            if slash is not None and slash.name == "help":
+                out.write(HELP_INTRO + "\n")
+            shown = loop.run_until_complete(SESSION_COMMANDS.run(runtime, text))
+            if runtime.exit_requested:
+                return 0
+            if shown:
+                out.write(shown + "\n")
+            out.flush()
+            continue
+        assert runtime.session is not None
+        note = told.take()
+        count += 1
+        prompt_text = text + ("\n\n" + note if note else "")
+        loop.run_until_complete(run_turn(runtime.session, prompt_text, renderer, typeahead))
+        renderer.separator()
+        if typeahead is not None and typeahead.exit:
+            return 0
