@@ -509,9 +509,9 @@ class McpServer:
                         env=dict(self.config.env) or None,
                         cwd=self.config.cwd,
                     )
-                    from mcp.client.stdio import stdio_client
+                    from synapse_lsp.extensions.mcp_stdio import stdio_transport
 
-                    target: Any = _watch_end(stdio_client(params, errlog=errlog), self._ended)
+                    target: Any = _watch_end(stdio_transport(params, errlog), self._ended)
                 else:
                     import httpx2
                     from mcp.client.streamable_http import streamable_http_client

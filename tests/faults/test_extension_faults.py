@@ -174,3 +174,59 @@ def test_a_50_mb_mcp_result_is_formatted_in_bounded_memory(tmp_path: Path) -> No
     assert int(grown) < 30, f"peak RSS grew {grown} MB formatting a 50 MB result"
     assert int(shown) < 12 * 1024
     assert Path(path).stat().st_size == 50_000_000
+
+
+END_TO_END_PROBE = """\
+import asyncio, json, resource, sys, time
+from pathlib import Path
+from synapse_lsp.config import Settings
+from synapse_lsp.extensions.registry import ExtensionRegistry
+from synapse_lsp.router import BashRouter
+from synapse_lsp.shell import ShellSession
+
+async def main() -> None:
+    tmp = Path(sys.argv[1])
+    home, work = tmp / "home", tmp / "work"
+    work.mkdir()
+    (home / "mcp").mkdir(parents=True)
+    server = {"command": sys.executable, "args": [str(tmp / "big_server.py")]}
+    (home / "mcp" / "mcp_servers.json").write_text(json.dumps({"mcpServers": {"big": server}}))
+    settings = Settings(synapse_home=home, command_timeout=300)
+    registry = ExtensionRegistry(
+        settings, work, watch=False, install_wrappers=False, serve_socket=False
+    )
+    shell = ShellSession(work, settings)
+    await shell.start()
+    await registry.start()
+    await registry.mcp.wait_all(60)
+    router = BashRouter(shell, settings, extensions=registry)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    result = await router.route("mcp:big:big 500000")
+    spent = time.perf_counter() - started
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024
+    print(result.exit_code, grown, round(spent, 1), result.full_output_path.stat().st_size)
+    await shell.close()
+    await registry.close()
+
+asyncio.run(main())
+"""
+
+
+def test_a_50_mb_mcp_result_end_to_end_is_read_in_linear_time(tmp_path: Path) -> None:
+    """Through the stdio transport too: the SDK's reader joined every 64 KiB chunk to
+    the partial line (74 s and ~690 MB for this result); ours keeps one buffer and
+    parses without copying the text again. The message is ~96 MB: the server sends
+    the text twice (content and structuredContent)."""
+    (tmp_path / "big_server.py").write_text(BIG_SERVER)
+    proc = subprocess.run(
+        [sys.executable, "-c", END_TO_END_PROBE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    code, grown, spent, spilled = proc.stdout.split()
+    assert code == "0" and int(spilled) == 50_000_000
+    assert int(grown) < 450, f"peak RSS grew {grown} MB for a 50 MB result ({spent} s)"
