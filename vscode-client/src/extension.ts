@@ -30,11 +30,13 @@ import {
   DEFAULT_API_KEY_ENV,
   TRUST_NOTIFICATION,
   describeLaunch,
+  chooseServer,
   initializationOptions,
-  resolveServer,
+  type ServerLaunch,
 } from './launch';
 import {
   Commands,
+  PROTOCOL_VERSION,
   protocolMismatch,
   SESSION_UPDATE_METHOD,
   serverSettings,
@@ -210,14 +212,31 @@ class SynapseController implements vscode.WebviewViewProvider {
     const cfg = this.config();
     const apiKey = await this.context.secrets.get(SECRET_KEY);
     const folder = vscode.workspace.workspaceFolders?.[0];
-    const launch = resolveServer(
-      {
-        command: cfg.get<string[] | string>('server.command'),
-        pythonPath: cfg.get<string>('pythonPath'),
-        apiKeyEnv: cfg.get<string>('apiKeyEnv') || DEFAULT_API_KEY_ENV,
-      },
-      { apiKey, cwd: folder?.uri.scheme === 'file' ? folder.uri.fsPath : undefined },
-    );
+    let launch: ServerLaunch;
+    try {
+      // Setting, else synapse on PATH or the server bundled in the .vsix (launch.ts).
+      const chosen = await chooseServer(
+        {
+          command: cfg.get<string[] | string>('server.command'),
+          pythonPath: cfg.get<string>('pythonPath'),
+          apiKeyEnv: cfg.get<string>('apiKeyEnv') || DEFAULT_API_KEY_ENV,
+        },
+        {
+          apiKey,
+          cwd: folder?.uri.scheme === 'file' ? folder.uri.fsPath : undefined,
+          extensionPath: this.context.extensionPath,
+          expectedProtocol: PROTOCOL_VERSION,
+        },
+      );
+      launch = chosen.launch;
+      for (const note of chosen.notes) this.log.info(note);
+    } catch (error) {
+      // No suitable Python for the bundled server: the message says what to install or set.
+      this.log.error(errorMessage(error));
+      this.onServerClosed(errorMessage(error));
+      return;
+    }
+    if (this.disposed) return;
     const keyEnv = cfg.get<string>('apiKeyEnv') || DEFAULT_API_KEY_ENV;
     this.log.info(`Starting ${describeLaunch(launch)}`);
     this.log.info(
