@@ -77,12 +77,8 @@ export type ToolKind =
   | 'fetch'
   | 'other';
 
-/**
- * `pending` is client-side only: output or an end seen before the `tool_call` itself.
- * `denied`: the permission rule or the user refused the command, so it never ran
- * (`rawOutput.category` `permission_denied`, exit code 126).
- */
-export type ToolStatus = 'pending' | 'in_progress' | 'completed' | 'failed' | 'cancelled' | 'denied';
+/** `pending` is client-side only: output or an end seen before the `tool_call` itself. */
+export type ToolStatus = 'pending' | 'in_progress' | 'completed' | 'failed' | 'cancelled';
 
 export interface TextContent {
   type: 'text';
