@@ -77,8 +77,12 @@ export type ToolKind =
   | 'fetch'
   | 'other';
 
-/** `pending` is client-side only: output or an end seen before the `tool_call` itself. */
-export type ToolStatus = 'pending' | 'in_progress' | 'completed' | 'failed' | 'cancelled';
+/**
+ * `pending` is client-side only: output or an end seen before the `tool_call` itself.
+ * `denied`: the permission rule or the user refused the command, so it never ran
+ * (`rawOutput.category` `permission_denied`, exit code 126).
+ */
+export type ToolStatus = 'pending' | 'in_progress' | 'completed' | 'failed' | 'cancelled' | 'denied';
 
 export interface TextContent {
   type: 'text';

@@ -189,7 +189,10 @@ export function newSession(sessionId: string, title = 'New chat', workspaceUri: 
   };
 }
 
-const TERMINAL: ReadonlySet<ToolStatus> = new Set(['completed', 'failed', 'cancelled']);
+const TERMINAL: ReadonlySet<ToolStatus> = new Set(['completed', 'failed', 'cancelled', 'denied']);
+
+/** `rawOutput.category` of a command the permission rule or the user refused. */
+export const PERMISSION_DENIED = 'permission_denied';
 
 export function isTerminal(status: ToolStatus): boolean {
   return TERMINAL.has(status);
@@ -456,6 +459,8 @@ function applyUpdate(state: ChatState, params: SessionUpdateParams, change: Chan
       if (update.status !== undefined && !(isTerminal(tool.status) && !isTerminal(update.status))) {
         tool.status = update.status;
       }
+      // A server older than the `denied` status says `failed` with the category: same thing.
+      if (tool.status === 'failed' && tool.category === PERMISSION_DENIED) tool.status = 'denied';
       change.items.add(tool.rootKey);
       break;
     }

@@ -29,6 +29,10 @@ describe('bundles', () => {
   it('package.json points at the bundle and declares the view, commands and settings', () => {
     const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
     expect(pkg.main).toBe('./dist/extension.js');
+    // `vsce package` (npm run package) builds dist/ itself: the entry point is never missing.
+    expect(pkg.scripts['vscode:prepublish']).toMatch(/esbuild\.mjs --production/);
+    // Remote-SSH / WSL / containers: the server runs next to the files.
+    expect(pkg.extensionKind).toEqual(['workspace']);
     expect(pkg.contributes.views.synapse[0]).toMatchObject({ type: 'webview', id: 'synapse.chat' });
     const commands = pkg.contributes.commands.map((c: { command: string }) => c.command);
     for (const c of ['synapse.newChat', 'synapse.sendSelection', 'synapse.cancel', 'synapse.restartShell', 'synapse.refreshTools', 'synapse.showLogs', 'synapse.openSession', 'synapse.setApiKey']) {

@@ -308,7 +308,7 @@ describe.skipIf(skipReason !== null)('real server: edits and permission question
     const [edit, echo] = Object.values(s.tools);
     expect(edit).toMatchObject({ status: 'completed', kind: 'edit' });
     expect(edit.edit).toMatchObject({ applied: true });
-    expect(echo).toMatchObject({ status: 'failed', exitCode: 126 });
+    expect(echo).toMatchObject({ status: 'denied', exitCode: 126, category: 'permission_denied' });
     expect(echo.result ?? '').toContain('denied');
   });
 });

@@ -180,6 +180,19 @@ describe('state: out-of-order tool updates', () => {
     expect(state.byId[SID].items.filter((i) => i.kind === 'tool')).toHaveLength(1);
   });
 
+  it('folds a refused command as denied (the denied status, or failed with permission_denied), and the turn end keeps it', () => {
+    const state = foldAll([
+      u({ sessionUpdate: 'user_message_chunk', content: text('go') }),
+      u({ sessionUpdate: 'tool_call', toolCallId: 'd', title: 'Run echo', kind: 'execute', status: 'in_progress', rawInput: { command: 'echo x > /tmp/y' } }),
+      u({ sessionUpdate: 'tool_call_update', toolCallId: 'd', status: 'denied', rawOutput: { exitCode: 126, isError: true, category: 'permission_denied' } }),
+      u({ sessionUpdate: 'tool_call', toolCallId: 'o', title: 'Run rm', kind: 'execute', status: 'in_progress', rawInput: { command: 'rm /x' } }),
+      u({ sessionUpdate: 'tool_call_update', toolCallId: 'o', status: 'failed', rawOutput: { exitCode: 126, isError: true, category: 'permission_denied' } }),
+      u({ sessionUpdate: 'turn_finished', stopReason: 'end_turn' }),
+    ]);
+    expect(state.byId[SID].tools['d']).toMatchObject({ status: 'denied', exitCode: 126 });
+    expect(state.byId[SID].tools['o']).toMatchObject({ status: 'denied', exitCode: 126 });
+  });
+
   it('keeps interleaved calls apart', () => {
     const state = foldAll([
       u({ sessionUpdate: 'user_message_chunk', content: text('go') }),

@@ -68,6 +68,7 @@ const STATUS_LABELS: Record<ToolStatus, string> = {
   completed: 'done',
   failed: 'failed',
   cancelled: 'cancelled',
+  denied: 'denied',
 };
 
 function h<K extends keyof HTMLElementTagNameMap>(
@@ -597,8 +598,10 @@ export class ChatView {
     }
     title.title = tool.command;
     const exit = summary.querySelector('.tool-exit') as HTMLElement;
-    exit.textContent = tool.exitCode === null || tool.exitCode === undefined ? '' : `exit ${tool.exitCode}`;
-    exit.classList.toggle('nonzero', tool.exitCode !== null && tool.exitCode !== 0);
+    // A denied command never ran: its 126 is not an exit code worth showing in red.
+    const denied = tool.status === 'denied';
+    exit.textContent = denied || tool.exitCode === null || tool.exitCode === undefined ? '' : `exit ${tool.exitCode}`;
+    exit.classList.toggle('nonzero', !denied && tool.exitCode !== null && tool.exitCode !== 0);
     const status = summary.querySelector('.tool-status') as HTMLElement;
     status.textContent = STATUS_LABELS[tool.status];
     status.className = `tool-status badge badge-${tool.status}`;
@@ -641,9 +644,10 @@ export class ChatView {
 
     const meta = body.querySelector('.tool-meta') as HTMLElement;
     const parts: string[] = [];
-    if (tool.exitCode !== null && tool.exitCode !== undefined) parts.push(`exit code ${tool.exitCode}`);
+    if (tool.status === 'denied') parts.push('not run: permission denied');
+    else if (tool.exitCode !== null && tool.exitCode !== undefined) parts.push(`exit code ${tool.exitCode}`);
     if (tool.layer) parts.push(tool.layer);
-    if (tool.category) parts.push(tool.category.replace(/_/g, ' '));
+    if (tool.category && tool.status !== 'denied') parts.push(tool.category.replace(/_/g, ' '));
     if (tool.restart) parts.push('shell restarted');
     if (tool.edit) parts.push(tool.edit.applied ? `edit applied in the editor: ${tool.edit.path}` : `the editor refused the edit: ${tool.edit.path}`);
     meta.textContent = parts.join(' · ');
