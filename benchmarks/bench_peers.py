@@ -1,0 +1,227 @@
+"""Synapse beside its peers on one scripted turn: 50 Bash `true` calls, then an answer.
+
+    .venv/bin/python benchmarks/bench_peers.py [--runs 5] [--calls 50]
+
+Every agent talks to the same fake Messages API (synapse_lsp.agent.fakeapi) on
+loopback, in this process, which timestamps each request's arrival and each
+response's end. Agents, interleaved run by run:
+
+- `synapse chat -p` (this checkout, `python -m synapse_lsp`);
+- a minimal loop on the `anthropic` SDK (stream, run the tool with `bash -c`, repeat);
+- Claude Code (`claude -p … --allowedTools Bash`) when `claude` is on PATH; skipped
+  with a message otherwise (install it yourself: `npm i -g @anthropic-ai/claude-code`;
+  CI never does).
+
+Printed per agent (median over runs, with min–max): per tool call (a response's end
+-> the next request's arrival), whole turn (spawn -> exit), spawn -> first model
+request, last answer -> process exit, peak RSS (the process and its waited children,
+from wait4). Requests that are not part of the turn (a peer's side calls without
+tools) get a one-line answer and are not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from synapse_lsp.agent.fakeapi import FakeAnthropic
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "sk-ant-bench-not-a-key"
+
+MINIMAL_LOOP = """\
+import subprocess, sys
+import anthropic
+
+client = anthropic.Anthropic()
+tools = [{"name": "Bash", "description": "Run a shell command.",
+          "input_schema": {"type": "object", "properties": {"command": {"type": "string"}},
+                           "required": ["command"]}}]
+messages = [{"role": "user", "content": sys.argv[1]}]
+while True:
+    with client.messages.stream(model="claude-sonnet-4-5", max_tokens=1024,
+                                messages=messages, tools=tools) as stream:
+        message = stream.get_final_message()
+    messages.append({"role": "assistant", "content": message.content})
+    uses = [b for b in message.content if b.type == "tool_use"]
+    if not uses:
+        print("".join(b.text for b in message.content if b.type == "text"))
+        break
+    results = []
+    for use in uses:
+        done = subprocess.run(["bash", "-c", use.input["command"]], capture_output=True, text=True)
+        results.append({"type": "tool_result", "tool_use_id": use.id,
+                        "content": (done.stdout + done.stderr) or "(no output)"})
+    messages.append({"role": "user", "content": results})
+"""
+
+
+class TimedApi(FakeAnthropic):
+    """The fake API, timestamping the turn's requests; side requests get a short text."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.arrivals: list[float] = []
+        self.ends: list[float] = []
+
+    def _next(self, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        if not body or not body.get("tools"):
+            return {"text": "ok"}
+        self.arrivals.append(time.monotonic())
+        return super()._next(body)
+
+    async def _stream(self, *args: Any, **kwargs: Any) -> bool:
+        keep = await super()._stream(*args, **kwargs)
+        self.ends.append(time.monotonic())
+        return keep
+
+
+@dataclass
+class Figures:
+    per_call: list[float] = field(default_factory=list)
+    turn: list[float] = field(default_factory=list)
+    first_request: list[float] = field(default_factory=list)
+    exit_after_answer: list[float] = field(default_factory=list)
+    rss_mb: list[float] = field(default_factory=list)
+
+
+def run_once(
+    api: TimedApi,
+    loop: asyncio.AbstractEventLoop,
+    argv: list[str],
+    calls: int,
+    env: dict[str, str],
+    cwd: Path,
+    out: Figures,
+) -> None:
+    script = [{"commands": ["true"]} for _ in range(calls)] + [{"text": "Done."}]
+
+    async def reset() -> None:
+        api._queue.clear()
+        api.add(*script)
+        api.arrivals.clear()
+        api.ends.clear()
+
+    asyncio.run_coroutine_threadsafe(reset(), loop).result()
+    started = time.monotonic()
+    pid = _spawn_in(argv, env, cwd)
+    _, status, usage = os.wait4(pid, 0)
+    ended = time.monotonic()
+    if os.waitstatus_to_exitcode(status) != 0 or len(api.arrivals) != calls + 1:
+        print(
+            f"  ! {Path(argv[0]).name}… exited {os.waitstatus_to_exitcode(status)} after "
+            f"{len(api.arrivals)} of {calls + 1} requests",
+            file=sys.stderr,
+        )
+        return
+    gaps = [api.arrivals[i + 1] - api.ends[i] for i in range(calls)]
+    out.per_call.append(statistics.median(gaps))
+    out.turn.append(ended - started)
+    out.first_request.append(api.arrivals[0] - started)
+    out.exit_after_answer.append(ended - api.ends[-1])
+    out.rss_mb.append(usage.ru_maxrss / 1024)
+
+
+def _spawn_in(argv: list[str], env: dict[str, str], cwd: Path) -> int:
+    pid = os.fork()
+    if pid == 0:  # child: no Python work beyond this point
+        try:
+            os.chdir(cwd)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            os.execve(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    return pid
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=50)
+    args = parser.parse_args()
+
+    loop = asyncio.new_event_loop()
+    api = TimedApi()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    asyncio.run_coroutine_threadsafe(api.start(), loop).result()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp, "work")
+        work.mkdir()
+        home = Path(tmp, "synapse-home")
+        home.mkdir()
+        (home / "settings.json").write_text('{"maxTurns": 1000}')  # 50 calls > default 50 turns
+        loop_file = Path(tmp, "minimal_loop.py")
+        loop_file.write_text(MINIMAL_LOOP)
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": tmp,
+            "ANTHROPIC_API_KEY": KEY,
+            "ANTHROPIC_BASE_URL": api.base_url,
+            "SYNAPSE_HOME": str(home),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "DISABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        prompt = f"Run `true` {args.calls} times, one call each, then say Done."
+        synapse = str(Path(sys.executable).with_name("synapse"))
+        agents: dict[str, list[str]] = {
+            "Synapse (chat -p)": [synapse, "chat", "-p", prompt],
+            "minimal SDK loop": [sys.executable, str(loop_file), prompt],
+        }
+        claude = shutil.which("claude")
+        if claude:
+            agents["Claude Code"] = [claude, "-p", prompt, "--allowedTools", "Bash"]
+        else:
+            print("Claude Code: not on PATH, skipped (npm i -g @anthropic-ai/claude-code)")
+        figures = {name: Figures() for name in agents}
+        for run in range(args.runs):
+            for name, argv in agents.items():
+                run_once(api, loop, argv, args.calls, env, work, figures[name])
+            print(f"run {run + 1}/{args.runs} done", file=sys.stderr)
+    asyncio.run_coroutine_threadsafe(api.close(), loop).result()
+
+    def cell(values: list[float], scale: float, unit: str) -> str:
+        if not values:
+            return "—"
+        med = statistics.median(values) * scale
+        return f"{med:.1f} {unit} ({min(values) * scale:.1f}–{max(values) * scale:.1f})"
+
+    rows = [
+        ("per tool call, median", "per_call", 1000, "ms"),
+        ("whole turn, wall", "turn", 1, "s"),
+        ("spawn → first model request", "first_request", 1, "s"),
+        ("last answer → process exit", "exit_after_answer", 1000, "ms"),
+        ("peak RSS", "rss_mb", 1, "MB"),
+    ]
+    names = list(agents)
+    print(f"\n{args.calls} Bash `true` calls then an answer; median (min–max) of {args.runs} runs")
+    print("| figure | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for label, attr, scale, unit in rows:
+        cells = [cell(getattr(figures[n], attr), scale, unit) for n in names]
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    base = figures["minimal SDK loop"]
+    ours = figures["Synapse (chat -p)"]
+    if base.first_request and ours.first_request:
+        ratio = statistics.median(ours.first_request) / statistics.median(base.first_request)
+        print(f"\nspawn → first request, Synapse / minimal loop: {ratio:.2f}× (target ≤ 1.0×)")
+    if ours.exit_after_answer:
+        exit_ms = statistics.median(ours.exit_after_answer) * 1000
+        print(f"last answer → exit, Synapse: {exit_ms:.0f} ms (target ≤ 30 ms, no MCP server)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
