@@ -88,6 +88,9 @@ class CommandContext:
     state: dict[str, Any] = field(default_factory=dict)
     # Emits a structured event to whoever drives the router (e.g. plan updates).
     emit: Callable[[Any], None] | None = None
+    # stdout feeds another command (`read f | grep x`), not the model: plain text only
+    # (no line numbers).
+    piped: bool = False
 
     def resolve(self, path: str) -> Path:
         p = Path(path).expanduser()

@@ -9,6 +9,7 @@ persistent shell exactly as typed. The router returns a structured
 from __future__ import annotations
 
 import asyncio
+import difflib
 import os
 import re
 import shutil
@@ -17,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from synapse_lsp import cmdline
 from synapse_lsp.builtins import default_builtins
@@ -57,6 +58,20 @@ _SHELL_SYNTAX = frozenset(
     {"for", "while", "until", "if", "case", "select", "function", "{", "(", "((", "[[", "!", "time"}
 )
 EXTENSION_PREFIXES = ("mcp:", "skill:")
+# `bash` alone (or only asking for an interactive/login shell) would wait for input that
+# never comes: every command already runs in a persistent bash.
+_BARE_SHELLS = frozenset(
+    {("bash",), ("sh",), ("bash", "-i"), ("bash", "-l"), ("bash", "--login"), ("bash", "-il")}
+)
+
+
+@runtime_checkable
+class ExtensionDirectory(Protocol):
+    """What an extension lookup may also say, for not-found hints (the registry does)."""
+
+    def command_names(self) -> list[str]: ...
+
+    def extension_sources(self) -> dict[str, list[str]]: ...
 
 
 @dataclass
@@ -211,6 +226,18 @@ class BashRouter:
                     f"inside, e.g. {example}."
                 },
             )
+        if tuple(line.split()) in _BARE_SHELLS:
+            return CommandOutput(
+                stderr=f"`{line}` with no command would start an interactive shell and wait "
+                "for input that never comes; every command already runs in a persistent "
+                "bash session. Not run.\n",
+                exit_code=2,
+                category=FailureCategory.INVALID_USAGE,
+                data={
+                    "hint": 'Hint: Run the command itself, e.g. Bash(command="ls -la"), or a '
+                    'script with Bash(command="bash script.sh").'
+                },
+            )
         wrapped = _BASH_WRAPPED.match(line)
         if wrapped is not None:
             inner = wrapped.group("inner").replace("\\" + wrapped.group("q"), wrapped.group("q"))
@@ -247,9 +274,11 @@ class BashRouter:
             alias = ALIASES[(word, rest_words[1])]
             if alias in self.builtins:
                 return Layer.AGENT, self.builtins[alias]
-        if name.startswith(EXTENSION_PREFIXES) and name.count(":") >= 2:
-            found = self.extensions.get(name) if self.extensions is not None else None
-            return Layer.EXTENSION, found or _NotFound(name)
+        if name.startswith(EXTENSION_PREFIXES):
+            found = None
+            if self.extensions is not None and name.count(":") >= 2:
+                found = self.extensions.get(name)
+            return Layer.EXTENSION, found or _NotFound(name, self.not_found_hint)
         return Layer.NATIVE, None
 
     async def _plan(self, line: str, layer: Layer) -> list[Step]:
@@ -373,6 +402,17 @@ class BashRouter:
                 f"\n[timed out after {self.settings.command_timeout:g} s: the command's processes "
                 "were killed; the shell session is intact]\n"
             )
+        elif getattr(result, "shell_exited", False) and result.exit_code != 0:
+            out.data["hint"] = (
+                "Hint: The command ended the session's shell (`exit`/`exec`), so a fresh shell "
+                "starts with the next command: variables, functions and aliases set earlier "
+                "are gone. To stop a script early, run it as `bash script.sh` (its `exit` "
+                "then ends only the script)."
+            )
+        elif category is FailureCategory.NOT_FOUND:
+            base = cmdline.base_command(line)
+            if base and f"{base}: command not found" in result.stderr:
+                out.data["hint"] = self.not_found_hint(base)
         routed = self._finish(command, Layer.NATIVE, out, started, bounded=True)
         routed.full_output_path = result.full_output_path
         return routed
@@ -406,7 +446,8 @@ class BashRouter:
             return CommandOutput.usage_error(
                 target.name, f"`{split.operator.strip()}` after a built-in is not supported"
             )
-        output = await self._invoke(target, argv, stdin, on_output, emit)
+        piped = split.operator == "|" and bool(split.rest.strip())
+        output = await self._invoke(target, argv, stdin, on_output, emit, piped=piped)
         if split.operator is None or not split.rest.strip():
             return output
         if split.operator == "|":
@@ -430,8 +471,12 @@ class BashRouter:
         stdin: str | None,
         on_output: OutputSink | None,
         emit: Callable[[Any], None] | None,
+        *,
+        piped: bool = False,
     ) -> CommandOutput:
-        is_extension = target.name.startswith(EXTENSION_PREFIXES) and target.name.count(":") >= 2
+        is_extension = isinstance(target, _NotFound) or (
+            target.name.startswith(EXTENSION_PREFIXES) and target.name.count(":") >= 2
+        )
         if not is_extension and len(argv) >= 2 and argv[1] in ("-h", "--help"):
             if argv[1] == "-h":
                 return CommandOutput(f"{target.usage}\n{target.summary}\n")
@@ -450,6 +495,7 @@ class BashRouter:
             in_subagent=self.in_subagent,
             state=self.state,
             emit=emit,
+            piped=piped,
         )
         args = argv if target.name == "task" or is_extension else argv[1:]
         return await target.run(args, ctx)
@@ -495,6 +541,43 @@ class BashRouter:
         return CommandOutput(
             result.stdout, output.stderr + result.stderr, result.exit_code, category
         )
+
+    def not_found_hint(self, name: str) -> str:
+        """The hint for a command nobody provides (a typo, an unknown `mcp:`/`skill:`
+        name): its `--help` would fail the same way, so point at `command:search` and
+        what is close, and name the configured MCP servers and skills."""
+        directory = self.extensions if isinstance(self.extensions, ExtensionDirectory) else None
+        extension_names: list[str] = directory.command_names() if directory is not None else []
+        sources: dict[str, list[str]] = (
+            directory.extension_sources() if directory is not None else {}
+        )
+        candidates = [*self.builtins, *SINGLE_ALIASES, *extension_names]
+        if name.startswith(EXTENSION_PREFIXES):
+            prefix = name.rstrip(":") + ":"
+            close = sorted(c for c in extension_names if c.startswith(prefix))[:5]
+        else:
+            candidates += _path_commands(self._env().get("PATH", ""))
+            close = []
+        matches = difflib.get_close_matches(name, set(candidates), n=10, cutoff=0.6)
+        # a transposition (`gti` -> `git`) first, then the closest length
+        matches.sort(key=lambda c: (sorted(c) != sorted(name), abs(len(c) - len(name))))
+        for match in matches[:3]:
+            if match not in close and match != name:
+                close.append(match)
+        parts = [f"Hint: `{name}` is not a command here, so `{name} --help` would fail too."]
+        if close:
+            parts.append("Did you mean " + " or ".join(f"`{c}`" for c in close[:5]) + "?")
+        servers = sources.get("mcp", [])
+        skills = sources.get("skill", [])
+        known = [
+            "configured MCP servers: " + (", ".join(servers) if servers else "none"),
+            "skills: " + (", ".join(skills[:20]) if skills else "none"),
+        ]
+        parts.append(
+            "Find extension commands with `command:search <keyword>` (`command:search` alone "
+            f"lists them all; {'; '.join(known)})."
+        )
+        return " ".join(parts)
 
     def _env(self) -> dict[str, str]:
         """The environment in-process commands see (copied per call: commands may change
@@ -659,11 +742,25 @@ def _quote_for_hint(inner: str) -> str:
     return '"' + inner.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _path_commands(path: str) -> list[str]:
+    """The executable names on `path` (only read when a command was not found)."""
+    names: set[str] = set()
+    for folder in path.split(os.pathsep):
+        try:
+            with os.scandir(folder or ".") as entries:
+                names.update(e.name for e in entries if ":" not in e.name)
+        except OSError:
+            continue
+    return sorted(names)
+
+
 @dataclass(frozen=True)
 class _NotFound:
-    """An `mcp:`/`skill:` name nobody provides: a clear not-found with the way to discover."""
+    """An `mcp:`/`skill:` name nobody provides: a clear not-found with the way to discover
+    (`hint_for` gives the "did you mean" and the configured servers)."""
 
     name: str
+    hint_for: Callable[[str], str]
     summary: str = "unknown extension command"
 
     @property
@@ -674,9 +771,18 @@ class _NotFound:
         return f"{self.name}: no such extension command"
 
     async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
+        whole = self.name.count(":") >= 2
+        what = (
+            "unknown extension command"
+            if whole
+            else (
+                "unknown extension command (extension commands have three parts: "
+                "`mcp:<server>:<tool>` or `skill:<skill>:<script>`)"
+            )
+        )
         return CommandOutput(
-            stderr=f"{self.name}: command not found. Extension commands are listed by "
-            "`command:search <keyword>` (add `--type mcp` or `--type skill`).\n",
+            stderr=f"{self.name}: {what}.\n",
             exit_code=127,
             category=FailureCategory.NOT_FOUND,
+            data={"hint": self.hint_for(self.name)},
         )

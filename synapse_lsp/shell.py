@@ -92,6 +92,8 @@ class ShellResult:
     # The command broke the framing (a forged completion marker, or a prompt hook it
     # disabled): it was killed and the shell replaced; stderr says so.
     protocol_violation: bool = False
+    # The command ended the shell itself (`exit`, `exec`): a fresh one starts next.
+    shell_exited: bool = False
 
 
 @dataclass
@@ -404,6 +406,7 @@ class ShellSession:
             full_output_path=run.stdout.full_output_path or run.stderr.full_output_path,
             duration=time.perf_counter() - started,
             protocol_violation=run.violation is not None,
+            shell_exited=run.violation is None and run.shell_exit is not None,
         )
 
     async def _stop(self, run: _Run, *, interrupted: bool = False) -> None:

@@ -15,6 +15,11 @@ from synapse_lsp.router import BashRouter
 FIVE = "line 1\nline 2\nline 3\nline 4\nline 5\n"
 
 
+def numbered(text: str, first: int = 1) -> str:
+    """`read`'s output for the model: `cat -n` style (issue 14 item 21)."""
+    return "".join(f"{n:>6}\t{line}\n" for n, line in enumerate(text.splitlines(), first))
+
+
 @pytest.fixture
 def five(workdir: Path) -> Path:
     path = workdir / "five.txt"
@@ -28,26 +33,26 @@ def five(workdir: Path) -> Path:
 async def test_read_whole_file(router: BashRouter, five: Path) -> None:
     result = await router.route(f"read {five}")
     assert result.exit_code == 0
-    assert result.stdout == FIVE
+    assert result.stdout == numbered(FIVE)
 
 
 async def test_read_offset_is_zero_based(router: BashRouter, five: Path) -> None:
     result = await router.route("read five.txt --offset 2")
     assert result.exit_code == 0
-    assert result.stdout == "line 3\nline 4\nline 5\n"
+    assert result.stdout == numbered("line 3\nline 4\nline 5\n", first=3)
 
 
 async def test_read_limit(router: BashRouter, five: Path) -> None:
     result = await router.route("read five.txt --limit 2")
     assert result.exit_code == 0
-    assert result.stdout.startswith("line 1\nline 2\n")
+    assert result.stdout.startswith(numbered("line 1\nline 2\n"))
     assert "line 3" not in result.stdout
     assert "--offset 2" in result.stdout  # says how to read on
 
 
 async def test_read_offset_and_limit_with_equals(router: BashRouter, five: Path) -> None:
     result = await router.route("read five.txt --offset=1 --limit=1")
-    assert result.stdout.splitlines()[0] == "line 2"
+    assert result.stdout.splitlines()[0] == "     2\tline 2"
 
 
 async def test_read_missing_file(router: BashRouter) -> None:
@@ -93,7 +98,7 @@ async def test_read_of_2000_lines_reaches_the_model_whole(
     (workdir / "long.txt").write_text("".join(f"row {i}\n" for i in range(3000)))
     result = await router.route("read long.txt")
     lines = result.text.splitlines()
-    assert lines[:2000] == [f"row {i}" for i in range(2000)]
+    assert lines[:2000] == [f"{i + 1:>6}\trow {i}" for i in range(2000)]
     assert lines[2000:] == ["[more lines follow; continue with: read long.txt --offset 2000]"]
     assert "omitted" not in result.text
 
@@ -109,7 +114,7 @@ async def test_read_piped_into_a_native_command_is_bounded_as_native_output(
 async def test_read_keeps_crlf_files_readable(router: BashRouter, workdir: Path) -> None:
     (workdir / "dos.txt").write_bytes(b"a\r\nb\r\n")
     result = await router.route("read dos.txt")
-    assert result.stdout == "a\nb\n"
+    assert result.stdout == numbered("a\nb\n")
 
 
 async def test_read_offset_past_end(router: BashRouter, five: Path) -> None:
@@ -127,7 +132,9 @@ async def test_read_huge_file_is_paged_not_loaded(router: BashRouter, workdir: P
     try:
         result = await router.route("read big.log --offset 1000000 --limit 3")
         assert result.exit_code == 0
-        assert result.stdout.splitlines()[:3] == ["x" * 99] * 3
+        assert result.stdout.splitlines()[:3] == [
+            f"{n:>6}\t" + "x" * 99 for n in range(1_000_001, 1_000_004)
+        ]
         assert "--offset 1000003" in result.stdout
         first = await router.route("read big.log")
         assert first.exit_code == 0
@@ -149,7 +156,7 @@ async def test_read_resolves_against_the_shell_cwd(router: BashRouter, workdir: 
     (workdir / "sub" / "inner.txt").write_text("inside\n")
     await router.route("cd sub")
     result = await router.route("read inner.txt")
-    assert result.stdout == "inside\n"
+    assert result.stdout == "     1\tinside\n"
 
 
 # ----------------------------------------------------------------- write

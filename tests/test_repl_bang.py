@@ -21,14 +21,24 @@ from tests.test_repl import TIMEOUT, finish, home_env, spawn
 class PtyChat:
     """`synapse chat` on a pseudo-terminal, as a person runs it."""
 
-    def __init__(self, env: dict[str, str], cwd: Path, args: list[str] | None = None) -> None:
-        env = {**env, "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"}
+    def __init__(
+        self,
+        env: dict[str, str],
+        cwd: Path,
+        args: list[str] | None = None,
+        *,
+        columns: int = 100,
+        no_color: bool = False,
+    ) -> None:
+        env = {**env, "TERM": "xterm-256color", "COLUMNS": str(columns), "LINES": "30"}
         env.pop("NO_COLOR", None)
+        if no_color:
+            env["NO_COLOR"] = "1"
         self.proc = PtyProcessUnicode.spawn(
             [sys.executable, "-m", "synapse_lsp.cli.entry", "chat", *(args or [])],
             cwd=str(cwd),
             env=env,
-            dimensions=(30, 100),
+            dimensions=(30, columns),
         )
         self._chunks: list[str] = []
         self._reader = threading.Thread(target=self._pump, daemon=True)

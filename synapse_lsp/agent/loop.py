@@ -34,6 +34,7 @@ from synapse_lsp.agent.history import (
     with_cache_breakpoint,
 )
 from synapse_lsp.agent.model import StreamDone, StreamRetry, StreamText, StreamThinking
+from synapse_lsp.agent.tool_names import unknown_tool_result
 from synapse_lsp.commands import FailureCategory
 from synapse_lsp.config import as_source
 from synapse_lsp.errors import ModelError
@@ -293,11 +294,20 @@ class Loop:
         command = tool_input.get("command")
         problem: str | None = None
         if block.get("name") != "Bash":
-            problem = f"Unknown tool {block.get('name')!r}: the only tool is Bash."
-        elif "_incomplete_json" in tool_input:
+            problem = unknown_tool_result(block.get("name"), tool_input)
+        elif "_incomplete_json" in tool_input and cut == "max_tokens":
             problem = (
                 "Not run: your response was cut off (max_tokens) before this command was "
                 "complete. Send it again, shorter (e.g. write big files in parts)."
+            )
+        elif "_incomplete_json" in tool_input:
+            raw = str(tool_input["_incomplete_json"])
+            shown_raw = raw if len(raw) <= 200 else raw[:200] + "…"
+            problem = (
+                "Not run: the tool input was malformed JSON (the response was complete, not "
+                f'cut off): {shown_raw}\nHint: Call Bash with a JSON object whose "command" '
+                'is one string, e.g. Bash(command="ls -la"); escape quotes and newlines '
+                "inside it."
             )
         elif not isinstance(command, str) or not command.strip():
             problem = 'Invalid input: Bash needs a non-empty string "command".'

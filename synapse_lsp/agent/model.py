@@ -189,7 +189,8 @@ class _Attempt:
                 try:
                     parsed = json.loads(raw) if raw.strip() else {}
                 except ValueError:
-                    # An input cut by max_tokens: keep what arrived so the loop can say so.
+                    # An input cut by max_tokens, or malformed: keep what arrived so the
+                    # loop can say which (it knows the stop reason).
                     parsed = {"_incomplete_json": raw}
                 block = {**block, "input": parsed if isinstance(parsed, dict) else {"_": parsed}}
             elif block.get("type") == "text" and not block.get("citations"):

@@ -23,7 +23,8 @@ class EditCommand:
   <old>    the exact text to find (whitespace and newlines count); must not be empty
   <new>    the replacement text (may be empty to delete)
   --all    replace every occurrence instead of only the first
-  If <old> is not found nothing changes and the command fails. Quote <old> and <new>
+  If <old> is not found nothing changes and the command fails. Line numbers copied
+  from `read`'s output (`  12<TAB>`) are left out of <old> and <new>. Quote <old> and <new>
   as single arguments; they may span lines. Line breaks match the file's own (LF or
   CRLF), and new lines take the endings of the lines they replace. In an editor the
   change lands in its buffer (unsaved text included).
@@ -78,13 +79,23 @@ Examples:
     ) -> CommandOutput:
         count, after = replace_text(before, old, new, replace_all=replace_all)
         if count == 0:
+            unnumbered = strip_line_numbers(old)
+            if unnumbered is not None:  # copied from `read`'s output, numbers and all
+                old = unnumbered
+                new = strip_line_numbers(new) or new
+                count, after = replace_text(before, old, new, replace_all=replace_all)
+        if count == 0:
             hint = ""
             if old.strip() and old.strip() in before:
                 hint = " (it occurs with different surrounding whitespace)"
-            return _fail(
-                f"edit: {file_arg}: <old> text not found{hint}; nothing changed. "
-                f"Check the exact text with: read {file_arg}"
+            out = _fail(f"edit: {file_arg}: <old> text not found{hint}; nothing changed.")
+            out.data["hint"] = (
+                f"Hint: Read the file first (`read {file_arg}`) and copy <old> exactly as it "
+                "is there (whitespace and line breaks count; leave out the line numbers "
+                "`read` puts in front), then retry. "
+                "Run `edit --help` to learn the correct usage."
             )
+            return out
         if after == before:
             return CommandOutput(f"No change: {file_arg} already has that text\n")
         try:
@@ -101,6 +112,20 @@ Examples:
 
 
 _BREAK = re.compile(r"\r\n|\n")
+# `read`'s line-number prefix (`cat -n`: right-aligned number and a tab; also the
+# `  12→` arrow form some models learned).
+_NUMBER_PREFIX = re.compile(r"^ *\d+(?:\t|\u2192)")
+
+
+def strip_line_numbers(text: str) -> str | None:
+    """`text` without the line-number prefix on each of its lines, when every non-empty
+    line has one (a model copied `read`'s output into <old>); None otherwise."""
+    lines = text.split("\n")
+    if not any(lines) or not all(_NUMBER_PREFIX.match(line) for line in lines if line):
+        return None
+    return "\n".join(_NUMBER_PREFIX.sub("", line, count=1) for line in lines)
+
+
 _ANY_BREAK = r"\r?\n"
 
 

@@ -27,7 +27,7 @@ _CHUNK = 64 * 1024
 
 class ReadCommand:
     name = "read"
-    summary = "Print lines of a text file (0-based --offset, --limit lines)."
+    summary = "Print a text file's lines, numbered (--offset N skips N lines, --limit N)."
     usage = "read <file> [--offset N] [--limit N]"
 
     def help(self) -> str:
@@ -35,8 +35,11 @@ class ReadCommand:
 {self.usage}
   {self.summary}
   <file>        path, relative to the shell's current directory
-  --offset N    first line to print, 0-based (--offset 2 starts at the 3rd line); default 0
+  --offset N    skip the first N lines (--offset 2 starts at line 3); default 0
   --limit N     print at most N lines; default {DEFAULT_LIMIT}
+  Each line is shown as `cat -n` does: its number (from 1), a tab, the text. The
+  numbers are not part of the file: leave them out of `edit`'s <old> and <new>.
+  Piped into another command (`read f | grep x`) the lines are plain, unnumbered.
   Lines longer than {MAX_LINE_CHARS} characters are cut; output stops at about
   {MAX_OUTPUT_BYTES // 1024} KiB, and a last line says how to read on with --offset.
   If the file is open in the editor, its unsaved text is what you read.
@@ -60,8 +63,9 @@ Examples:
         shown = args.positional[0]
         assert limit is not None
         buffered = await ctx.files.document_text(path)
+        numbered = not ctx.piped
         if buffered is not None:
-            return _page_text(shown, buffered, offset, limit)
+            return _page_text(shown, buffered, offset, limit, numbered)
         try:
             with path.open("rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
@@ -69,9 +73,10 @@ Examples:
                 if b"\0" in data[:_SNIFF]:
                     return _fail(f"read: {shown}: binary file ({size} bytes), not shown")
                 if size <= WHOLE_FILE_BYTES:
-                    return _page_text(shown, _decode_whole(data, shown), offset, limit)
+                    text = _decode_whole(data, shown)
+                    return _page_text(shown, text, offset, limit, numbered)
                 fh.seek(0)
-                return _page(shown, _decoded_lines(fh, shown), offset, limit)
+                return _page(shown, _decoded_lines(fh, shown), offset, limit, numbered)
         except _DecodeError as exc:
             return _fail(str(exc))
         except FileNotFoundError:
@@ -168,7 +173,14 @@ def _decode_whole(data: bytes, shown: str) -> str:
         raise _not_utf8(shown, number, exc.start - start) from None
 
 
-def _page_text(shown: str, text: str, offset: int, limit: int) -> CommandOutput:
+def _number(lines: list[str], first: int) -> str:
+    """`cat -n` style: the 1-based line number right-aligned in 6 columns, a tab, the line."""
+    return "\n".join([f"{n:>6}\t{line}" for n, line in enumerate(lines, first)])
+
+
+def _page_text(
+    shown: str, text: str, offset: int, limit: int, numbered: bool = False
+) -> CommandOutput:
     """`_page` for text already in memory: slices and joins, per-line work only if needed."""
     lines = text.split("\n")
     if lines[-1] == "":
@@ -177,16 +189,21 @@ def _page_text(shown: str, text: str, offset: int, limit: int) -> CommandOutput:
     if selected and max(map(len, selected)) <= MAX_LINE_CHARS:
         body = "\n".join(selected)
         if "\r" in body:
-            body = "\n".join(line.rstrip("\r") for line in selected)
+            selected = [line.rstrip("\r") for line in selected]
+            body = "\n".join(selected)
+        if numbered:
+            body = _number(selected, offset + 1)
         if len(body) * 4 < MAX_OUTPUT_BYTES or len(body.encode("utf-8")) < MAX_OUTPUT_BYTES:
             if len(lines) > offset + limit:
                 more = f"read {shown} --offset {offset + limit}"
                 body += f"\n[more lines follow; continue with: {more}]"
             return CommandOutput(body + "\n", paged=True)
-    return _page(shown, (line + "\n" for line in lines), offset, limit)
+    return _page(shown, (line + "\n" for line in lines), offset, limit, numbered)
 
 
-def _page(shown: str, lines: Iterator[str], offset: int, limit: int) -> CommandOutput:
+def _page(
+    shown: str, lines: Iterator[str], offset: int, limit: int, numbered: bool = False
+) -> CommandOutput:
     """Take lines [offset, offset+limit) lazily: a 200 MB file is never held whole."""
     out: list[str] = []
     size = 0
@@ -198,6 +215,8 @@ def _page(shown: str, lines: Iterator[str], offset: int, limit: int) -> CommandO
                 text[:MAX_LINE_CHARS]
                 + f" [... line cut at {MAX_LINE_CHARS} characters; it has {whole:,} bytes]"
             )
+        if numbered:
+            text = f"{index + 1:>6}\t{text}"
         size += len(text.encode("utf-8")) + 1
         if size > MAX_OUTPUT_BYTES and out:
             out.append(

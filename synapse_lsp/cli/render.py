@@ -223,9 +223,8 @@ class Renderer:
         """A command's header: its title, and its command line when the title is not it."""
         self.calls[key] = _Call(indent, self._now())
         title = _title(command)
-        lines = self.style.wrap(f"\u25b8 {title}{note}", indent)
-        lines[0] = self.style.bold(lines[0])
-        if title.strip() != command.strip():
+        lines = [self.style.bold(x) for x in self.style.wrap(f"\u25b8 {title}{note}", indent)]
+        if command.strip() not in title:  # a title quoting the whole command says it
             lines += [self.style.dim(x) for x in self.style.wrap(f"$ {command}", indent + "  ")]
         self._lines(lines)
 

@@ -38,6 +38,13 @@ next request. A line starting with ! runs in the session's shell with this termi
 request. Ctrl-C cancels a running turn; Ctrl-D or /exit leaves."""
 
 
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 class TypeAhead:
     """Lines typed while a turn runs (in a terminal): `/exit` (or an alias) ends the
     turn at once and then the program, like Ctrl-C then /exit; any other line is queued
@@ -130,6 +137,7 @@ def interactive(
     out.write(f"Synapse chat \u2014 session {runtime.session.id}. /help for help.\n")
     out.flush()
     count = 1  # the number of the next prompt sent to the model
+    echoed = _isatty(sys.stdin)  # a terminal echoes what is typed
     while True:
         prompt = f"You ({count})> "
         if queued:
@@ -139,6 +147,9 @@ def interactive(
         else:
             try:
                 line = read(prompt)
+                if not echoed:  # from a pipe: the transcript shows what was read
+                    out.write(line + "\n")
+                    out.flush()
             except EOFError:
                 out.write("\n")
                 return 0

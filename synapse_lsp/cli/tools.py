@@ -1,7 +1,7 @@
 """`synapse tools …`: list, search and refresh extension commands from the command line.
 
     synapse tools list [--type mcp|skill]
-    synapse tools search <keyword|regex> [--type mcp|skill] [--limit N]
+    synapse tools search [<keyword|glob|regex>] [--type mcp|skill] [--regex] [--limit N]
     synapse tools refresh [mcp|skills|all]
 
 The workspace is the current directory (its `mcp_servers.json` is read first).
@@ -44,11 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument(
         "--type", choices=["mcp", "skill"], default=None, help="only mcp:* or skill:* commands"
     )
-    search = sub.add_parser("search", help="search commands by keyword or regex")
-    search.add_argument("query", help="keywords, or a regular expression")
+    search = sub.add_parser("search", help="search commands by keyword, glob or regex")
+    search.add_argument(
+        "query",
+        nargs="?",
+        default="",
+        help="keywords; a glob when its only special characters are * and ? "
+        "('mcp:github:*'); else a regex if it has regex characters; none lists all",
+    )
     search.add_argument(
         "--type", choices=["mcp", "skill"], default=None, help="only mcp:* or skill:* commands"
     )
+    search.add_argument("--regex", action="store_true", help="the query is a regular expression")
     search.add_argument(
         "--limit", type=_non_negative, default=DEFAULT_LIMIT,
         help=f"show at most this many results (default {DEFAULT_LIMIT})",
@@ -90,7 +97,13 @@ async def run(args: argparse.Namespace, settings: Settings, cwd: Path) -> int:
         if args.action in ("list", "search"):
             query = args.query if args.action == "search" else ""
             limit = args.limit if args.action == "search" else None
-            shown = search_commands(registry.search_index(), query, kind, limit)
+            try:
+                shown = search_commands(
+                    registry.search_index(), query, kind, limit, regex=getattr(args, "regex", False)
+                )
+            except ValueError as exc:
+                print(f"synapse tools search: {exc}", file=sys.stderr)
+                return 2
             for match in shown:
                 print(match.line())
             if not shown.total and args.action == "search":

@@ -166,6 +166,23 @@ class ExtensionRegistry:
             self._search = SearchIndex.of(self.commands())
         return self._search
 
+    def command_names(self) -> list[str]:
+        """Every extension command name known now (for "did you mean")."""
+        return [*self._mcp_cmds, *self._skill_cmds]
+
+    def extension_sources(self) -> dict[str, list[str]]:
+        """The configured MCP servers and installed skills, by kind (for not-found hints)."""
+        return {"mcp": sorted(self.mcp.servers), "skill": sorted(self.skills)}
+
+    async def wait_for_pending(self, limit: float) -> None:
+        """Wait for the servers still connecting, up to their connectTimeout and `limit`
+        seconds (a search at session start must not find nothing)."""
+        pending = [s for s in self.mcp.servers.values() if s.state in ("connecting", "idle")]
+        if not pending:
+            return
+        bound = min(limit, max(s.config.connect_timeout for s in pending))
+        await asyncio.gather(*(s.wait_ready(bound) for s in pending))
+
     def pending_servers(self) -> list[str]:
         return [s.name for s in self.mcp.servers.values() if s.state in ("connecting", "idle")]
 

@@ -8,11 +8,15 @@ in its order.
 
 The rule:
 
-- Matching. A query holding any of `. * + ? [ ] ( ) { } | ^ $ \\` that compiles is a
+- Matching. An empty query (or none) matches every command. A query whose only
+  special characters are `*` and `?` is a glob on the whole name (`mcp:test:*` lists
+  the tools of server `test`, not those of `testing`; `*` lists everything).
+  `regex=True` (`--regex`) makes the query a regular expression whatever it holds.
+  Otherwise a query holding any of `. * + ? [ ] ( ) { } | ^ $ \\` that compiles is a
   regular expression (Python `re`, `search` semantics, case-insensitive, `^`/`$`
   anchor at the start/end of the name or of the description); anything else is
   keywords, each of which must appear (case-insensitively) in the name or the
-  description. `""` matches every command.
+  description.
 - Ranking, best first: 0 the name equals the query; 1 the name starts with the query
   text; 2 the query matches the name (a regex matches it, or the one keyword / every
   keyword is in it); 3 it matches only through the description. Ties are broken by
@@ -28,7 +32,7 @@ import bisect
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from synapse_lsp.builtins.args import ArgError, non_negative_int, parse_args
 from synapse_lsp.commands import CommandContext, CommandOutput
@@ -36,6 +40,7 @@ from synapse_lsp.commands import CommandContext, CommandOutput
 DEFAULT_LIMIT = 50
 KINDS = ("mcp", "skill")
 _REGEX_CHARS = set(".*+?[](){}|^$\\")
+_GLOB_CHARS = set("*?")
 
 # Ranks (lower is better); see the module docstring.
 RANK_EXACT = 0
@@ -142,14 +147,17 @@ class SearchIndex:
         return cached
 
     def find(
-        self, query: str, kind: str | None = None
+        self, query: str, kind: str | None = None, *, regex: bool = False
     ) -> tuple[list[IndexEntry], tuple[int, int, int]]:
         """Every match, best first (the module's rule), and the positions in that list
         where ranks 1, 2 and 3 start (so no per-match rank object is built)."""
         pool, blob, starts = self._blob(kind)
-        pattern = _regex(query)
+        glob = None if regex else _glob(query)
+        pattern = _forced_regex(query) if regex else None if glob is not None else _regex(query)
         words = query.lower().split()
-        if pattern is not None:
+        if glob is not None:
+            hits = named = [e for e in pool if glob.fullmatch(e.name_lower)]
+        elif pattern is not None:
             # Rare hits in a big blob: let the regex engine skip ahead in C.
             locate = pattern.search
             hits = self._scan(pool, starts, lambda pos: _start(locate(blob, pos)))
@@ -203,17 +211,20 @@ def search_commands(
     query: str,
     kind: str | None = None,
     limit: int | None = None,
+    *,
+    regex: bool = False,
 ) -> Matches:
     """The one search: matches of `query` among `commands`, best first (module docstring).
 
     `commands` is any iterable of commands (name, summary, usage), or a `SearchIndex`
     built from them (the registry keeps one: `registry.search_index()`), which saves
     rebuilding it per query. `kind` keeps only "mcp" or only "skill" commands;
-    `limit` keeps the first N (`.total` of the result counts them all)."""
+    `limit` keeps the first N (`.total` of the result counts them all); `regex` forces
+    the query to be a regular expression (ValueError when it does not compile)."""
     if kind is not None and kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)} or None, not {kind!r}")
     index = commands if isinstance(commands, SearchIndex) else SearchIndex.of(commands)
-    found, rank_starts = index.find(query, kind)
+    found, rank_starts = index.find(query, kind, regex=regex)
     shown = found if limit is None else found[: max(0, limit)]
     matches = [e.match(bisect.bisect_right(rank_starts, i)) for i, e in enumerate(shown)]
     return Matches(matches, len(found))
@@ -221,6 +232,24 @@ def search_commands(
 
 def _start(match: re.Match[str] | None) -> int:
     return -1 if match is None else match.start()
+
+
+def _glob(query: str) -> re.Pattern[str] | None:
+    """A query whose only special characters are `*`/`?`: a whole-name glob."""
+    special = set(query) & _REGEX_CHARS
+    if not special or not special <= _GLOB_CHARS:
+        return None
+    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in query.lower())
+    return re.compile(body, re.DOTALL)
+
+
+def _forced_regex(query: str) -> re.Pattern[str]:
+    """`--regex`: the query is a regular expression (ValueError when it does not compile)."""
+    flags = re.MULTILINE | (re.IGNORECASE if query != query.lower() else 0)
+    try:
+        return re.compile(query, flags)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {query!r} ({exc})") from None
 
 
 def _regex(query: str) -> re.Pattern[str] | None:
@@ -237,8 +266,26 @@ def _regex(query: str) -> re.Pattern[str] | None:
     return None
 
 
+def query_mode(query: str, regex: bool = False) -> tuple[str, re.Pattern[str] | None]:
+    """How the module's rule reads `query`: ("all", None), ("glob", whole-name pattern),
+    ("regex", pattern) or ("keywords", None). ValueError for a bad forced regex."""
+    if regex:
+        return "regex", _forced_regex(query)
+    if not query.strip():
+        return "all", None
+    glob = _glob(query)
+    if glob is not None:
+        return "glob", glob
+    pattern = _regex(query)
+    return ("regex", pattern) if pattern is not None else ("keywords", None)
+
+
 def compile_query(query: str) -> Callable[[str], bool]:
-    """A predicate over lowercase text by the module's matching rule (no ranking)."""
+    """A predicate over lowercase text by the module's matching rule (no ranking; a glob
+    is matched against the text's first line, the name)."""
+    glob = _glob(query)
+    if glob is not None:
+        return lambda text: glob.fullmatch(text.split("\n", 1)[0]) is not None
     pattern = _regex(query)
     if pattern is not None:
         return lambda text: pattern.search(text) is not None
@@ -264,10 +311,17 @@ class SearchSource(Protocol):
     def notes(self) -> list[str]: ...
 
 
+@runtime_checkable
+class WaitsForServers(Protocol):
+    """A source whose MCP servers may still be connecting (the registry)."""
+
+    async def wait_for_pending(self, limit: float) -> None: ...
+
+
 class CommandSearchCommand:
     name = "command:search"
     summary = "Find extension commands (mcp:*, skill:*) by keyword or regular expression."
-    usage = "command:search <keyword|regex> [--type mcp|skill] [--limit N]"
+    usage = "command:search [<keyword|glob|regex>] [--type mcp|skill] [--regex] [--limit N]"
 
     def __init__(self, source: SearchSource) -> None:
         self.source = source
@@ -276,24 +330,31 @@ class CommandSearchCommand:
         return f"""\
 {self.usage}
   {self.summary}
-  Alias: tools search <keyword|regex>
-  <keyword|regex>  words that must all appear in a command's name or description
-                   (case-insensitive); a query containing any of . * + ? [ ] ( ) {{ }} | ^ $ \\
-                   is a regular expression instead (case-insensitive, matched anywhere).
-                   Empty query ("") lists every command.
+  Alias: tools search <keyword|glob|regex>
+  (none)           no query lists every command (of --type T)
+  <keyword>        words that must all appear in a command's name or description
+                   (case-insensitive)
+  <glob>           a query whose only special characters are * and ? matches whole
+                   names: "mcp:github:*" lists server github's tools, "*" everything
+  <regex>          a query containing any of . + [ ] ( ) {{ }} | ^ $ \\ (or * ? with
+                   them) is a regular expression (case-insensitive, matched anywhere)
+  --regex          the query is a regular expression whatever it holds
   --type T         only mcp or only skill commands
   --limit N        at most N results (default {DEFAULT_LIMIT})
+  MCP servers still connecting are waited for (up to their connectTimeout) first.
   Order: exact name, name starting with the query, name match, description match;
   by name within each. Then use `<name> -h` for the usage line and `<name> --help`
   for the full page.
 Examples:
   command:search pdf
+  command:search --type mcp
+  command:search "mcp:github:*"
   command:search "mcp:git-.*"
   tools search commit --type mcp"""
 
     async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
         try:
-            args = parse_args(argv, options={"type", "limit"})
+            args = parse_args(argv, options={"type", "limit"}, flags={"regex"})
             kind = args.options.get("type")
             if kind is not None and kind not in KINDS:
                 raise ArgError(f"--type must be mcp or skill, not {kind!r}")
@@ -303,13 +364,16 @@ Examples:
                     f"one query expected, got {len(args.positional)} words; quote it: "
                     f'command:search "{" ".join(args.positional)}"'
                 )
-            if not args.positional:
-                raise ArgError('missing <keyword|regex> (use "" to list every command)')
         except ArgError as exc:
             return CommandOutput.usage_error(self.name, str(exc))
-        query = args.positional[0]
+        query = args.positional[0] if args.positional else ""
+        if isinstance(self.source, WaitsForServers):
+            await self.source.wait_for_pending(ctx.settings.command_timeout)
         index = self.source.search_index()
-        shown = search_commands(index, query, kind, limit)
+        try:
+            shown = search_commands(index, query, kind, limit, regex="regex" in args.flags)
+        except ValueError as exc:
+            return CommandOutput.usage_error(self.name, str(exc))
         lines = [m.line() for m in shown]
         if not shown.total:
             lines.append(no_match_line(query, kind, len(index.entries)))

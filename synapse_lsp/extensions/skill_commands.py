@@ -8,11 +8,13 @@ keeps the index current (the watcher refreshes it), these commands read it throu
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from typing import Protocol
 
 from synapse_lsp.builtins.args import ArgError, non_negative_int, parse_args
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
+from synapse_lsp.extensions.search import query_mode
 from synapse_lsp.extensions.skills import SkillInfo, skills_dir
 
 DEFAULT_LIMIT = 10
@@ -45,10 +47,19 @@ def score_skill(skill: SkillInfo, words: list[str]) -> int:
     return total
 
 
+def _regex_score(skill: SkillInfo, pattern: re.Pattern[str]) -> int:
+    """2 when the pattern matches the name, 1 when only the rest of the skill's text."""
+    if pattern.search(skill.name.lower()):
+        return 2
+    scripts = " ".join(s.stem + " " + s.summary for s in skill.scripts)
+    text = f"{skill.description}\n{scripts}\n{skill.body}".lower()
+    return 1 if pattern.search(text) else 0
+
+
 class SkillSearchCommand:
     name = "skill:search"
     summary = "Find skills by what they do (name, description, SKILL.md text)."
-    usage = 'skill:search "<what you need>" [--limit N]'
+    usage = 'skill:search ["<what you need>"] [--regex] [--limit N]'
 
     def __init__(self, source: SkillSource) -> None:
         self.source = source
@@ -60,6 +71,11 @@ class SkillSearchCommand:
   Alias: skill search "<what you need>"
   Every word must appear in the skill's name, description, script names or SKILL.md;
   name matches rank first. Prints `name: description` and the skill's commands.
+  No query (or "") lists every skill; a query whose only special characters are * and ?
+  is a glob on the skill's name ("pdf*"); one with other regex characters, or --regex,
+  is a regular expression (case-insensitive) over the same text. The same rule as
+  command:search.
+  --regex     the query is a regular expression whatever it holds
   --limit N   at most N skills (default {DEFAULT_LIMIT})
   Next: skill:load <name> prints the skill's SKILL.md.
 Examples:
@@ -68,15 +84,27 @@ Examples:
 
     async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
         try:
-            args = parse_args(argv, options={"limit"})
+            args = parse_args(argv, options={"limit"}, flags={"regex"})
             limit = non_negative_int("limit", args.options.get("limit"), DEFAULT_LIMIT)
-            if not args.positional:
-                raise ArgError("missing <query>")
+            query = " ".join(args.positional)
+            try:
+                mode, pattern = query_mode(query, "regex" in args.flags)
+            except ValueError as exc:
+                raise ArgError(str(exc)) from None
         except ArgError as exc:
             return CommandOutput.usage_error(self.name, str(exc))
-        words = " ".join(args.positional).lower().split()
         skills = list(self.source.skills.values())
-        scored = [(score_skill(s, words), s) for s in skills]
+        if mode == "keywords":
+            words = query.lower().split()
+            scored = [(score_skill(s, words), s) for s in skills]
+        elif mode == "all":
+            scored = [(1, s) for s in skills]
+        elif mode == "glob":
+            assert pattern is not None
+            scored = [(int(pattern.fullmatch(s.name.lower()) is not None), s) for s in skills]
+        else:
+            assert pattern is not None
+            scored = [(_regex_score(s, pattern), s) for s in skills]
         found = sorted((p for p in scored if p[0] > 0), key=lambda p: (-p[0], p[1].name))
         if not found:
             where = skills_dir(ctx.settings.synapse_home)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
+import errno
 import os
 import re
 import shlex
@@ -331,13 +332,8 @@ async def run_script(
         with contextlib.suppress(Exception):
             await _kill_group(await spawn)
         raise
-    except (FileNotFoundError, PermissionError) as exc:
-        program = script.interpreter[0] if script.interpreter else str(script.path)
-        return CommandOutput(
-            stderr=f"{script.command_name}: cannot start {program}: {exc.strerror or exc}\n",
-            exit_code=127,
-            category=FailureCategory.DEPENDENCY_MISSING,
-        )
+    except OSError as exc:
+        return _cannot_start(script, exc)
     spill = ctx.settings.synapse_home / "outputs"
     out = BoundedCapture(ctx.settings.output, spill, name="stdout")
     err = BoundedCapture(ctx.settings.output, spill, name="stderr")
@@ -346,6 +342,50 @@ async def run_script(
     finally:
         out.close()
         err.close()
+
+
+# An executable without a shebang whose suffix names a known language: the interpreter
+# it wants (the kernel cannot run it: ENOEXEC).
+_SHEBANG_FOR = {
+    ".ts": "#!/usr/bin/env -S npx tsx",
+    ".mts": "#!/usr/bin/env -S npx tsx",
+    ".rb": "#!/usr/bin/env ruby",
+    ".pl": "#!/usr/bin/env perl",
+    ".php": "#!/usr/bin/env php",
+    ".lua": "#!/usr/bin/env lua",
+    ".r": "#!/usr/bin/env Rscript",
+}
+
+
+def _cannot_start(script: ScriptInfo, exc: OSError) -> CommandOutput:
+    """A script that could not be started (missing interpreter, no shebang, not
+    executable): one clear error, never an uncaught OSError."""
+    program = script.interpreter[0] if script.interpreter else str(script.path)
+    if exc.errno == errno.ENOEXEC and not script.interpreter:
+        wanted = _SHEBANG_FOR.get(script.path.suffix.lower())
+        example = wanted or "#!/usr/bin/env <interpreter>"
+        why = (
+            f"{script.path} is executable but has no shebang line naming its interpreter, "
+            "and its file type is not one Synapse runs itself "
+            f"(supported: {', '.join(sorted(EXTENSIONS))}); "
+            f"add a first line such as `{example}`"
+        )
+        return CommandOutput(
+            stderr=f"{script.command_name}: cannot start: {why}\n",
+            exit_code=126,
+            category=FailureCategory.DEPENDENCY_MISSING,
+        )
+    missing = isinstance(exc, FileNotFoundError) and script.interpreter
+    what = (
+        f"the interpreter {program} is not installed (not on PATH)"
+        if missing
+        else (exc.strerror or str(exc))
+    )
+    return CommandOutput(
+        stderr=f"{script.command_name}: cannot start {program}: {what}\n",
+        exit_code=127 if missing else 126,
+        category=FailureCategory.DEPENDENCY_MISSING,
+    )
 
 
 async def _supervise(

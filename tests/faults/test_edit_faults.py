@@ -127,7 +127,9 @@ async def test_multi_line_edit_of_a_crlf_file_keeps_crlf(router: BashRouter, wor
     data = b"head\r\none\r\ntwo\r\nthree\r\ntail"
     (workdir / "endings.txt").write_bytes(data)
     read = await router.route("read endings.txt")
-    assert read.stdout == "head\none\ntwo\nthree\ntail\n"  # what the model copies from
+    plain = await router.route("read endings.txt | cat")  # numbered for the model, else plain
+    assert plain.stdout == "head\none\ntwo\nthree\ntail\n"  # what the model copies from
+    assert read.stdout.splitlines()[1] == "     2\tone"
     text, after = await _edit_bytes(router, workdir, data, "one\ntwo\n", "uno\ndos\nmas\n")
     assert text.startswith("Replaced 1 occurrence"), text
     assert after == b"head\r\nuno\r\ndos\r\nmas\r\nthree\r\ntail"
@@ -206,10 +208,10 @@ def test_read_of_a_200_mb_single_line_is_cut_in_bounded_memory(tmp_path: Path) -
     peak_mb = int(peak_kib) / 1024
     assert peak_mb < RSS_BOUND_MB, f"read of a 200 MB line peaked at {peak_mb:.0f} MB"
     head, rest = first["stdout"].split(" [... ", 1)
-    assert head == "x" * 2000
+    assert head == "     1\t" + "x" * 2000  # numbered for the model (issue 14 item 21)
     assert rest.startswith("line cut at 2000 characters; it has 209,715,200 bytes]\n")
-    assert first["stdout"].endswith("\nsecond line\n")
-    assert second["stdout"] == "second line\n"
+    assert first["stdout"].endswith("\n     2\tsecond line\n")
+    assert second["stdout"] == "     2\tsecond line\n"
 
 
 async def test_a_huge_line_is_still_checked_as_utf8_across_chunks(
@@ -220,8 +222,9 @@ async def test_a_huge_line_is_still_checked_as_utf8_across_chunks(
     _write_huge_line(workdir / "accents.txt", 6 * MB, unit="é".encode(), tail=b"\nnext\n")
     good = await router.route("read accents.txt")
     assert good.exit_code == 0, good.text
-    assert good.stdout.startswith("é" * 2000 + " [... line cut at 2000 characters; it has ")
-    assert good.stdout.endswith(f"{6 * MB:,} bytes]\nnext\n")
+    cut = " [... line cut at 2000 characters; it has "
+    assert good.stdout.startswith("     1\t" + "é" * 2000 + cut)
+    assert good.stdout.endswith(f"{6 * MB:,} bytes]\n     2\tnext\n")
 
     bad = workdir / "bad.txt"
     _write_huge_line(bad, 5 * MB, tail=b"\xe9 latin-1\nnext\n")

@@ -1,0 +1,339 @@
+"""Issue 14 ("first hour of a real user"): the errors the model and the user see.
+
+One test (or a few) per item; each fails without its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.agent.tool_names import unknown_tool_result
+from synapse_lsp.commands import CommandContext, FailureCategory, Layer
+from synapse_lsp.config import Settings
+from synapse_lsp.extensions.registry import ExtensionRegistry
+from synapse_lsp.extensions.search import CommandSearchCommand, SearchIndex, search_commands
+from synapse_lsp.extensions.skill_commands import SkillSearchCommand
+from synapse_lsp.extensions.skills import run_script, scan_skills
+from synapse_lsp.files import DiskFiles
+from synapse_lsp.router import BashRouter
+from synapse_lsp.shell import ShellSession
+from tests.test_agent import MakeSession, api, finished, make, tool_results, turn  # noqa: F401
+
+
+def _write(path: Path, text: str, mode: int | None = None) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    if mode is not None:
+        path.chmod(mode)
+    return path
+
+
+def _skill(home: Path, name: str, description: str = "A skill") -> Path:
+    folder = home / "skills" / name
+    _write(folder / "SKILL.md", f"---\nname: {name}\ndescription: {description}\n---\n# {name}\n")
+    return folder
+
+
+# ------------------------------------------------------------------ item 8
+
+
+async def test_item8_executable_script_without_shebang_names_the_missing_interpreter(
+    settings: Settings, workdir: Path
+) -> None:
+    home = settings.synapse_home
+    folder = _skill(home, "greet")
+    _write(folder / "scripts" / "hello.ts", 'console.log("hi")\n', mode=0o755)
+    skills, _ = scan_skills(home / "skills")
+    script = next(s for k in skills if k.name == "greet" for s in k.scripts)
+    ctx = CommandContext(cwd=workdir, settings=settings, files=DiskFiles(), env=dict(os.environ))
+    out = await run_script(script, [], ctx, timeout=10)
+    assert out.exit_code == 126 and out.category is FailureCategory.DEPENDENCY_MISSING
+    assert "no shebang" in out.stderr and "#!/usr/bin/env -S npx tsx" in out.stderr
+    assert "skill:greet:hello" in out.stderr
+
+
+# ------------------------------------------------------------------ item 9
+
+
+@pytest.mark.parametrize("name", ["skill:x", "mcp:x"])
+async def test_item9_unknown_two_part_extension_name_is_an_unknown_extension_command(
+    router: BashRouter, name: str
+) -> None:
+    result = await router.route(f"{name} --help")
+    assert result.layer is Layer.EXTENSION and result.category is FailureCategory.NOT_FOUND
+    assert "unknown extension command" in result.stderr
+    assert "bash:" not in result.stderr  # never reached bash
+    assert "command:search" in result.text
+    assert f"Run `{name} --help`" not in result.text
+
+
+# ------------------------------------------------------------------ item 12
+
+
+@pytest.mark.parametrize("line", ["bash", "bash ", "bash -l"])
+async def test_item12_bare_bash_is_a_usage_error(router: BashRouter, line: str) -> None:
+    result = await router.route(line)
+    assert result.exit_code == 2 and result.category is FailureCategory.INVALID_USAGE
+    assert "(no output)" not in result.text and "Not run" in result.text
+    assert 'Bash(command="' in result.text
+
+
+# ------------------------------------------------------------------ item 20
+
+
+async def test_item20_shell_exit_says_a_fresh_shell_started(router: BashRouter) -> None:
+    result = await router.route("exit 3")
+    assert result.exit_code == 3
+    assert "fresh shell" in result.text
+    assert "exit --help" not in result.text
+
+
+async def test_item20_typo_gets_did_you_mean_and_command_search(router: BashRouter) -> None:
+    result = await router.route("gti status")
+    assert result.category is FailureCategory.NOT_FOUND
+    assert "Did you mean `git`" in result.text
+    assert "command:search" in result.text
+    assert "Run `gti --help`" not in result.text
+
+
+class _Directory:
+    """A registry stand-in: knows one server with one tool."""
+
+    def get(self, name: str) -> None:
+        return None
+
+    def command_names(self) -> list[str]:
+        return ["mcp:github:list_issues"]
+
+    def extension_sources(self) -> dict[str, list[str]]:
+        return {"mcp": ["github"], "skill": ["pdf"]}
+
+
+async def test_item20_unknown_extension_name_names_servers_and_near_matches(
+    shell: ShellSession, settings: Settings
+) -> None:
+    router = BashRouter(shell, settings, extensions=_Directory())
+    result = await router.route("mcp:github:list_issue")
+    assert "Did you mean `mcp:github:list_issues`" in result.text
+    assert "configured MCP servers: github" in result.text and "skills: pdf" in result.text
+    two_part = await router.route("mcp:github")
+    assert "`mcp:github:list_issues`" in two_part.text
+
+
+async def test_item20_edit_not_found_gives_its_own_advice_first(
+    router: BashRouter, workdir: Path
+) -> None:
+    (workdir / "f.txt").write_text("alpha\n")
+    result = await router.route("edit f.txt beta gamma")
+    hint = result.text[result.text.index("Hint:") :]
+    assert hint.startswith("Hint: Read the file first (`read f.txt`)")
+    assert hint.index("read f.txt") < hint.index("edit --help")
+
+
+# ------------------------------------------------------------------ item 21
+
+
+async def test_item21_read_numbers_lines_for_the_model_and_not_in_a_pipe(
+    router: BashRouter, workdir: Path
+) -> None:
+    (workdir / "f.txt").write_text("alpha\nbeta\ngamma\n")
+    result = await router.route("read f.txt --offset 1")
+    assert result.stdout == "     2\tbeta\n     3\tgamma\n"
+    piped = await router.route("read f.txt | cat")
+    assert piped.stdout == "alpha\nbeta\ngamma\n"
+    await router.route("read f.txt | write g.txt")
+    assert (workdir / "g.txt").read_text() == "alpha\nbeta\ngamma\n"
+
+
+async def test_item21_edit_strips_copied_line_numbers(router: BashRouter, workdir: Path) -> None:
+    (workdir / "f.txt").write_text("alpha\nbeta\ngamma\n")
+    old, new = r"$'     2\tbeta\n     3\tgamma'", r"$'     2\tBETA\n     3\tGAMMA'"
+    result = await router.route(f"edit f.txt {old} {new}")
+    assert result.exit_code == 0, result.text
+    assert (workdir / "f.txt").read_text() == "alpha\nBETA\nGAMMA\n"
+
+
+async def test_item21_read_help_says_offset_skips_lines(router: BashRouter) -> None:
+    result = await router.route("read --help")
+    assert "--offset N    skip the first N lines" in result.stdout
+
+
+# ------------------------------------------------------------------ item 10
+
+
+@dataclass(frozen=True)
+class _Cmd:
+    name: str
+    summary: str = ""
+    usage: str = ""
+
+
+_COMMANDS = [
+    _Cmd("mcp:test:echo", "Echo text"),
+    _Cmd("mcp:test:add", "Add numbers"),
+    _Cmd("mcp:testing:echo", "Echo for testing"),
+    _Cmd("skill:pdf:extract", "Extract text from a PDF"),
+]
+
+
+class _Source:
+    def search_index(self) -> SearchIndex:
+        return SearchIndex.of(_COMMANDS)
+
+    def notes(self) -> list[str]:
+        return []
+
+
+def _names(text: str) -> list[str]:
+    return [line.split()[0] for line in text.splitlines() if line.split()]
+
+
+async def test_item10_no_pattern_lists_all_and_globs_match_whole_names(
+    settings: Settings, workdir: Path
+) -> None:
+    search = CommandSearchCommand(_Source())
+    ctx = CommandContext(cwd=workdir, settings=settings, files=DiskFiles())
+    everything = await search.run([], ctx)
+    assert everything.exit_code == 0 and len(_names(everything.stdout)) == 4
+    only_mcp = await search.run(["--type=mcp"], ctx)
+    assert only_mcp.exit_code == 0 and len(_names(only_mcp.stdout)) == 3
+    star = await search.run(["*"], ctx)
+    assert len(_names(star.stdout)) == 4
+    glob = await search.run(["mcp:test:*"], ctx)
+    assert sorted(_names(glob.stdout)) == ["mcp:test:add", "mcp:test:echo"]
+    forced = await search.run(["--regex", "echo$"], ctx)
+    assert sorted(_names(forced.stdout)) == ["mcp:test:echo", "mcp:testing:echo"]
+    bad = await search.run(["--regex", "("], ctx)
+    assert bad.category is FailureCategory.INVALID_USAGE
+    # the same rule for every entry point (synapse tools search, synapse.tools.search)
+    assert [m.name for m in search_commands(_COMMANDS, "mcp:test:*")] == [
+        "mcp:test:add",
+        "mcp:test:echo",
+    ]
+    assert search_commands(_COMMANDS, "").total == 4
+
+
+async def test_item10_skill_search_with_an_empty_query_lists_every_skill(
+    settings: Settings, workdir: Path
+) -> None:
+    home = settings.synapse_home
+    _skill(home, "pdf", "Work with PDF files")
+    _skill(home, "git-helper", "Git chores")
+    skills, _ = scan_skills(home / "skills")
+
+    class Skills:
+        def __init__(self) -> None:
+            self.skills = {s.name: s for s in skills}
+
+    search = SkillSearchCommand(Skills())
+    ctx = CommandContext(cwd=workdir, settings=settings, files=DiskFiles())
+    for argv in ([""], [], ["*"]):
+        out = await search.run(argv, ctx)
+        assert out.exit_code == 0, out.stderr
+        assert out.data["matches"] == ["git-helper", "pdf"], argv
+    glob = await search.run(["pd*"], ctx)
+    assert glob.data["matches"] == ["pdf"]
+
+
+# ------------------------------------------------------------------ item 11
+
+
+async def test_item11_command_search_waits_for_connecting_servers(
+    tmp_path: Path, workdir: Path
+) -> None:
+    home = tmp_path / "home11"
+    (home / "mcp").mkdir(parents=True)
+    server = Path(__file__).parent / "mcp_servers" / "demo_server.py"
+    entry = {"command": sys.executable, "args": [str(server), "--startup-delay", "1.5"]}
+    (home / "mcp" / "mcp_servers.json").write_text(json.dumps({"mcpServers": {"slow": entry}}))
+    settings = Settings(synapse_home=home, command_timeout=30)
+    reg = ExtensionRegistry(settings, None, watch=False, serve_socket=False)
+    await reg.start()
+    try:
+        assert reg.mcp.servers["slow"].state == "connecting"
+        ctx = CommandContext(cwd=workdir, settings=settings, files=DiskFiles())
+        out = await CommandSearchCommand(reg).run(["--type", "mcp"], ctx)
+        assert "mcp:slow:echo" in out.stdout, out.stdout
+        assert "still connecting" not in out.stdout
+    finally:
+        await reg.close()
+
+
+# ---------------------------------------------------------- items 12 and 23 (agent loop)
+
+
+async def test_item12_malformed_tool_input_is_not_called_max_tokens(
+    api: FakeAnthropic,  # noqa: F811
+    make: MakeSession,  # noqa: F811
+    workdir: Path,
+) -> None:
+    bad = '{"command": "echo hi" "oops"}'  # complete but malformed; stop_reason tool_use
+    session = make([{"content": [{"type": "tool_use", "input_json": bad}]}, "ok"])
+    events = await turn(session, "go")
+    assert finished(events).stop_reason == "end_turn"
+    (result,) = tool_results(api.message_requests[1])
+    assert result["is_error"] is True
+    assert "malformed JSON" in result["content"] and "max_tokens" not in result["content"]
+
+
+@pytest.mark.parametrize(
+    ("name", "tool_input", "expected"),
+    [
+        (
+            "Read",
+            {"file_path": "a b.py", "offset": 11, "limit": 5},
+            "read 'a b.py' --offset 10 --limit 5",
+        ),
+        (
+            "Edit",
+            {"file_path": "x.py", "old_string": "a = 1", "new_string": "a = 2"},
+            "edit x.py 'a = 1' 'a = 2'",
+        ),
+        (
+            "Grep",
+            {"pattern": "def main", "path": "src", "-i": True},
+            "grep -rlEi -e 'def main' src",
+        ),
+        ("Glob", {"pattern": "**/*.py"}, "(shopt -s globstar nullglob; printf '%s\\n' **/*.py)"),
+        (
+            "TodoWrite",
+            {"todos": [{"content": "Fix it", "status": "in_progress"}]},
+            'plan \'{"plan": [{"step": "Fix it", "status": "in_progress"}]}\'',
+        ),
+        (
+            "Task",
+            {
+                "description": "find config",
+                "prompt": "Where is retry set?",
+                "subagent_type": "Explore",
+            },
+            "task:explore --prompt 'Where is retry set?' --description 'find config'",
+        ),
+    ],
+)
+async def test_item23_hallucinated_tool_names_get_the_exact_bash_call(
+    api: FakeAnthropic,  # noqa: F811
+    make: MakeSession,  # noqa: F811
+    name: str,
+    tool_input: dict[str, Any],
+    expected: str,
+) -> None:
+    session = make([{"content": [{"type": "tool_use", "name": name, "input": tool_input}]}, "ok"])
+    await turn(session, "go")
+    (result,) = tool_results(api.message_requests[1])
+    assert result["is_error"] is True and "the only tool is Bash" in result["content"]
+    assert f"Bash(command={json.dumps(expected)})" in result["content"], result["content"]
+
+
+def test_item23_every_suggested_call_routes_to_what_it_claims(workdir: Path) -> None:
+    text = unknown_tool_result("Write", {"file_path": "n.txt", "content": "---\ntitle: x\n"})
+    call = text.splitlines()[-1]
+    command = json.loads(call[len("Bash(command=") : -1])
+    assert command == "write n.txt <<'EOF'\n---\ntitle: x\nEOF"
