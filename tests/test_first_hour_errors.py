@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from synapse_lsp.agent.fakeapi import FakeAnthropic
 from synapse_lsp.agent.tool_names import unknown_tool_result
 from synapse_lsp.commands import CommandContext, FailureCategory, Layer
 from synapse_lsp.config import Settings
+from synapse_lsp.extensions import wrapper_files
 from synapse_lsp.extensions.registry import ExtensionRegistry
 from synapse_lsp.extensions.search import CommandSearchCommand, SearchIndex, search_commands
 from synapse_lsp.extensions.skill_commands import SkillSearchCommand
@@ -337,3 +339,72 @@ def test_item23_every_suggested_call_routes_to_what_it_claims(workdir: Path) -> 
     call = text.splitlines()[-1]
     command = json.loads(call[len("Bash(command=") : -1])
     assert command == "write n.txt <<'EOF'\n---\ntitle: x\nEOF"
+
+
+# ------------------------------------------------------------------ item 12 (wrappers)
+
+
+def test_item12_a_directory_in_a_wrapper_path_is_reported(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    (bin_dir / "skill:s:x").mkdir(parents=True)
+    problems: list[str] = []
+    wrapper_files.sync(bin_dir, {"skill:s:x": "#!/bin/sh\n"}, lambda n: True, problems)
+    assert len(problems) == 1 and "a directory is in its place" in problems[0]
+    assert "skill:s:x" in problems[0]
+
+
+# ------------------------------------------------------------------ item 13
+
+
+async def test_item13_write_content_may_start_with_a_dash(
+    router: BashRouter, workdir: Path
+) -> None:
+    result = await router.route("write post.md '---\ntitle: x\n---\nbody'")
+    assert result.exit_code == 0, result.text
+    assert (workdir / "post.md").read_text() == "---\ntitle: x\n---\nbody"
+    dashed = await router.route("write list.txt '- item'")
+    assert dashed.exit_code == 0 and (workdir / "list.txt").read_text() == "- item"
+    named = await router.route("write --odd x")
+    assert named.exit_code == 2 and "write -- --odd" in named.text
+    page = await router.route("write --help")
+    assert "write post.md '---" in page.stdout
+
+
+# ------------------------------------------------------------------ items 14 and 23 (CLI)
+
+
+def _synapse(home: Path, *args: str, **kw: Any) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "SYNAPSE_HOME": str(home), "NO_COLOR": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "synapse_lsp.cli.entry", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=str(home),
+        **kw,
+    )
+
+
+def test_item14_a_closed_stdout_pipe_is_not_a_traceback(tmp_path: Path) -> None:
+    home = tmp_path / "home14"
+    for n in range(200):
+        _write(home / "skills" / f"s{n}" / "scripts" / "x.sh", "echo\n")
+    for args in (["tools", "list"], ["-h"]):
+        proc = _synapse(home, *args)
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # like `| head` that has read enough
+        err = proc.stderr.read().decode()
+        assert proc.wait(60) in (0, 141), err
+        assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_item23_tools_refresh_fails_on_an_unreadable_skills_folder_and_says_it_once(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home23"
+    home.mkdir()
+    (home / "skills").write_text("not a folder\n")
+    proc = _synapse(home, "tools", "refresh", "skills")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, (out, err)
+    assert err.decode().count("cannot list skills") == 1, err

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from synapse_lsp.builtins.args import ArgError, parse_args
+from synapse_lsp.builtins.args import ArgError
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
 from synapse_lsp.files import FileError
 
@@ -21,17 +21,24 @@ class WriteCommand:
                 write notes.txt <<'EOF'
                 first line
                 EOF
+              Everything after <file> is content, never an option, so it may start
+              with `-` (front matter, a list). `write -- <file> …` writes a file
+              whose name starts with `-`.
   The write is atomic (the old file or the new one, never half) and keeps the
   file's permissions. In an editor the change lands in its buffer.
 Examples:
   write hello.txt "Hello, world"
   write src/new_module.py <<'EOF'
   print("hi")
-  EOF"""
+  EOF
+  write post.md '---
+  title: Hello
+  ---
+  Body text.'"""
 
     async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
         try:
-            args = parse_args(argv, options=set())
+            args = _Args(_split(argv))
             if not args.positional:
                 raise ArgError("missing <file> argument")
             if len(args.positional) == 1:
@@ -68,6 +75,27 @@ Examples:
             f"{_count(lines, 'line')})\n",
             data={"edit": {"kind": "write", "path": str(path)}},
         )
+
+
+class _Args:
+    def __init__(self, positional: list[str]) -> None:
+        self.positional = positional
+
+
+def _split(argv: list[str]) -> list[str]:
+    """<file> and the content: only the path may be taken for an option (write has
+    none); what follows it is content as given, even `---` or `-x`. A leading `--`
+    (and one right after the path) is dropped."""
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    elif argv and argv[0].startswith("--") and len(argv[0]) > 2:
+        raise ArgError(
+            f"unknown option {argv[0].split('=', 1)[0]} (write has no options; for a file "
+            f"whose name starts with -, use: write -- {argv[0]} <content>)"
+        )
+    if len(argv) >= 2 and argv[1] == "--":
+        argv = [argv[0], *argv[2:]]
+    return list(argv)
 
 
 def _count(n: int, noun: str) -> str:

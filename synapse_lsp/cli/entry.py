@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import select
 import sys
 
 # name -> (module, one-line help). Each module exposes `main(argv: list[str]) -> int`.
@@ -51,7 +53,49 @@ def usage() -> str:
     return build_parser().format_help()
 
 
+# Exit status when the reader of stdout went away (`synapse -h | head`): what a shell
+# reports for a process SIGPIPE ended (128 + 13).
+BROKEN_PIPE_EXIT = 141
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run a subcommand. A reader of stdout that goes away (`synapse tools list | head`)
+    ends the program quietly with 141, never a BrokenPipeError traceback."""
+    try:
+        try:
+            code = _main(argv)
+        finally:
+            sys.stdout.flush()  # help printed by argparse (SystemExit) is flushed here too
+        return code
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise  # some other pipe or socket: a real error
+        _quiet_stdout()
+        return BROKEN_PIPE_EXIT
+
+
+def _stdout_closed() -> bool:
+    """True when nobody reads our stdout any more (the pipe's reader closed it)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return True  # stdout is unusable anyway
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush at exit cannot fail
+    again and print "Exception ignored … BrokenPipeError"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _main(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else argv
     entry = SUBCOMMANDS.get(args[0]) if args else None
     if entry is None:  # no command, -h, --version or an unknown command: argparse answers

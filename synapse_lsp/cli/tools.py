@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from pathlib import Path
 
@@ -77,7 +78,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _OncePerProblem(logging.Handler):
+    """Prints each warning the run logs once, as `warning: …`, and remembers it, so the
+    summary of problems at the end does not print it a second time."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message not in self.seen:
+            self.seen.add(message)
+            print(f"warning: {message}", file=sys.stderr)
+
+
+def _skills_unreadable(settings: Settings) -> bool:
+    """The skills folder exists but cannot be listed (not a folder, no permission)."""
+    from synapse_lsp.extensions.skills import skills_dir
+
+    try:
+        next(iter(skills_dir(settings.synapse_home).iterdir()), None)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return False
+
+
 async def run(args: argparse.Namespace, settings: Settings, cwd: Path) -> int:
+    logger = logging.getLogger("synapse_lsp")
+    once = _OncePerProblem()
+    logger.addHandler(once)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        return await _run(args, settings, cwd, once.seen)
+    finally:
+        logger.removeHandler(once)
+        logger.propagate = propagate
+
+
+async def _run(args: argparse.Namespace, settings: Settings, cwd: Path, said: set[str]) -> int:
     from synapse_lsp.extensions.registry import ExtensionRegistry
     from synapse_lsp.extensions.search import more_line, no_match_line, search_commands
 
@@ -126,10 +167,14 @@ async def run(args: argparse.Namespace, settings: Settings, cwd: Path) -> int:
         for note in registry.notes() if args.action != "refresh" else []:
             print(note, file=sys.stderr)
         for problem in registry.problems:
-            print(f"warning: {problem}", file=sys.stderr)
+            if problem not in said:
+                said.add(problem)
+                print(f"warning: {problem}", file=sys.stderr)
     finally:
         await registry.close()
     failed = any(s.state == "failed" for s in registry.mcp.servers.values())
+    if args.action == "refresh" and args.kind in ("skills", "all") and _skills_unreadable(settings):
+        failed = True
     return 1 if args.action == "refresh" and (failed or registry.mcp.problems) else 0
 
 

@@ -71,6 +71,7 @@ class ExtensionRegistry:
         )
         self.skills: dict[str, SkillInfo] = {}
         self.skill_warnings: list[str] = []
+        self.wrapper_problems: dict[str, list[str]] = {}  # "skill"/"mcp" -> problems
         self._skill_cmds: dict[str, SkillScriptCommand] = {}
         self._mcp_cmds: dict[str, McpToolCommand] = {}
         self._watcher: ExtensionWatcher | None = None
@@ -133,7 +134,10 @@ class ExtensionRegistry:
     @property
     def problems(self) -> list[str]:
         skipped = [p for s in self.mcp.servers.values() for p in s.skipped_tools]
-        return [*self.mcp.problems, *skipped, *self.skill_warnings]
+        wrappers = [
+            p for kind in sorted(self.wrapper_problems) for p in self.wrapper_problems[kind]
+        ]
+        return [*self.mcp.problems, *skipped, *self.skill_warnings, *wrappers]
 
     # ------------------------------------------------------------- lookups
 
@@ -260,8 +264,11 @@ class ExtensionRegistry:
                 env=(("SYNAPSE_SKILL_DIR", str(script.path.parent.parent)),),
             )
             wanted[name] = wrapper_files.render(spec)
+        problems = self.wrapper_problems["skill"] = []
         try:
-            wrapper_files.sync(self.settings.bin_dir, wanted, lambda n: n.startswith("skill:"))
+            wrapper_files.sync(
+                self.settings.bin_dir, wanted, lambda n: n.startswith("skill:"), problems
+            )
         except OSError as exc:
             log.warning("cannot write skill wrappers in %s: %s", self.settings.bin_dir, exc)
 
@@ -291,8 +298,9 @@ class ExtensionRegistry:
                 return False
             return file_name.split(":")[1] not in keep
 
+        problems = self.wrapper_problems["mcp"] = []
         try:
-            wrapper_files.sync(self.settings.bin_dir, wanted, owns)
+            wrapper_files.sync(self.settings.bin_dir, wanted, owns, problems)
         except OSError as exc:
             log.warning("cannot write MCP wrappers in %s: %s", self.settings.bin_dir, exc)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import shlex
 import sys
@@ -105,11 +106,20 @@ def is_ours(path: Path) -> bool:
         return False
 
 
-def sync(bin_dir: Path, wanted: dict[str, str], owns: Callable[[str], bool]) -> tuple[int, int]:
+_log = logging.getLogger(__name__)
+
+
+def sync(
+    bin_dir: Path,
+    wanted: dict[str, str],
+    owns: Callable[[str], bool],
+    problems: list[str] | None = None,
+) -> tuple[int, int]:
     """Make the wrappers `owns` selects exactly `wanted` (name -> text).
 
     Writes changed or missing ones atomically and removes our stale ones; a file we
-    did not generate is never touched. Returns (written, removed).
+    did not generate is never touched, and a directory or such a file in a wrapper's
+    place is reported (logged, and appended to `problems`). Returns (written, removed).
     """
     bin_dir.mkdir(parents=True, exist_ok=True)
     written = removed = 0
@@ -121,6 +131,15 @@ def sync(bin_dir: Path, wanted: dict[str, str], owns: Callable[[str], bool]) -> 
         except OSError:
             pass
         if path.exists() and not is_ours(path):
+            what = "a directory" if path.is_dir() else "a file Synapse did not write"
+            problem = (
+                f"wrapper {path} not written: {what} is in its place, so `{name}` works in "
+                "Synapse's own shell but not as a program for scripts and pipelines; "
+                "move it away and run `synapse tools refresh`"
+            )
+            _log.warning("%s", problem)
+            if problems is not None:
+                problems.append(problem)
             continue
         install(path, text)
         written += 1
