@@ -214,6 +214,8 @@ class BangRunner:
             loop.add_reader(fd, on_key)
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(signal.SIGWINCH, resize)
+                # Ctrl-C is a keystroke here (raw mode); a SIGINT sent to us is the command's
+                loop.add_signal_handler(signal.SIGINT, shell.interrupt)
             try:
                 result = await task
             except asyncio.CancelledError:
@@ -222,6 +224,7 @@ class BangRunner:
             loop.remove_reader(fd)
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signal.SIGWINCH)
+                loop.remove_signal_handler(signal.SIGINT)
             with contextlib.suppress(termios.error, OSError):
                 termios.tcsetattr(fd, termios.TCSADRAIN, saved)
             if previous_size is not None:
