@@ -7,6 +7,7 @@ for the model SDK and `synapse exec` does not pay for pygls.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import select
@@ -66,12 +67,22 @@ def main(argv: list[str] | None = None) -> int:
             code = _main(argv)
         finally:
             sys.stdout.flush()  # help printed by argparse (SystemExit) is flushed here too
+            _fast_teardown()
         return code
     except BrokenPipeError:
         if not _stdout_closed():
             raise  # some other pipe or socket: a real error
         _quiet_stdout()
         return BROKEN_PIPE_EXIT
+
+
+def _fast_teardown() -> None:
+    """Make the interpreter's exit cheap. The subcommand has closed what it owns (session
+    records written, shell and servers reaped); what is left is the interpreter freeing
+    the SDK's ~100k objects, which cost 210-470 ms after `chat -p`'s last answer. Frozen
+    objects are skipped by the collector at exit (refcounting still closes files):
+    measured ~20 ms."""
+    gc.freeze()
 
 
 def _stdout_closed() -> bool:
