@@ -20,20 +20,32 @@ import {
   ResponseError,
   RevealOutputChannelOn,
   State,
-  TransportKind,
   type LanguageClientOptions,
   type ServerOptions,
 } from 'vscode-languageclient/node';
 
 import {
-  Backoff,
   DEFAULT_API_KEY_ENV,
+  NoSuitablePython,
   TRUST_NOTIFICATION,
   describeLaunch,
   chooseServer,
   initializationOptions,
   type ServerLaunch,
 } from './launch';
+import {
+  ServerLifecycle,
+  StartError,
+  exitProblem,
+  launchBase,
+  problemLabel,
+  problemMessage,
+  spawnProblem,
+  spawnServer,
+  waitForExit,
+  type ProblemKind,
+  type ProcessHandle,
+} from './lifecycle';
 import {
   Commands,
   PROTOCOL_VERSION,
@@ -53,6 +65,13 @@ import { promptContext, type Attachment, type FromWebview, type ToWebview } from
 const SECRET_KEY = 'synapse.apiKey';
 const VIEW_ID = 'synapse.chat';
 const RESTART_SETTINGS = ['synapse.server.command', 'synapse.pythonPath', 'synapse.apiKeyEnv'];
+const CONFIG_RESTART_DEBOUNCE_MS = 300;
+
+/** One server process and its LanguageClient. */
+interface ClientHandle extends ProcessHandle {
+  client: LanguageClient;
+  started?: number;
+}
 
 let controller: SynapseController | undefined;
 
@@ -70,18 +89,17 @@ class SynapseController implements vscode.WebviewViewProvider {
   private readonly log: vscode.LogOutputChannel;
   private readonly statusItem: vscode.StatusBarItem;
   private readonly state: ChatState = initialState();
-  private readonly backoff = new Backoff();
-  private client: LanguageClient | undefined;
+  private readonly lifecycle: ServerLifecycle<ClientHandle>;
+  /** Why the last start failed (for the status bar text). */
+  private problemKind: ProblemKind | null = null;
   private view: vscode.WebviewView | undefined;
-  private restartTimer: NodeJS.Timeout | undefined;
-  private starting: Promise<void> | undefined;
-  private disposed = false;
 
   constructor(private readonly context: vscode.ExtensionContext) {
     this.log = vscode.window.createOutputChannel('Synapse', { log: true });
     this.statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
     this.statusItem.name = 'Synapse';
     context.subscriptions.push(this.log, this.statusItem);
+    this.lifecycle = this.newLifecycle();
   }
 
   async activate(): Promise<void> {
@@ -108,7 +126,9 @@ class SynapseController implements vscode.WebviewViewProvider {
     );
     this.updateStatusBar();
     this.statusItem.show();
-    await this.startServer();
+    // Not awaited: activation (and with it the chat view) never waits on the server;
+    // the view shows starting / running / failed(reason) as the lifecycle goes.
+    void this.lifecycle.start('activation');
   }
 
   // ---- state ---------------------------------------------------------------
@@ -146,12 +166,13 @@ class SynapseController implements vscode.WebviewViewProvider {
     const item = this.statusItem;
     const phase = this.state.server.phase;
     const busy = busySessions(this.state);
-    item.command = phase === 'failed' ? 'synapse.showLogs' : `${VIEW_ID}.focus`;
+    // The chat view shows what happened, with Restart / Settings / Logs buttons.
+    item.command = `${VIEW_ID}.focus`;
     item.backgroundColor = undefined;
     switch (phase) {
       case 'starting':
         item.text = '$(sync~spin) Synapse';
-        item.tooltip = 'Synapse: starting the language server…';
+        item.tooltip = `Synapse: starting the language server…${this.state.server.message ? ' (' + this.state.server.message + ')' : ''}`;
         break;
       case 'restarting':
         item.text = '$(sync~spin) Synapse';
@@ -171,8 +192,8 @@ class SynapseController implements vscode.WebviewViewProvider {
         item.tooltip = 'Synapse: server stopped';
         break;
       case 'failed':
-        item.text = '$(error) Synapse';
-        item.tooltip = `Synapse: ${this.state.server.message ?? 'server failed'} — click for logs`;
+        item.text = `$(error) Synapse: ${problemLabel(this.problemKind)}`;
+        item.tooltip = `${this.state.server.message ?? 'Synapse server failed'} — click to open the chat view`;
         item.backgroundColor = new vscode.ThemeColor('statusBarItem.errorBackground');
         break;
     }
@@ -194,23 +215,34 @@ class SynapseController implements vscode.WebviewViewProvider {
     return serverSettings(section);
   }
 
-  private async startServer(): Promise<void> {
-    if (this.starting) return this.starting;
-    this.starting = this.doStart().finally(() => {
-      this.starting = undefined;
-    });
-    return this.starting;
+  /** The LanguageClient of the running server, if any. */
+  private get client(): LanguageClient | undefined {
+    return this.lifecycle.client?.client;
   }
 
-  private async doStart(): Promise<void> {
-    if (this.disposed) return;
-    clearTimeout(this.restartTimer);
-    this.restartTimer = undefined;
-    await this.disposeClient();
-    this.setPhase('starting');
+  private newLifecycle(): ServerLifecycle<ClientHandle> {
+    return new ServerLifecycle<ClientHandle>({
+      create: () => this.createClient(),
+      start: (handle) => this.startClient(handle),
+      dispose: (handle) => disposeHandle(handle, this.log),
+      onPhase: (phase, message, problem) => {
+        this.problemKind = phase === 'running' ? null : (problem?.kind ?? this.problemKind);
+        this.setPhase(phase, message);
+      },
+      onRunning: (handle) => this.onRunning(handle),
+      notify: (event, message) => this.notify(event, message),
+      log: (level, message) => this.log[level](message),
+    });
+  }
 
+  /** Choose the server (setting, PATH, bundled) and build its client; nothing is started yet. */
+  private async createClient(): Promise<ClientHandle> {
     const cfg = this.config();
-    const apiKey = await this.context.secrets.get(SECRET_KEY);
+    // Bounded: a secret store that does not answer must not hold the start forever.
+    const apiKey = await Promise.race([
+      this.context.secrets.get(SECRET_KEY),
+      new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 10_000)),
+    ]);
     const folder = vscode.workspace.workspaceFolders?.[0];
     let launch: ServerLaunch;
     try {
@@ -232,23 +264,18 @@ class SynapseController implements vscode.WebviewViewProvider {
       for (const note of chosen.notes) this.log.info(note);
     } catch (error) {
       // No suitable Python for the bundled server: the message says what to install or set.
-      this.log.error(errorMessage(error));
-      this.onServerClosed(errorMessage(error));
-      return;
+      throw new StartError({ kind: error instanceof NoSuitablePython ? 'no-python' : 'error', detail: errorMessage(error) });
     }
-    if (this.disposed) return;
     const keyEnv = cfg.get<string>('apiKeyEnv') || DEFAULT_API_KEY_ENV;
     this.log.info(`Starting ${describeLaunch(launch)}`);
     this.log.info(
       `API key: ${apiKey ? 'stored in VS Code (passed as ' + keyEnv + ')' : launch.env[keyEnv] ? 'from the environment (' + keyEnv + ')' : 'not set — use "Synapse: Set API Key"'}`,
     );
 
-    const serverOptions: ServerOptions = {
-      command: launch.command,
-      args: launch.args,
-      transport: TransportKind.stdio,
-      options: { env: launch.env, cwd: launch.cwd },
-    };
+    const handle = { launch, stderr: '' } as ClientHandle;
+    // We spawn the process ourselves: a spawn error, an early exit and its stderr
+    // become a precise message, and a half-started server can always be killed.
+    const serverOptions: ServerOptions = () => spawnServer(handle);
     const clientOptions: LanguageClientOptions = {
       documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
       outputChannel: this.log,
@@ -259,7 +286,11 @@ class SynapseController implements vscode.WebviewViewProvider {
       errorHandler: {
         error: () => ({ action: ErrorAction.Continue }),
         closed: () => {
-          this.onServerClosed();
+          // Give the process a moment to report its exit code and stderr.
+          void waitForExit(handle, 1000).then(() => {
+            const problem = exitProblem(handle);
+            this.lifecycle.closed(handle, problem.detail ?? 'the server process exited', problem);
+          });
           return { action: CloseAction.DoNotRestart, handled: true };
         },
       },
@@ -285,29 +316,35 @@ class SynapseController implements vscode.WebviewViewProvider {
     };
 
     const client = new LanguageClient('synapse', 'Synapse', serverOptions, clientOptions);
-    this.client = client;
+    handle.client = client;
     client.onNotification(SESSION_UPDATE_METHOD, (params: SessionUpdateParams) => {
-      if (client === this.client) this.dispatch({ type: 'update', params });
+      if (this.lifecycle.client === handle) this.dispatch({ type: 'update', params });
     });
-    const started = Date.now();
+    handle.started = Date.now();
+    return handle;
+  }
+
+  /** `client.start()`, its failure described from what the process did. */
+  private async startClient(handle: ClientHandle): Promise<void> {
     try {
-      await client.start();
+      await handle.client.start();
     } catch (error) {
-      if (client !== this.client) return;
-      this.log.error(`The Synapse server did not start: ${errorMessage(error)}`);
-      this.onServerClosed(
-        `could not start ${launch.command} (${errorMessage(error)}). Install Synapse or set "synapse.server.command".`,
-      );
-      return;
+      if (error instanceof StartError) throw error;
+      if (handle.spawnError) throw new StartError(spawnProblem(handle.spawnError, launchBase(handle.launch)));
+      await waitForExit(handle, 1000);
+      if (handle.exit) throw new StartError(exitProblem(handle));
+      throw new StartError({ kind: 'error', detail: errorMessage(error), ...launchBase(handle.launch) });
     }
-    if (client !== this.client) return;
-    this.log.info(`Server ready in ${Date.now() - started} ms`);
-    this.backoff.reset();
+  }
+
+  private async onRunning(handle: ClientHandle): Promise<void> {
+    const client = handle.client;
+    this.log.info(`Server ready in ${Date.now() - (handle.started ?? Date.now())} ms`);
     // A server of another protocol version may misread us (or we it): say so plainly,
     // keep it running (most commands may still work) and show it in the chat view too.
     const mismatch = protocolMismatch(client.initializeResult);
-    this.setPhase('running', mismatch);
     if (mismatch) {
+      this.setPhase('running', mismatch);
       this.log.error(mismatch);
       void vscode.window.showErrorMessage(mismatch, 'Show Logs').then((choice) => {
         if (choice === 'Show Logs') this.log.show(true);
@@ -315,6 +352,24 @@ class SynapseController implements vscode.WebviewViewProvider {
     }
     await this.refreshSessions();
     await this.reloadAfterRestart();
+  }
+
+  private notify(event: 'startFailed' | 'crashed' | 'gaveUp', message: string): void {
+    if (event === 'crashed') {
+      void vscode.window.showWarningMessage(message, 'Show Logs').then((choice) => {
+        if (choice === 'Show Logs') this.log.show(true);
+      });
+      return;
+    }
+    void vscode.window.showErrorMessage(message, 'Open Settings', 'Restart', 'Show Logs').then((choice) => {
+      if (choice === 'Restart') void this.restartServer('restart requested');
+      if (choice === 'Open Settings') void this.openServerSettings();
+      if (choice === 'Show Logs') this.log.show(true);
+    });
+  }
+
+  private async openServerSettings(): Promise<void> {
+    await vscode.commands.executeCommand('workbench.action.openSettings', 'synapse.server.command');
   }
 
   /**
@@ -329,55 +384,10 @@ class SynapseController implements vscode.WebviewViewProvider {
     if (active && this.state.sessions.some((s) => s.sessionId === active)) await this.selectSession(active);
   }
 
-  /** The server went away on its own: restart with back-off, visibly. */
-  private onServerClosed(reason = 'the server process exited'): void {
-    if (this.disposed || this.restartTimer) return;
-    const delay = this.backoff.next();
-    if (delay === null) {
-      const message = `Synapse server stopped: ${reason}. It crashed repeatedly, so it was not restarted.`;
-      this.setPhase('failed', reason);
-      void vscode.window.showErrorMessage(message, 'Restart', 'Show Logs').then((choice) => {
-        if (choice === 'Restart') void this.restartServer('restart requested');
-        if (choice === 'Show Logs') this.log.show(true);
-      });
-      return;
-    }
-    const seconds = Math.round(delay / 1000);
-    this.setPhase('restarting', `${reason}; restarting in ${seconds} s`);
-    this.log.warn(`Server stopped (${reason}); restarting in ${seconds} s`);
-    void vscode.window
-      .showWarningMessage(`Synapse server stopped (${reason}); restarting in ${seconds} s.`, 'Show Logs')
-      .then((choice) => {
-        if (choice === 'Show Logs') this.log.show(true);
-      });
-    this.restartTimer = setTimeout(() => {
-      this.restartTimer = undefined;
-      void this.startServer();
-    }, delay);
-  }
-
+  /** Always works: disposes whatever client exists (half-started too), then starts. */
   private async restartServer(why: string): Promise<void> {
     this.log.info(`Restarting the server: ${why}`);
-    this.backoff.reset();
-    clearTimeout(this.restartTimer);
-    this.restartTimer = undefined;
-    await this.startServer();
-  }
-
-  private async disposeClient(): Promise<void> {
-    const client = this.client;
-    this.client = undefined;
-    if (!client) return;
-    try {
-      if (client.state === State.Running) await client.stop(5000);
-    } catch (error) {
-      this.log.warn(`Stopping the server: ${errorMessage(error)}`);
-    }
-    try {
-      await client.dispose();
-    } catch {
-      // already stopped
-    }
+    await this.lifecycle.restart(why);
   }
 
   private async offerRestart(why: string): Promise<void> {
@@ -400,10 +410,29 @@ class SynapseController implements vscode.WebviewViewProvider {
     });
   }
 
+  private configRestartTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * Settings that pick the server restart it (debounced: VS Code may rewrite
+   * settings.json several times, e.g. during activation, and read it as empty in
+   * between); while the server is not running any `synapse.*` change retries the
+   * start. Other settings go to the running server.
+   */
   private onConfigurationChanged(e: vscode.ConfigurationChangeEvent): void {
     if (!e.affectsConfiguration('synapse')) return;
-    if (RESTART_SETTINGS.some((key) => e.affectsConfiguration(key))) {
-      void this.offerRestart('The Synapse server settings changed.');
+    const phase = this.lifecycle.phase;
+    const serverSettingChanged = RESTART_SETTINGS.some((key) => e.affectsConfiguration(key));
+    if (serverSettingChanged || phase !== 'running') {
+      if (phase === 'running' && busySessions(this.state) > 0) {
+        // Don't kill a running turn over a settings edit: ask.
+        void this.offerRestart('The Synapse server settings changed.');
+        return;
+      }
+      clearTimeout(this.configRestartTimer);
+      this.configRestartTimer = setTimeout(() => {
+        this.configRestartTimer = undefined;
+        void this.restartServer('the server settings changed');
+      }, CONFIG_RESTART_DEBOUNCE_MS);
       return;
     }
     const client = this.client;
@@ -416,12 +445,15 @@ class SynapseController implements vscode.WebviewViewProvider {
 
   /** `workspace/executeCommand` with the protocol's single-object argument. */
   private async execute<T>(command: string, args: Record<string, unknown> = {}): Promise<T> {
-    if (!this.client || this.client.state !== State.Running) {
-      await this.startServer();
+    if (this.lifecycle.phase === 'failed' || this.lifecycle.phase === 'stopped') {
+      // Try again (bounded): the user may have installed the server meanwhile.
+      await this.lifecycle.start('a request needs the server');
     }
+    await this.lifecycle.settled();
     const client = this.client;
     if (!client || client.state !== State.Running) {
-      throw new Error('The Synapse server is not running (see "Synapse: Show Logs").');
+      const problem = this.lifecycle.problem;
+      throw new Error(problem ? problemMessage(problem) : 'The Synapse server is not running (see "Synapse: Show Logs").');
     }
     return (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [args] })) as T;
   }
@@ -714,6 +746,9 @@ class SynapseController implements vscode.WebviewViewProvider {
       case 'restartServer':
         await this.restartServer('restart requested from the chat');
         break;
+      case 'openServerSettings':
+        await this.openServerSettings();
+        break;
       case 'setApiKey':
         await this.setApiKey();
         break;
@@ -759,9 +794,32 @@ class SynapseController implements vscode.WebviewViewProvider {
   }
 
   async dispose(): Promise<void> {
-    this.disposed = true;
-    clearTimeout(this.restartTimer);
-    await this.disposeClient();
+    clearTimeout(this.configRestartTimer);
+    await this.lifecycle.dispose();
+  }
+}
+
+/** Stop a client in any state (a half-started one cannot be stopped: kill its process). */
+async function disposeHandle(handle: ClientHandle, log: vscode.LogOutputChannel): Promise<void> {
+  const client = handle.client;
+  try {
+    if (client.state === State.Running) await client.stop(3000);
+  } catch (error) {
+    log.warn(`Stopping the server: ${errorMessage(error)}`);
+  }
+  try {
+    await client.dispose(1000);
+  } catch {
+    // not running (starting or failed): nothing to shut down politely
+  }
+  const child = handle.child;
+  if (child && child.exitCode === null && child.signalCode === null) {
+    await waitForExit(handle, 1000);
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      await waitForExit(handle, 2000);
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
   }
 }
 

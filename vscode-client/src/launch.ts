@@ -53,7 +53,9 @@ export function which(name: string, env: NodeJS.ProcessEnv = process.env): strin
 }
 
 function splitCommand(command: readonly string[] | string): string[] {
-  if (Array.isArray(command)) return command.filter((part) => part !== '');
+  // Blank parts (a half-written settings.json can read as [""]) are dropped: an empty
+  // command means "use the default".
+  if (Array.isArray(command)) return command.filter((part) => typeof part === 'string' && part.trim() !== '');
   // A single string: split on whitespace, honouring simple double/single quotes.
   const parts: string[] = [];
   const re = /"([^"]*)"|'([^']*)'|(\S+)/g;

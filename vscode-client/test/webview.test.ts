@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import type { Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { problemMessage } from '../src/lifecycle';
 import { protocolMismatch } from '../src/protocol';
 import type { Action } from '../src/state';
 import { foldAll } from '../src/state';
@@ -263,11 +264,21 @@ describe.skipIf(skipReason !== null)('chat webview in headless Chromium', () => 
   });
 
   it('shows the server state and offers a restart when it failed', async () => {
-    await post(page, [{ type: 'action', action: { type: 'server', phase: 'failed', message: 'could not start python3' } }]);
-    expect(await page.locator('.banner').textContent()).toContain('could not start python3');
-    await page.locator('.banner [data-action="restartServer"]').click();
+    const message = problemMessage({ kind: 'not-found', command: '/nope/synapse lsp', source: 'from synapse.server.command', detail: 'no such file (ENOENT)' });
+    await post(page, [{ type: 'action', action: { type: 'server', phase: 'failed', message } }]);
+    const banner = page.locator('[data-testid="server-banner"]');
+    expect(await banner.getAttribute('data-phase')).toBe('failed');
+    expect(await page.locator('[data-testid="server-message"]').textContent()).toBe(message);
+    expect(message).toContain('Synapse server not found');
+    await page.locator('[data-testid="server-restart"]').click();
     expect((await posted(page)).at(-1)).toEqual({ type: 'restartServer' });
+    await page.locator('[data-testid="server-settings"]').click();
+    expect((await posted(page)).at(-1)).toEqual({ type: 'openServerSettings' });
     expect(await page.locator('button.send').isDisabled()).toBe(true);
+    // A start in flight can be restarted too (a half-started server is disposed first).
+    await post(page, [{ type: 'action', action: { type: 'server', phase: 'starting', message: null } }]);
+    expect(await page.locator('[data-testid="server-restart"]').isVisible()).toBe(true);
+    expect(await page.locator('[data-testid="server-message"]').textContent()).toBe('Starting the Synapse server…');
   });
 
   it('keeps a running server usable but shows a protocol mismatch', async () => {

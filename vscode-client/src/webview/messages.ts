@@ -40,6 +40,7 @@ export type FromWebview =
   | { type: 'openFile'; path: string; line?: number }
   | { type: 'showLogs' }
   | { type: 'restartServer' }
+  | { type: 'openServerSettings' }
   | { type: 'setApiKey' };
 
 /** Build the prompt `context` from the attachments the user added. */

@@ -181,7 +181,7 @@ export class ChatView {
     deleteButton.appendChild(icon('trash'));
     this.header.append(this.sessionSelect, newButton, deleteButton);
 
-    this.banner = h('div', { class: 'banner', role: 'status', hidden: '' });
+    this.banner = h('div', { class: 'banner', role: 'status', hidden: '', 'data-testid': 'server-banner' });
     this.transcript = h('main', { class: 'transcript', 'aria-live': 'polite' });
     this.empty = h('div', { class: 'empty' });
     this.empty.innerHTML =
@@ -413,22 +413,27 @@ export class ChatView {
     b.hidden = false;
     // running with a message: it runs, but something needs the user (a protocol mismatch)
     b.className = `banner banner-${phase === 'running' ? 'warning' : phase}`;
+    b.dataset.phase = phase;
     b.textContent = '';
     const text =
       phase === 'running'
         ? (message ?? '')
         : phase === 'starting'
-          ? 'Starting the Synapse server…'
+          ? `Starting the Synapse server…${message ? ' (' + message + ')' : ''}`
           : phase === 'restarting'
             ? `Synapse server stopped: ${message ?? ''}`
             : phase === 'failed'
-              ? `Synapse server is not running: ${message ?? 'it failed'}`
+              ? (message ?? 'Synapse server failed.')
               : 'Synapse server stopped.';
-    b.appendChild(h('span', {}, text));
-    if (phase === 'failed' || phase === 'stopped') {
-      b.appendChild(h('button', { class: 'link-button', 'data-action': 'restartServer' }, 'Restart'));
+    b.appendChild(h('span', { class: 'banner-text', 'data-testid': 'server-message' }, text));
+    if (phase !== 'running') {
+      // Restart always works (a half-started server is disposed first).
+      b.appendChild(h('button', { class: 'link-button', 'data-action': 'restartServer', 'data-testid': 'server-restart' }, 'Restart'));
     }
-    b.appendChild(h('button', { class: 'link-button', 'data-action': 'showLogs' }, 'Logs'));
+    if (phase === 'failed' || phase === 'stopped') {
+      b.appendChild(h('button', { class: 'link-button', 'data-action': 'openServerSettings', 'data-testid': 'server-settings' }, 'Settings'));
+    }
+    b.appendChild(h('button', { class: 'link-button', 'data-action': 'showLogs', 'data-testid': 'server-logs' }, 'Logs'));
   }
 
   private reconcile(session: SessionState): void {
@@ -877,7 +882,7 @@ export class ChatView {
         this.ui.attachments.splice(Number(actionEl.dataset.index), 1);
         this.renderAttachments();
         this.schedulePersist();
-      } else if (action === 'showLogs' || action === 'restartServer' || action === 'setApiKey') {
+      } else if (action === 'showLogs' || action === 'restartServer' || action === 'setApiKey' || action === 'openServerSettings') {
         this.host.post({ type: action });
       }
       return;
