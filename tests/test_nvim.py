@@ -270,7 +270,7 @@ def test_deny_prevents_the_command(runs: dict[str, Scenario]) -> None:
     assert [a["title"] for a in ask["actions"]] == ["Allow once", "Allow for this session", "Deny"]
     title = summary_title("touch created.txt")
     transcript = result["transcript"]
-    header = transcript.index(f"#### Tool: {title} [failed, exit 126]")
+    header = transcript.index(f"#### Tool: {title} [Denied]")  # not "failed, exit 126"
     assert transcript[header + 1] == "    $ touch created.txt"
     body = transcript[header + 1 : transcript.index("", header)]
     assert "    Not run: denied by the user" in body, body

@@ -286,7 +286,7 @@ async def test_permission_denied_tool_call_is_not_run(
         result = await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "touch"})
         assert result["stopReason"] == "end_turn"
         assert len(ed.asks) == 1 and "touch made-by-agent" in ed.asks[0].message
-        finished = [u for u in ed.session_updates(sid) if u.get("status") == "failed"]
+        finished = [u for u in ed.session_updates(sid) if u.get("status") == "denied"]
         assert len(finished) == 1
         assert finished[0]["rawOutput"]["exitCode"] == 126
         assert "Not run: denied by the user" in finished[0]["content"][0]["content"]["text"]
