@@ -115,11 +115,18 @@ class UserMessage:
     parent_tool_call_id: str | None = None
 
 
+# What a face shows when the model ended its turn without any text (`note`).
+NO_ANSWER = "(no answer)"
+
+
 @dataclass(frozen=True)
 class TurnFinished:
     stop_reason: StopReason
     usage: Usage
     error: str | None = None  # set when stop_reason == "error"
+    # For people, about how the turn ended: NO_ANSWER when the model ended the turn
+    # (end_turn) without a word of text; faces show it (`chat -p` fails with it).
+    note: str | None = None
 
 
 Event = (

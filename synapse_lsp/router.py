@@ -186,6 +186,12 @@ class BashRouter:
         line = self._strip_bash_prefix(line)
         layer, target = self._resolve(line)
         trailing_write = self._trailing_write(line) if layer is Layer.NATIVE else None
+        if self.in_subagent and target is not None and target.name == "task":
+            # The recursion guard comes before any permission rule (SPEC §4): a nested
+            # task:* is refused as such, and nothing else on the line runs.
+            word = cmdline.first_word(line)
+            output = await self._invoke(target, [word], None, on_output, emit)
+            return self._finish(command, layer, output, started)
         if self.permission is not None and not _checked:
             steps = await self._plan(line, layer)
             denied = await self.permission.check(line, layer, self.shell.cwd, steps)

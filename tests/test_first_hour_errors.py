@@ -5,6 +5,7 @@ One test (or a few) per item; each fails without its fix."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -13,19 +14,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pygls.exceptions import JsonRpcInvalidParams
 
 from synapse_lsp.agent.fakeapi import FakeAnthropic
 from synapse_lsp.agent.tool_names import unknown_tool_result
 from synapse_lsp.commands import CommandContext, FailureCategory, Layer
 from synapse_lsp.config import Settings
+from synapse_lsp.events import NO_ANSWER
 from synapse_lsp.extensions import wrapper_files
 from synapse_lsp.extensions.registry import ExtensionRegistry
 from synapse_lsp.extensions.search import CommandSearchCommand, SearchIndex, search_commands
 from synapse_lsp.extensions.skill_commands import SkillSearchCommand
 from synapse_lsp.extensions.skills import run_script, scan_skills
 from synapse_lsp.files import DiskFiles
+from synapse_lsp.lsp.logs import setup_logging
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
+from tests.fake_api import FakeApiProcess
 from tests.test_agent import MakeSession, api, finished, make, tool_results, turn  # noqa: F401
 
 
@@ -408,3 +413,112 @@ def test_item23_tools_refresh_fails_on_an_unreadable_skills_folder_and_says_it_o
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, (out, err)
     assert err.decode().count("cannot list skills") == 1, err
+
+
+# ------------------------------------------------------------------ item 22
+
+
+async def test_item22_skill_search_subagent_is_read_only_but_may_ask_for_help(
+    api: FakeAnthropic,  # noqa: F811
+    make: MakeSession,  # noqa: F811
+    workdir: Path,
+) -> None:
+    (workdir / "keep.txt").write_text("keep\n")
+    session = make(
+        [
+            {"commands": ["rm keep.txt", "skill:pdf:extract --help", "ls"]},
+            {"text": "Found nothing."},
+        ]
+    )
+    result = await session.router.route('task:skill:search --prompt "pdf" --description "find"')
+    assert result.exit_code == 0, result.text
+    removed, helped, listed = tool_results(api.message_requests[1])
+    assert removed["is_error"] and "task:skill:search is read-only" in removed["content"]
+    assert (workdir / "keep.txt").exists()
+    assert "read-only" not in helped["content"]  # -h/--help of an extension command may run
+    assert not listed["is_error"]
+
+
+async def test_item22_a_nested_task_in_explore_gets_the_recursion_message(
+    api: FakeAnthropic,  # noqa: F811
+    make: MakeSession,  # noqa: F811
+) -> None:
+    session = make(
+        [
+            {"commands": ['task:general --prompt "more" --description "nested"']},
+            {"text": "Done myself."},
+        ]
+    )
+    result = await session.router.route('task:explore --prompt "look" --description "ro"')
+    assert result.exit_code == 0, result.text
+    (nested,) = tool_results(api.message_requests[1])
+    assert "Nested task not run" in nested["content"]
+    assert "read-only" not in nested["content"]
+
+
+# ------------------------------------------------------------------ item 23 (empty answer)
+
+
+async def test_item23_an_empty_answer_is_noted_in_the_turn_finished_event(
+    make: MakeSession,  # noqa: F811
+) -> None:
+    session = make([{"content": []}])
+    events = await turn(session, "say nothing")
+    done = finished(events)
+    assert done.stop_reason == "end_turn" and done.note == NO_ANSWER
+    spoken = make([{"text": "hello"}])
+    assert finished(await turn(spoken, "hi")).note is None
+
+
+def test_item23_chat_p_with_an_empty_answer_exits_non_zero(tmp_path: Path) -> None:
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    with FakeApiProcess([{"content": []}], tmp_path / "api") as fake:
+        env = {**fake.env(), "SYNAPSE_HOME": str(tmp_path / "home")}
+        proc = subprocess.run(
+            [sys.executable, "-m", "synapse_lsp.cli.entry", "chat", "-p", "hi"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert proc.stdout == ""
+    assert "without an answer" in proc.stderr
+
+
+# ------------------------------------------------------------------ item 15
+
+
+def test_item15_answered_client_errors_are_one_log_line_bugs_keep_their_traceback(
+    tmp_path: Path,
+) -> None:
+    log_file = tmp_path / "logs" / "lsp.log"
+    root = logging.getLogger()
+    saved = list(root.handlers), root.level
+    try:
+        setup_logging(log_file)
+        pygls_log = logging.getLogger("pygls.protocol.json_rpc")
+        try:
+            raise JsonRpcInvalidParams("synapse.session.load: unknown sessionId 'nope'")
+        except JsonRpcInvalidParams:
+            pygls_log.exception('Exception occurred for message "1"')
+        try:
+            raise KeyError("a real bug")
+        except KeyError:
+            pygls_log.exception('Exception occurred for message "2"')
+        for handler in root.handlers:
+            handler.flush()
+        text = log_file.read_text()
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+            handler.close()
+        for handler in saved[0]:
+            root.addHandler(handler)
+        root.setLevel(saved[1])
+    first, rest = text.split("\n", 1)
+    assert "INFO" in first and "unknown sessionId 'nope'" in first
+    assert rest.count("Traceback") == 1 and "KeyError: 'a real bug'" in rest

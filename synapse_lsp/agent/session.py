@@ -51,7 +51,7 @@ from synapse_lsp.agent.transcript import Recorder
 from synapse_lsp.commands import CommandOutput, FailureCategory
 from synapse_lsp.config import as_source
 from synapse_lsp.errors import ModelError, SessionBusyError, SynapseError
-from synapse_lsp.events import Event, Notice, TurnFinished, Usage, UserMessage
+from synapse_lsp.events import NO_ANSWER, Event, Notice, TurnFinished, Usage, UserMessage
 from synapse_lsp.files import uri_to_path
 
 if TYPE_CHECKING:
@@ -377,7 +377,12 @@ class ChatSession:
             else:
                 try:
                     result = await self._loop.run(content, emit)
-                    finished = TurnFinished(result.stop_reason, result.usage)  # type: ignore[arg-type]
+                    silent = result.stop_reason == "end_turn" and not result.final_text.strip()
+                    finished = TurnFinished(
+                        result.stop_reason,  # type: ignore[arg-type]
+                        result.usage,
+                        note=NO_ANSWER if silent else None,
+                    )
                 except ModelError as exc:
                     emit(Notice(exc.message, "warning"))
                     finished = TurnFinished("error", self._loop.turn_usage, exc.message)

@@ -34,8 +34,8 @@ async def run_subagent(
 ) -> CommandOutput:
     """Run `prompt` in a child of `parent` (whose current tool call is the `task:*` one)."""
     changes: dict[str, Any] = {"in_subagent": True}
-    if task_type == "explore":
-        changes["permission"] = ExploreGate(parent.router.permission)
+    if task_type in READ_ONLY_TASKS:
+        changes["permission"] = ExploreGate(parent.router.permission, task_type)
     child = Loop(
         router=parent.router.derive(**changes),
         settings=parent.settings_source,
@@ -74,13 +74,20 @@ async def run_subagent(
     )
 
 
+# Sub-agent types that only look: reading, listing, searching (and extension commands'
+# -h/--help, which print a usage page and run nothing).
+READ_ONLY_TASKS = frozenset({"explore", "skill:search"})
+
+
 class ExploreGate:
-    """task:explore is read-only: only reading, listing and searching may run."""
+    """task:explore and task:skill:search are read-only: only reading, listing and
+    searching may run (and `-h`/`--help` of an extension command)."""
 
     READ_ONLY_BUILTINS = frozenset({"read", "command:search", "skill:search", "skill:load"})
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, task_type: str = "explore") -> None:
         self.inner = inner
+        self.task_type = task_type
 
     async def check(
         self, command: str, layer: Layer, cwd: Path, steps: Sequence[Step] = ()
@@ -100,8 +107,8 @@ class ExploreGate:
         words = command.split()
         first = cmdline.first_word(command)
         refusal = (
-            "task:explore is read-only; this command may change things. Report what should "
-            "be done instead."
+            f"task:{self.task_type} is read-only; this command may change things. Report what "
+            "should be done instead."
         )
         if layer is Layer.AGENT:
             name = "command:search" if words[:2] == ["tools", "search"] else first
@@ -112,7 +119,8 @@ class ExploreGate:
                 return None
             return refusal
         if layer is Layer.EXTENSION:
-            return refusal
+            # `mcp:a:b --help` prints the usage page; it does not call the tool
+            return None if len(words) == 2 and words[1] in ("-h", "--help") else refusal
         # Native commands: the conservative allow-list of `agent/readonly.py` (every
         # simple command of the line), never the summaries, which are for people.
         return None if denial(command) is None else refusal

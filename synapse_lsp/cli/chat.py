@@ -27,6 +27,7 @@ from synapse_lsp import __version__
 from synapse_lsp.cli.render import DEFAULT_OUTPUT_LINES, Renderer, Style
 from synapse_lsp.config import MIN_THINKING_BUDGET, LiveSettings
 from synapse_lsp.errors import ModelError, SynapseError
+from synapse_lsp.events import NO_ANSWER, TurnFinished
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.fakeapi import FakeAnthropic
@@ -45,6 +46,20 @@ READ_ONLY_NOTE = (
     "until that process closes it."
 )
 EXIT_CODES = {"end_turn": 0, "cancelled": 130}
+
+
+class _OneShotRenderer(Renderer):
+    """`chat -p`'s renderer, remembering how the turn ended (`TurnFinished.note`): an
+    empty answer makes `-p` fail instead of printing nothing with exit 0."""
+
+    note: str | None = None
+
+    def show(self, event: Any) -> None:
+        if isinstance(event, TurnFinished):
+            self.note = event.note
+        super().show(event)
+
+
 OUTPUT_LINES_ENV = "SYNAPSE_OUTPUT_LINES"
 
 
@@ -342,8 +357,15 @@ def main(argv: list[str]) -> int:
             from synapse_lsp.cli.repl import run_turn
 
             style = Style.for_stream(sys.stderr, output_lines)
-            renderer = Renderer(sys.stdout, sys.stderr, one_shot=True, style=style)
+            renderer = _OneShotRenderer(sys.stdout, sys.stderr, one_shot=True, style=style)
             reason = loop.run_until_complete(run_turn(runtime.session, args.prompt, renderer))
+            if reason == "end_turn" and renderer.note == NO_ANSWER:
+                print(
+                    "synapse chat: the model ended the turn without an answer (no text); "
+                    "nothing to print",
+                    file=sys.stderr,
+                )
+                return 1
             return EXIT_CODES.get(reason, 1)
         if sys.stdin.isatty():
             with contextlib.suppress(ImportError):

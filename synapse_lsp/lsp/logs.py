@@ -1,6 +1,12 @@
 """The server's logs: a file (`$SYNAPSE_HOME/logs/lsp.log`, info and up) and the
 editor's `window/logMessage` at the `logLevel` setting. pygls' own payload
-logging stays off: it would write every message, tool output included."""
+logging stays off: it would write every message, tool output included.
+
+A request the server answered with a JSON-RPC error (an unknown session, a bad
+parameter, an unknown command: the client's mistake, already told to it) is one
+line in the log, not pygls' ERROR with a traceback; a traceback is kept for what
+is a bug (any other exception; a handler's unexpected exception is logged with
+its own traceback where it happened, `lsp/handlers.py`)."""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ import threading
 from pathlib import Path
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 
 LOG_LEVELS = {
@@ -65,6 +72,28 @@ class LspLogHandler(logging.Handler):
             pass
 
 
+_INTERNAL_ERROR = -32603
+
+
+class AnsweredErrorsOneLine(logging.Filter):
+    """Turns a logged JSON-RPC error that was answered to the client into one line: INFO
+    for the client's mistakes, WARNING for an internal error (its traceback, if any, was
+    logged where it happened). Other records pass unchanged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, JsonRpcException):
+            return True
+        internal = exc.code == _INTERNAL_ERROR
+        record.msg = "request answered with error %s: %s"
+        record.args = (exc.code, exc.message or type(exc).__name__)
+        record.exc_info = None
+        record.exc_text = None
+        record.levelno = logging.WARNING if internal else logging.INFO
+        record.levelname = logging.getLevelName(record.levelno)
+        return True
+
+
 def setup_logging(log_file: Path | None) -> None:
     """Root logging for the server process: the log file only (stdout is the protocol)."""
     root = logging.getLogger()
@@ -77,6 +106,7 @@ def setup_logging(log_file: Path | None) -> None:
             log_file.parent.mkdir(parents=True, exist_ok=True)
             file_handler = logging.FileHandler(log_file, encoding="utf-8", delay=True)
             file_handler.setLevel(logging.INFO)
+            file_handler.addFilter(AnsweredErrorsOneLine())
             file_handler.setFormatter(
                 logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
             )
