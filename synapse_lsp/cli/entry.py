@@ -66,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             code = _main(argv)
         finally:
-            sys.stdout.flush()  # help printed by argparse (SystemExit) is flushed here too
+            # Help printed by argparse (SystemExit) is flushed here too. `synapse lsp`
+            # closes stdout when the editor goes: nothing is left to flush then.
+            if not sys.stdout.closed:
+                sys.stdout.flush()
             _fast_teardown()
         return code
     except BrokenPipeError:

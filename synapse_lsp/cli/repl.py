@@ -20,16 +20,23 @@ import signal
 import sys
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
-from synapse_lsp.agent.slash import SESSION_COMMANDS
+from synapse_lsp.agent.slash import SESSION_COMMANDS, SlashHost
 from synapse_lsp.cli.bang import USAGE as BANG_USAGE
 from synapse_lsp.cli.bang import BangLog, BangRunner, can_attach
 from synapse_lsp.cli.render import DEFAULT_OUTPUT_LINES, Renderer, Style
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.session import ChatSession
-    from synapse_lsp.cli.chat import Runtime
+
+
+class ReplHost(SlashHost, Protocol):
+    """What the REPL needs of `cli.chat.Runtime` (a protocol, so `chat` -> `repl` stays
+    the only import between the two)."""
+
+    session: ChatSession | None
+    exit_requested: bool
 
 HELP_INTRO = """\
 Type a request and press Enter; lines typed while the agent works are queued as the
@@ -115,7 +122,7 @@ async def run_turn(
 
 
 def interactive(
-    runtime: Runtime,
+    runtime: ReplHost,
     loop: asyncio.AbstractEventLoop,
     read: Callable[[str], str],
     *,
