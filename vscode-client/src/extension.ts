@@ -18,8 +18,13 @@ import {
   ExecuteCommandRequest,
   LanguageClient,
   ResponseError,
+  MessageType,
   RevealOutputChannelOn,
+  ShowMessageRequest,
   State,
+  type CancellationToken,
+  type MessageActionItem,
+  type ShowMessageRequestParams,
   type LanguageClientOptions,
   type ServerOptions,
 } from 'vscode-languageclient/node';
@@ -58,7 +63,7 @@ import {
   type SessionUpdateParams,
   type StatusResult,
 } from './protocol';
-import { apply, busySessions, initialState, type Action, type ChatState, type ServerPhase } from './state';
+import { apply, busySessions, initialState, questionTarget, type Action, type ChatState, type ServerPhase } from './state';
 import { makeNonce, webviewHtml } from './webview/html';
 import { promptContext, type Attachment, type FromWebview, type ToWebview } from './webview/messages';
 
@@ -320,6 +325,8 @@ class SynapseController implements vscode.WebviewViewProvider {
     client.onNotification(SESSION_UPDATE_METHOD, (params: SessionUpdateParams) => {
       if (this.lifecycle.client === handle) this.dispatch({ type: 'update', params });
     });
+    // Permission questions: a notification as before, and the same buttons in the tool card.
+    client.onRequest(ShowMessageRequest.type, (params, token) => this.askUser(params, token));
     handle.started = Date.now();
     return handle;
   }
@@ -335,6 +342,60 @@ class SynapseController implements vscode.WebviewViewProvider {
       if (handle.exit) throw new StartError(exitProblem(handle));
       throw new StartError({ kind: 'error', detail: errorMessage(error), ...launchBase(handle.launch) });
     }
+  }
+
+  private questions = new Map<string, (answer: string | null) => void>();
+  private questionSeq = 0;
+
+  /**
+   * `window/showMessageRequest`: the server's permission question. Shown as a
+   * notification and, when it is about a running tool call, in that call's card
+   * ("waiting for your answer" with the same buttons); the first answer wins.
+   */
+  private askUser(params: ShowMessageRequestParams, token: CancellationToken): Promise<MessageActionItem | null> {
+    const titles = (params.actions ?? []).map((a) => a.title);
+    const id = `q${++this.questionSeq}`;
+    const target = titles.length > 0 ? questionTarget(this.state, params.message) : null;
+    return new Promise<MessageActionItem | null>((resolve) => {
+      let done = false;
+      const finish = (answer: string | null): void => {
+        if (done) return;
+        done = true;
+        this.questions.delete(id);
+        if (target) this.dispatch({ type: 'permissionAnswered', id });
+        const action = answer === null ? null : (params.actions ?? []).find((a) => a.title === answer) ?? null;
+        resolve(action);
+      };
+      this.questions.set(id, finish);
+      token.onCancellationRequested(() => finish(null));
+      if (target) {
+        this.dispatch({
+          type: 'permissionAsked',
+          sessionId: target.sessionId,
+          toolCallId: target.toolCallId,
+          question: { id, message: params.message, actions: titles },
+        });
+      }
+      const show =
+        params.type === MessageType.Error
+          ? vscode.window.showErrorMessage
+          : params.type === MessageType.Warning
+            ? vscode.window.showWarningMessage
+            : vscode.window.showInformationMessage;
+      void Promise.resolve(show(params.message, ...titles)).then(
+        (choice) => {
+          // Closing the notification answers nothing while the card still asks.
+          if (choice !== undefined || !target) finish(choice ?? null);
+        },
+        () => {
+          if (!target) finish(null);
+        },
+      );
+    });
+  }
+
+  private answerQuestion(id: string, answer: string): void {
+    this.questions.get(id)?.(answer);
   }
 
   private async onRunning(handle: ClientHandle): Promise<void> {
@@ -748,6 +809,9 @@ class SynapseController implements vscode.WebviewViewProvider {
         break;
       case 'openServerSettings':
         await this.openServerSettings();
+        break;
+      case 'permissionAnswer':
+        this.answerQuestion(m.id, m.answer);
         break;
       case 'setApiKey':
         await this.setApiKey();

@@ -57,10 +57,19 @@ export interface ToolCallState {
   category: string | null;
   edit: { path: string; applied: boolean } | null;
   parentToolCallId: string | null;
+  /** A permission question about this call waiting for the user's answer. */
+  question: PermissionQuestion | null;
   /** Sub-agent transcript (updates whose parentToolCallId is this call). */
   children: Item[];
   /** Key of the top-level transcript item that displays this call. */
   rootKey: number;
+}
+
+/** The server's `window/showMessageRequest` permission question, shown in the card too. */
+export interface PermissionQuestion {
+  id: string;
+  message: string;
+  actions: string[];
 }
 
 export type Item =
@@ -124,7 +133,9 @@ export type Action =
   | { type: 'promptFinished'; sessionId: string; result: PromptResult }
   | { type: 'promptFailed'; sessionId: string; message: string; busy: boolean; text: string }
   | { type: 'cancelRequested'; sessionId: string }
-  | { type: 'server'; phase: ServerPhase; message?: string | null };
+  | { type: 'server'; phase: ServerPhase; message?: string | null }
+  | { type: 'permissionAsked'; sessionId: string; toolCallId: string; question: PermissionQuestion }
+  | { type: 'permissionAnswered'; id: string };
 
 /** What an `apply` changed; a renderer patches only these. */
 export interface Change {
@@ -337,6 +348,27 @@ export function apply(state: ChatState, action: Action): Change {
       change.status = true;
       break;
     }
+    case 'permissionAsked': {
+      const session = state.byId[action.sessionId];
+      const tool = session?.tools[action.toolCallId];
+      if (!session || !tool || isTerminal(tool.status)) break;
+      tool.question = { ...action.question, actions: [...action.question.actions] };
+      change.items.add(tool.rootKey);
+      change.sessionId = action.sessionId;
+      break;
+    }
+    case 'permissionAnswered': {
+      for (const session of Object.values(state.byId)) {
+        for (const tool of Object.values(session.tools)) {
+          if (tool.question?.id === action.id) {
+            tool.question = null;
+            change.items.add(tool.rootKey);
+            change.sessionId = session.sessionId;
+          }
+        }
+      }
+      break;
+    }
     case 'server': {
       state.server = { phase: action.phase, message: action.message ?? null };
       change.server = true;
@@ -459,6 +491,7 @@ function applyUpdate(state: ChatState, params: SessionUpdateParams, change: Chan
       if (update.status !== undefined && !(isTerminal(tool.status) && !isTerminal(update.status))) {
         tool.status = update.status;
       }
+      if (isTerminal(tool.status)) tool.question = null;
       // A server older than the `denied` status says `failed` with the category: same thing.
       if (tool.status === 'failed' && tool.category === PERMISSION_DENIED) tool.status = 'denied';
       change.items.add(tool.rootKey);
@@ -558,6 +591,7 @@ function finishTurn(
   for (const tool of Object.values(session.tools)) {
     if (!isTerminal(tool.status)) {
       tool.status = leftover;
+      tool.question = null;
       change.items.add(tool.rootKey);
     }
   }
@@ -600,6 +634,7 @@ function toolFor(
     category: null,
     edit: null,
     parentToolCallId: parentId,
+    question: null,
     children: [],
     rootKey: 0,
   };
@@ -657,4 +692,65 @@ export function activeSession(state: ChatState): SessionState | null {
 
 export function busySessions(state: ChatState): number {
   return Object.values(state.byId).filter((s) => s.running).length;
+}
+
+/** The command line a permission question is about (docs/protocol.md, Permissions). */
+export function questionCommand(message: string): string | null {
+  const m = /^Synapse wants to run:\n {2}([\s\S]*?)\nin [^\n]*\n\([^\n]*\)$/.exec(message);
+  return m ? m[1] : null;
+}
+
+/**
+ * The tool call a permission question is about: a running call whose command is
+ * the question's (the server shortens lines over 2,000 characters), the latest
+ * one if several; else the latest running call; null if none runs.
+ */
+export function questionTarget(state: ChatState, message: string): { sessionId: string; toolCallId: string } | null {
+  const line = questionCommand(message);
+  const shortened = line ? /^([\s\S]*)… \(\d+ characters\)$/.exec(line) : null;
+  const matches = (command: string): boolean =>
+    line !== null && (command.trim() === line.trim() || (shortened !== null && command.trim().startsWith(shortened[1])));
+  let exact: { sessionId: string; toolCallId: string } | null = null;
+  let latest: { sessionId: string; toolCallId: string } | null = null;
+  for (const session of Object.values(state.byId)) {
+    if (!session.running) continue;
+    for (const tool of Object.values(session.tools)) {
+      if (isTerminal(tool.status)) continue;
+      const ref = { sessionId: session.sessionId, toolCallId: tool.id };
+      latest = ref;
+      if (matches(tool.command)) exact = ref;
+    }
+  }
+  return exact ?? latest;
+}
+
+/**
+ * A path as the chat shows it: normalised (no `.`/`..` segments) and relative to
+ * the workspace when inside it (`src/a.py`), else absolute (`/home/me/outside.txt`).
+ */
+export function displayPath(file: string, workspaceUri: string | null): string {
+  const normal = (p: string): string => {
+    const absolute = p.startsWith('/');
+    const out: string[] = [];
+    for (const part of p.split('/')) {
+      if (part === '' || part === '.') continue;
+      if (part === '..') {
+        if (out.length > 0 && out[out.length - 1] !== '..') out.pop();
+        else if (!absolute) out.push('..');
+      } else out.push(part);
+    }
+    return (absolute ? '/' : '') + out.join('/');
+  };
+  let root: string | null = null;
+  if (workspaceUri?.startsWith('file://')) {
+    try {
+      root = normal(decodeURIComponent(new URL(workspaceUri).pathname));
+    } catch {
+      root = null;
+    }
+  }
+  const isAbs = file.startsWith('/');
+  const abs = normal(isAbs || !root ? file : `${root}/${file}`);
+  if (root && root !== '/' && (abs === root || abs.startsWith(root + '/'))) return abs === root ? '.' : abs.slice(root.length + 1);
+  return abs;
 }

@@ -6,7 +6,9 @@ import {
   MAX_OUTPUT_CHARS,
   activeSession,
   apply,
+  displayPath,
   foldAll,
+  questionTarget,
   initialState,
   outputText,
   type ChatState,
@@ -400,5 +402,40 @@ describe('state: sessions and replay', () => {
     expect(state.byId['s2'].items.map((i) => ('text' in i ? i.text : i.kind))).toEqual(['two', 'B']);
     expect(state.byId['s1'].running).toBe(false);
     expect(state.byId['s2'].running).toBe(true);
+  });
+});
+
+describe('permission questions in the tool card', () => {
+  const ask = (line: string): string => `Synapse wants to run:\n  ${line}\nin /p\n(writes outside the workspace: /tmp/x)`;
+  it('finds the running call the question is about, shows it, and clears it on the answer or the end', () => {
+    const state = foldAll([
+      { type: 'promptStarted', sessionId: SID, text: 'go' },
+      u({ sessionUpdate: 'user_message_chunk', content: text('go') }),
+      u({ sessionUpdate: 'tool_call', toolCallId: 'a', title: 'Run ls', kind: 'execute', status: 'in_progress', rawInput: { command: 'ls' } }),
+      u({ sessionUpdate: 'tool_call', toolCallId: 'b', title: 'Run echo', kind: 'execute', status: 'in_progress', rawInput: { command: 'echo hi > /tmp/x' } }),
+    ]);
+    expect(questionTarget(state, ask('echo hi > /tmp/x'))).toEqual({ sessionId: SID, toolCallId: 'b' });
+    expect(questionTarget(state, ask('echo hi > /tmp/x'.slice(0, 5) + '… (4000 characters)'))).toEqual({ sessionId: SID, toolCallId: 'b' });
+    apply(state, { type: 'permissionAsked', sessionId: SID, toolCallId: 'b', question: { id: 'q1', message: ask('echo hi > /tmp/x'), actions: ['Allow once', 'Allow for this session', 'Deny'] } });
+    expect(state.byId[SID].tools['b'].question?.actions).toHaveLength(3);
+    apply(state, { type: 'permissionAnswered', id: 'q1' });
+    expect(state.byId[SID].tools['b'].question).toBeNull();
+    apply(state, { type: 'permissionAsked', sessionId: SID, toolCallId: 'b', question: { id: 'q2', message: 'x', actions: ['Deny'] } });
+    apply(state, u({ sessionUpdate: 'tool_call_update', toolCallId: 'b', status: 'denied', rawOutput: { exitCode: 126, category: 'permission_denied' } }));
+    expect(state.byId[SID].tools['b']).toMatchObject({ status: 'denied', question: null });
+  });
+});
+
+describe('paths as the chat shows them', () => {
+  it('are normalised and workspace-relative when inside it', () => {
+    expect(displayPath('/home/me/ws/src/a.py', 'file:///home/me/ws')).toBe('src/a.py');
+    expect(displayPath('/home/me/ws/../outside.txt', 'file:///home/me/ws')).toBe('/home/me/outside.txt');
+    expect(displayPath('/home/me/ws/./src//b.py', 'file:///home/me/ws/')).toBe('src/b.py');
+    expect(displayPath('src/../c.py', 'file:///home/me/ws')).toBe('c.py');
+    expect(displayPath('/home/me/ws', 'file:///home/me/ws')).toBe('.');
+    expect(displayPath('/home/me/wsx/a', 'file:///home/me/ws')).toBe('/home/me/wsx/a');
+    expect(displayPath('/tmp/My%20File', 'file:///home/me/my%20ws')).toBe('/tmp/My%20File');
+    expect(displayPath('/home/me/my ws/a', 'file:///home/me/my%20ws')).toBe('a');
+    expect(displayPath('/a/b', null)).toBe('/a/b');
   });
 });

@@ -263,6 +263,46 @@ describe.skipIf(skipReason !== null)('chat webview in headless Chromium', () => 
     await page.setViewportSize({ width: 420, height: 900 });
   });
 
+  it('asks a permission question in its tool card (waiting for your answer, three buttons) and shows a denial as Denied', async () => {
+    const sid = 'perm-session';
+    const upd = (update: Record<string, unknown>): unknown => ({ type: 'update', params: { sessionId: sid, update } });
+    const longCommand = 'echo ' + 'x'.repeat(600) + ' > /tmp/outside.txt';
+    await post(page, [
+      {
+        type: 'actions',
+        actions: [
+          { type: 'sessionCreated', session: { sessionId: sid, title: 'perm', workspaceUri: 'file:///home/me/ws' } },
+          { type: 'promptStarted', sessionId: sid, text: 'write it' },
+          upd({ sessionUpdate: 'user_message_chunk', content: { type: 'text', text: 'write it' } }),
+          upd({ sessionUpdate: 'tool_call', toolCallId: 'w1', title: 'Run echo', kind: 'execute', status: 'in_progress', rawInput: { command: longCommand }, locations: [{ path: '/home/me/ws/../outside.txt' }, { path: '/home/me/ws/src/a.py' }] }),
+          { type: 'permissionAsked', sessionId: sid, toolCallId: 'w1', question: { id: 'q9', message: `Synapse wants to run:\n  ${longCommand}\nin /home/me/ws\n(writes outside the workspace: /tmp/outside.txt)`, actions: ['Allow once', 'Allow for this session', 'Deny'] } },
+        ],
+      },
+    ]);
+    const card = page.locator('.tool[data-tool-call-id="w1"]');
+    expect(await card.locator('.tool-status').textContent()).toBe('waiting for your answer');
+    expect(await card.locator('[data-testid="permission-question"]').isVisible()).toBe(true);
+    for (const id of ['permission-allow-once', 'permission-allow-session', 'permission-deny']) {
+      expect(await card.locator(`[data-testid="${id}"]`).isVisible()).toBe(true);
+    }
+    expect(await card.locator('.location').allTextContents()).toEqual(['/home/me/outside.txt', 'src/a.py']);
+    // A long command is clipped; a click shows it whole.
+    const command = card.locator('.tool-command');
+    const clipped = await command.evaluate((e) => e.clientHeight);
+    await command.click();
+    expect(await command.evaluate((e) => e.clientHeight)).toBeGreaterThan(clipped);
+    await page.screenshot({ path: path.join(OUTPUT_DIR, 'webview-permission.png') });
+    await card.locator('[data-testid="permission-deny"]').click();
+    expect((await posted(page)).at(-1)).toEqual({ type: 'permissionAnswer', id: 'q9', answer: 'Deny' });
+    await post(page, [
+      { type: 'action', action: { type: 'permissionAnswered', id: 'q9' } },
+      { type: 'action', action: upd({ sessionUpdate: 'tool_call_update', toolCallId: 'w1', status: 'denied', rawOutput: { exitCode: 126, isError: true, category: 'permission_denied' } }) },
+    ]);
+    expect(await card.locator('.tool-status').textContent()).toBe('denied');
+    expect(await card.locator('.tool-exit').textContent()).toBe('');
+    expect(await card.locator('[data-testid="permission-question"]').count()).toBe(0);
+  });
+
   it('shows the server state and offers a restart when it failed', async () => {
     const message = problemMessage({ kind: 'not-found', command: '/nope/synapse lsp', source: 'from synapse.server.command', detail: 'no such file (ENOENT)' });
     await post(page, [{ type: 'action', action: { type: 'server', phase: 'failed', message } }]);

@@ -41,6 +41,8 @@ export type FromWebview =
   | { type: 'showLogs' }
   | { type: 'restartServer' }
   | { type: 'openServerSettings' }
+  /** The user answered a permission question in its tool card. */
+  | { type: 'permissionAnswer'; id: string; answer: string }
   | { type: 'setApiKey' };
 
 /** Build the prompt `context` from the attachments the user added. */

@@ -7,6 +7,7 @@ import type { PlanEntry, ToolKind, ToolStatus, Usage } from '../protocol';
 import {
   activeSession,
   apply,
+  displayPath,
   emptyChange,
   initialState,
   type Action,
@@ -608,11 +609,14 @@ export class ChatView {
     exit.textContent = denied || tool.exitCode === null || tool.exitCode === undefined ? '' : `exit ${tool.exitCode}`;
     exit.classList.toggle('nonzero', !denied && tool.exitCode !== null && tool.exitCode !== 0);
     const status = summary.querySelector('.tool-status') as HTMLElement;
-    status.textContent = STATUS_LABELS[tool.status];
-    status.className = `tool-status badge badge-${tool.status}`;
+    status.textContent = tool.question ? 'waiting for your answer' : STATUS_LABELS[tool.status];
+    status.className = `tool-status badge badge-${tool.question ? 'waiting' : tool.status}`;
+    el.classList.toggle('waiting', tool.question !== null);
+    this.renderQuestion(el, tool);
 
     const choice = this.ui.expanded[tool.id];
-    const wantOpen = choice ?? (tool.status === 'in_progress' || tool.status === 'pending' || tool.status === 'failed');
+    // A question waiting for an answer keeps its card open, whatever the user chose before.
+    const wantOpen = tool.question !== null || (choice ?? (tool.status === 'in_progress' || tool.status === 'pending' || tool.status === 'failed'));
     if (el.open !== wantOpen) el.open = wantOpen;
     // `toggle` fires asynchronously; clear the flag after it.
     setTimeout(() => {
@@ -623,6 +627,44 @@ export class ChatView {
     else el.dataset.bodyStale = '1';
   }
 
+  /** The permission question in the card: the server's message and its three buttons. */
+  private renderQuestion(el: HTMLDetailsElement, tool: ToolCallState): void {
+    const body = el.querySelector(':scope > .tool-body') as HTMLElement;
+    let box = body.querySelector(':scope > .tool-question') as HTMLElement | null;
+    const q = tool.question;
+    if (!q) {
+      box?.remove();
+      return;
+    }
+    if (box?.dataset.question === q.id) return;
+    box?.remove();
+    box = h('div', { class: 'tool-question', role: 'alert', 'data-testid': 'permission-question' });
+    box.dataset.question = q.id;
+    box.appendChild(h('div', { class: 'tool-question-text' }, q.message));
+    const buttons = h('div', { class: 'tool-question-buttons' });
+    const testIds: Record<string, string> = {
+      'Allow once': 'permission-allow-once',
+      'Allow for this session': 'permission-allow-session',
+      Deny: 'permission-deny',
+    };
+    for (const title of q.actions) {
+      const button = h(
+        'button',
+        {
+          class: title === 'Deny' ? 'secondary' : 'primary',
+          'data-action': 'answerPermission',
+          'data-question': q.id,
+          'data-answer': title,
+          'data-testid': testIds[title] ?? 'permission-answer',
+        },
+        title,
+      );
+      buttons.appendChild(button);
+    }
+    box.appendChild(buttons);
+    body.prepend(box);
+  }
+
   private renderToolBody(session: SessionState, el: HTMLDetailsElement, tool: ToolCallState): void {
     delete el.dataset.bodyStale;
     const body = el.querySelector(':scope > .tool-body') as HTMLElement;
@@ -630,6 +672,10 @@ export class ChatView {
     if (code.dataset.src !== tool.command) {
       code.innerHTML = highlight(tool.command, 'bash');
       code.dataset.src = tool.command;
+      // Long commands are clipped to a few lines: a click shows them whole (and again clips).
+      const pre = code.parentElement as HTMLElement;
+      pre.title = tool.command.length > 200 ? 'Click to show the whole command' : '';
+      pre.dataset.action = 'toggleCommand';
     }
     (body.querySelector('.tool-command') as HTMLElement).hidden = !tool.command;
 
@@ -638,7 +684,8 @@ export class ChatView {
     if (locations.dataset.src !== locKey) {
       locations.textContent = '';
       for (const loc of tool.locations) {
-        const a = h('a', { class: 'location', href: '#', 'data-path': loc.path }, loc.path + (loc.line ? `:${loc.line}` : ''));
+        const shown = displayPath(loc.path, session.workspaceUri);
+        const a = h('a', { class: 'location', href: '#', 'data-path': loc.path, title: loc.path }, shown + (loc.line ? `:${loc.line}` : ''));
         if (loc.line) a.dataset.line = String(loc.line);
         locations.appendChild(a);
       }
@@ -654,7 +701,10 @@ export class ChatView {
     if (tool.layer) parts.push(tool.layer);
     if (tool.category && tool.status !== 'denied') parts.push(tool.category.replace(/_/g, ' '));
     if (tool.restart) parts.push('shell restarted');
-    if (tool.edit) parts.push(tool.edit.applied ? `edit applied in the editor: ${tool.edit.path}` : `the editor refused the edit: ${tool.edit.path}`);
+    if (tool.edit) {
+      const shown = displayPath(tool.edit.path, session.workspaceUri);
+      parts.push(tool.edit.applied ? `edit applied in the editor: ${shown}` : `the editor refused the edit: ${shown}`);
+    }
     meta.textContent = parts.join(' · ');
     meta.hidden = parts.length === 0;
 
@@ -768,8 +818,10 @@ export class ChatView {
     this.stopButton.disabled = session?.cancelling ?? false;
     (this.stopButton.querySelector('.stop-label') as HTMLElement).textContent = session?.cancelling ? ' Stopping…' : ' Stop';
     this.root.classList.toggle('running', running);
-    const usage = session?.running ? usageText(session.turnUsage) : usageText(session?.totalUsage.outputTokens ? session.totalUsage : null);
-    this.statusLine.textContent = running ? `Working…${usage ? ' ' + usage : ''}` : usage;
+    // Live usage while a turn runs; afterwards the turn's own line shows it (once).
+    const usage = running ? usageText(session?.turnUsage) : '';
+    this.statusLine.textContent = running ? `Working…${usage ? ' ' + usage : ''}` : '';
+    this.statusLine.title = session?.totalUsage.outputTokens ? `This chat so far: ${usageText(session.totalUsage)}` : '';
     if (!running && this.wasRunning && document.activeElement === document.body) this.input.focus();
     this.wasRunning = running;
   }
@@ -878,6 +930,14 @@ export class ChatView {
           change.items.add(tool.rootKey);
           this.merge(change);
         }
+      } else if (action === 'answerPermission') {
+        const id = actionEl.dataset.question!;
+        const answer = actionEl.dataset.answer!;
+        this.host.post({ type: 'permissionAnswer', id, answer });
+        // Answered here: no second click on the other buttons.
+        actionEl.closest('.tool-question')?.querySelectorAll('button').forEach((b) => (b.disabled = true));
+      } else if (action === 'toggleCommand') {
+        actionEl.classList.toggle('expanded');
       } else if (action === 'removeAttachment') {
         this.ui.attachments.splice(Number(actionEl.dataset.index), 1);
         this.renderAttachments();
