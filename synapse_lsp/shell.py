@@ -862,7 +862,9 @@ class ShellSession:
                 OutputLimits(max_bytes=2048, max_lines=40),
                 settings.synapse_home / "outputs",
                 name=f"background-{run.seq}-{stream}",
-                budget=SpillBudget(settings.spill_max_bytes, settings.spill_total_bytes),
+                # The command's own allowance: what its jobs write later counts against
+                # the same per-command cap (a `yes &` gets one cap, not one per sink).
+                budget=run.stdout.budget,
             )
             loop = asyncio.get_running_loop()
             with contextlib.suppress(Exception):
