@@ -340,7 +340,7 @@ async def test_item23_hallucinated_tool_names_get_the_exact_bash_call(
     assert f"Bash(command={json.dumps(expected)})" in result["content"], result["content"]
 
 
-def test_item23_every_suggested_call_routes_to_what_it_claims(workdir: Path) -> None:
+def test_item23_a_multi_line_write_equivalent_uses_a_heredoc(workdir: Path) -> None:
     text = unknown_tool_result("Write", {"file_path": "n.txt", "content": "---\ntitle: x\n"})
     call = text.splitlines()[-1]
     command = json.loads(call[len("Bash(command=") : -1])
