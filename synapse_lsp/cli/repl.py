@@ -38,6 +38,7 @@ class ReplHost(SlashHost, Protocol):
     session: ChatSession | None
     exit_requested: bool
 
+
 HELP_INTRO = """\
 Type a request and press Enter; lines typed while the agent works are queued as the
 next request. A line starting with ! runs in the session's shell with this terminal
