@@ -142,3 +142,13 @@ def test_no_ansi_with_no_color_on_a_terminal(tmp_path: Path, workdir: Path) -> N
     out = _pty_transcript(tmp_path, workdir, no_color=True)
     assert "\x1b[" not in out, repr(out)
     assert "\u25b8 Run `seq 1 12`" in out and "\u2713 exit 0" in out
+
+
+def test_an_empty_answer_shows_no_answer(tmp_path: Path, workdir: Path) -> None:
+    """A turn the model ends with no text at all says so, instead of an empty reply."""
+    script: list[Any] = [{"commands": ["true"]}, {"content": []}]
+    with FakeApiProcess(script, tmp_path / "api") as api:
+        env = home_env(tmp_path / "home", api.env(COLUMNS="60"))
+        proc = finish(spawn([], env, workdir, stdin="go\n"))
+    assert proc.returncode == 0, proc.stderr
+    assert "(no answer)" in proc.stdout

@@ -346,3 +346,5 @@ class Renderer:
                 self._line("(turn cancelled)")
             elif event.stop_reason != "end_turn":
                 self._line(f"(turn ended: {event.stop_reason})")
+            elif event.note and not self.one_shot:
+                self._line(event.note)  # "(no answer)": the model ended without text
