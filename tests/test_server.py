@@ -116,7 +116,7 @@ async def test_shell_run_ls_and_cd_persist(ed: Editor, proj: Path) -> None:
         "isError": False,
         "layer": "native",
         "category": None,
-        "text": "a.py\nsub\n",
+        "text": None,  # not sent twice: it is just stdout
     }
     await ed.command("synapse.shell.run", {"command": "cd sub && export X=42"})
     where = await ed.command("synapse.shell.run", {"command": 'pwd; echo "$X"'})
@@ -127,6 +127,15 @@ async def test_shell_run_ls_and_cd_persist(ed: Editor, proj: Path) -> None:
     await ed.command("synapse.shell.restart", {})
     after = await ed.command("synapse.shell.run", {"command": "pwd"})
     assert after["stdout"].strip() == str(proj.resolve())
+
+
+async def test_a_big_read_arrives_once(ed: Editor, proj: Path) -> None:
+    """`read` of 2,000 lines used to answer 150 KB: the file in `stdout` and in `text`."""
+    (proj / "big.txt").write_text("".join(f"line {i} of the file\n" for i in range(2000)))
+    result = await ed.command("synapse.shell.run", {"command": "read big.txt"})
+    assert result["exitCode"] == 0 and "line 1999 of the file" in result["stdout"]
+    assert result["text"] is None
+    assert len(json.dumps(result)) < 1.2 * len(json.dumps(result["stdout"]))
 
 
 async def test_edit_lands_in_the_open_buffer_with_unsaved_text(ed: Editor, proj: Path) -> None:

@@ -75,7 +75,8 @@ async def run(
                     "category": result.category.value if result.category else None,
                     "stdout": result.stdout,
                     "stderr": result.stderr,
-                    "text": result.text,
+                    # Only when it is not just stdout, as synapse.shell.run sends it.
+                    "text": None if result.text == result.stdout else result.text,
                     "durationMs": round(result.duration * 1000, 3),
                 }
                 print(json.dumps(record, ensure_ascii=False))

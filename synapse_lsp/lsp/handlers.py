@@ -249,7 +249,7 @@ async def shell_run(ls: Host, params: ShellRunParams) -> ShellRunResult:
         is_error=result.is_error,
         layer=str(result.layer),
         category=str(result.category) if result.category is not None else None,
-        text=result.text,
+        text=None if result.text == result.stdout else result.text,
     )
 
 

@@ -211,7 +211,9 @@ class ShellRunResult(Wire):
     is_error: bool
     layer: str
     category: str | None
-    text: str  # what a model would have seen
+    # What a model would have seen, only when it is not just `stdout` (a failure's
+    # `[Error]` framing and hint, "(no output)"): a result never sends one text twice.
+    text: str | None
 
 
 @attrs.define(kw_only=True)
