@@ -308,11 +308,14 @@ export class ServerLifecycle<C> {
     this.startFailures = 0;
     this.problemValue = null;
     this.setPhase('running', null, null);
-    try {
-      await this.hooks.onRunning?.(client);
-    } catch (error) {
-      this.hooks.log?.('warn', `after start: ${error instanceof Error ? error.message : String(error)}`);
-    }
+    // Not awaited: onRunning sends requests (session list, reload), and a request waits for
+    // settled(), which waits for this very attempt - awaiting here deadlocked every request
+    // in the real VS Code (e2e/run.mjs found it).
+    void Promise.resolve()
+      .then(() => this.hooks.onRunning?.(client))
+      .catch((error: unknown) => {
+        this.hooks.log?.('warn', `after start: ${error instanceof Error ? error.message : String(error)}`);
+      });
   }
 
   private failStart(problem: StartProblem): void {
