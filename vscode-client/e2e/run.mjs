@@ -1,0 +1,363 @@
+#!/usr/bin/env node
+/* global document, navigator, clearTimeout */
+/**
+ * The end-to-end suite in the real VS Code (`./dev test` runs it after `npm run ci` built
+ * synapse-vscode.vsix). One code-server window, scenarios in order, each with its own
+ * timeout and a screenshot (test-output/e2e/NN-name.png; FAIL-name.png on failure).
+ *
+ * The extension host gets a PATH with no `synapse` and no server setting: every scenario
+ * runs the server bundled in the .vsix (the .vsix-only install), with the fake Messages
+ * API on loopback.
+ *
+ *   node e2e/run.mjs [--only NAME,...]
+ */
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+import {
+  E2E,
+  OUT,
+  VSIX,
+  chatFrame,
+  extensionHostErrors,
+  extensionLog,
+  installCodeServer,
+  launchBrowser,
+  log,
+  makeProfile,
+  openChat,
+  pathWithoutSynapse,
+  sendPrompt,
+  sleep,
+  startCodeServer,
+  startFakeApi,
+  waitText,
+  waitUsable,
+  watchConsole,
+} from './lib.mjs';
+
+const only = (() => {
+  const i = process.argv.indexOf('--only');
+  return i > 0 ? new Set(process.argv[i + 1].split(',')) : null;
+})();
+const allow = JSON.parse(fs.readFileSync(path.join(E2E, 'console-allowlist.json'), 'utf8')).allow.map((s) => new RegExp(s, 'i'));
+/**
+ * Scenarios expected to fail, with the reason (reported as XFAIL; one that passes is
+ * reported as XPASS so the mark gets removed).
+ */
+const EXPECTED_FAIL = {
+  'prompt-open-chat-after-restart':
+    'a race (failed 2 of 4 runs): a prompt sent right after a server restart can reach the new server before the ' +
+    'chat on screen is reloaded; the server answers "unknown sessionId" and the input is restored with no message ' +
+    '(extension.ts reloadAfterRestart; found by this suite)',
+};
+
+fs.rmSync(OUT, { recursive: true, force: true });
+fs.mkdirSync(OUT, { recursive: true });
+if (!fs.existsSync(VSIX)) {
+  console.error(`no ${VSIX}: run npm run package first`);
+  process.exit(2);
+}
+
+const results = [];
+let shot = 0;
+let page;
+let frame;
+
+async function screenshot(name) {
+  if (!page) return;
+  const file = path.join(OUT, `${String(++shot).padStart(2, '0')}-${name}.png`);
+  await page.screenshot({ path: file, timeout: 10_000 }).catch((e) => log(`screenshot ${name} failed: ${e.message}`));
+}
+
+/** Console errors a step causes on purpose (e.g. the failed-start notification), by index. */
+const expectedConsole = new Set();
+
+async function step(name, timeoutMs, fn, { expectConsole = [] } = {}) {
+  if (only && !only.has(name)) return;
+  const started = Date.now();
+  const firstError = consoleErrors.length;
+  const markExpected = () => {
+    for (let i = firstError; i < consoleErrors.length; i++) {
+      if (expectConsole.some((re) => re.test(consoleErrors[i].text))) expectedConsole.add(consoleErrors[i]);
+    }
+  };
+  let timer;
+  try {
+    await Promise.race([
+      fn(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs / 1000} s`)), timeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    markExpected();
+    await screenshot(name);
+    const xfail = EXPECTED_FAIL[name];
+    results.push({ name, ok: true, xpass: !!xfail, ms: Date.now() - started });
+    log(`${xfail ? 'XPASS' : 'PASS'} ${name} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+  } catch (error) {
+    clearTimeout(timer);
+    markExpected();
+    if (page) await page.screenshot({ path: path.join(OUT, `FAIL-${name}.png`), timeout: 10_000 }).catch(() => undefined);
+    const xfail = EXPECTED_FAIL[name];
+    results.push({ name, ok: !!xfail, xfail, error: String(error?.message ?? error), ms: Date.now() - started });
+    log(`${xfail ? 'XFAIL' : 'FAIL'} ${name}: ${String(error?.message ?? error).split('\n')[0]}${xfail ? ` (expected: ${xfail})` : ''}`);
+  }
+}
+
+/** Run a command from the command palette. */
+async function command(title) {
+  await page.keyboard.press('F1');
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ state: 'visible', timeout: 10_000 });
+  await input.fill(`>${title}`);
+  await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').first().waitFor({ timeout: 10_000 });
+  await sleep(150);
+  await input.press('Enter');
+}
+
+/** Replace the folder's .vscode/settings.json in its editor and save (an empty object: no settings). */
+async function editWorkspaceSettings(values) {
+  await command('Preferences: Open Workspace Settings (JSON)');
+  const editor = page.locator('.editor-instance .monaco-editor .view-lines').first();
+  await waitFor('the workspace settings editor', async () => (await tab('settings.json').count()) > 0 || (await page.locator('.modal-editor-part, .monaco-modal-editor').count()) > 0, 10_000).catch(() => undefined);
+  await sleep(500);
+  const file = path.join(profile.ws, '.vscode', 'settings.json');
+  // Pasted (typing would auto-close brackets and auto-indent).
+  await page.context().grantPermissions(['clipboard-read', 'clipboard-write']);
+  const text = JSON.stringify(values, null, 2);
+  await page.evaluate((t) => navigator.clipboard.writeText(t), text);
+  await page.keyboard.press('Control+A');
+  await page.keyboard.press('Control+V');
+  await page.keyboard.press('Control+S');
+  await waitFor('.vscode/settings.json saved', async () => fs.readFileSync(file, 'utf8').trim() === text, 10_000);
+  // Close it (VS Code 1.139: a modal editor, with its own close button).
+  const close = page.locator('.monaco-modal-editor-block .codicon-close, .monaco-modal-editor-block [aria-label^="Close"]').first();
+  if (await close.isVisible().catch(() => false)) await close.click();
+  else await command('View: Close Editor');
+  await waitFor('the settings editor closed', async () => !(await page.locator('.monaco-modal-editor-block').isVisible()), 5_000);
+  void editor;
+}
+
+async function openFile(name) {
+  await page.keyboard.press('Control+P');
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ state: 'visible', timeout: 10_000 });
+  await input.fill(name);
+  await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').first().waitFor({ timeout: 10_000 });
+  await sleep(150);
+  await input.press('Enter');
+  await page.locator(`.tabs-container .tab[aria-label^="${name}"]`).first().waitFor({ timeout: 10_000 });
+}
+
+const tab = (name) => page.locator(`.tabs-container .tab[aria-label^="${name}"]`).first();
+async function isDirty(name) {
+  return /\bdirty\b/.test((await tab(name).getAttribute('class')) ?? '');
+}
+async function editorText() {
+  return (await page.locator('.editor-instance .monaco-editor .view-lines').first().innerText()).replace(/\u00a0/g, ' ');
+}
+async function waitFor(what, fn, timeoutMs = 15_000) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    if (await fn().catch(() => false)) return;
+    if (Date.now() > end) throw new Error(`not within ${timeoutMs / 1000} s: ${what}`);
+    await sleep(100);
+  }
+}
+/** The last tool card's status (data-status). */
+async function lastToolStatus() {
+  return frame.evaluate(() => {
+    const cards = document.querySelectorAll('.tool');
+    return cards.length ? cards[cards.length - 1].dataset.status : null;
+  });
+}
+
+const files = { 'a.txt': 'alpha\nbeta\ngamma\n', 'b.txt': 'one\ntwo\nthree\n' };
+const suiteStart = Date.now();
+let cs;
+let api;
+let browser;
+let profile;
+let consoleErrors = [];
+try {
+  await step('setup', 8 * 60_000, async () => {
+    installCodeServer();
+    profile = makeProfile(files);
+    api = await startFakeApi(profile.dir);
+    cs = await startCodeServer(profile, {
+      PATH: pathWithoutSynapse(),
+      HOME: profile.home,
+      SYNAPSE_HOME: path.join(profile.home, '.synapse'),
+      LANG: 'C.UTF-8',
+      TMPDIR: process.env.TMPDIR || '/tmp',
+      ANTHROPIC_API_KEY: 'sk-ant-fake-e2e-key',
+      ANTHROPIC_BASE_URL: api.url,
+    });
+    browser = await launchBrowser();
+    const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+    page = await context.newPage();
+    consoleErrors = watchConsole(page);
+    await page.goto(cs.url, { timeout: 60_000 });
+    await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+  });
+  if (!page) throw new Error('setup failed');
+
+  await step('open-chat', 90_000, async () => {
+    frame = await openChat(page);
+    await waitUsable(frame, 60_000);
+  });
+
+  await step('vsix-only-bundled-server', 20_000, async () => {
+    // No synapse on the extension host's PATH and no synapse.server.command: the log says
+    // which server runs.
+    await waitFor('the Synapse log names the bundled server', async () => /bundled with the extension/.test(extensionLog(profile)), 15_000);
+  });
+
+  await step('chat-text-and-tool-card', 60_000, async () => {
+    await api.script({ text: 'Hello from the fake model. Listing the folder.', commands: ['ls'] }, 'Listed: a.txt and b.txt.');
+    await sendPrompt(frame, 'What is in this folder?');
+    await waitText(frame, 'Hello from the fake model');
+    await frame.locator('.tool[data-status="completed"]').first().waitFor({ timeout: 30_000 });
+    await waitText(frame, 'Listed: a.txt and b.txt.');
+  });
+
+  await step('edit-open-buffer-dirty-undo', 60_000, async () => {
+    await openFile('a.txt');
+    await api.script({ commands: ["edit a.txt 'beta' 'BETA'"] }, 'Edited a.txt.');
+    await sendPrompt(frame, 'Uppercase beta in a.txt');
+    await waitText(frame, 'Edited a.txt.');
+    await waitFor('a.txt is dirty', () => isDirty('a.txt'));
+    await waitFor('the buffer shows BETA', async () => (await editorText()).includes('BETA'));
+    if (fs.readFileSync(path.join(profile.ws, 'a.txt'), 'utf8') !== files['a.txt']) throw new Error('a.txt changed on disk');
+    await screenshot('edit-dirty');
+    await page.locator('.editor-instance .monaco-editor .view-lines').first().click();
+    await page.keyboard.press('Control+Z');
+    await waitFor('undo restores beta', async () => {
+      const t = await editorText();
+      return t.includes('beta') && !t.includes('BETA');
+    });
+    if (fs.readFileSync(path.join(profile.ws, 'a.txt'), 'utf8') !== files['a.txt']) throw new Error('a.txt changed on disk');
+  });
+
+  await step('edit-closed-file-opens-dirty', 60_000, async () => {
+    await api.script({ commands: ["edit b.txt 'two' 'TWO'"] }, 'Edited b.txt.');
+    await sendPrompt(frame, 'Uppercase two in b.txt');
+    await waitText(frame, 'Edited b.txt.');
+    await waitFor('b.txt open and dirty', () => isDirty('b.txt'));
+    if (fs.readFileSync(path.join(profile.ws, 'b.txt'), 'utf8') !== files['b.txt']) throw new Error('b.txt changed on disk');
+  });
+
+  await step('permission-deny-blocks-write', 60_000, async () => {
+    const outside = path.join(path.dirname(profile.ws), 'outside.txt');
+    await api.script({ commands: ['echo hi > ../outside.txt'] }, 'Not written, as you asked.');
+    await sendPrompt(frame, 'Write ../outside.txt');
+    // The question: a button in the card when there is one, else VS Code's notification.
+    const inCard = frame.locator('.tool button', { hasText: /^\s*Deny\s*$/ }).first();
+    const toast = page.locator('.notifications-toasts .monaco-button', { hasText: /^\s*Deny\s*$/ }).first();
+    await waitFor('a Deny button', async () => (await inCard.isVisible()) || (await toast.isVisible()), 30_000);
+    await screenshot('permission-question');
+    if (await inCard.isVisible()) await inCard.click();
+    else await toast.click();
+    await waitText(frame, 'Not written, as you asked.');
+    if (fs.existsSync(outside)) throw new Error('../outside.txt was written');
+    const status = await lastToolStatus();
+    if (status === 'completed') throw new Error(`the denied command's card says ${status}`);
+  });
+
+  await step('stop-cancels-running-command', 60_000, async () => {
+    // One response only: a cancelled turn makes no further model call (a leftover would
+    // answer the next scenario's prompt).
+    await api.script({ commands: ['sleep 60'] });
+    await sendPrompt(frame, 'Sleep a minute');
+    await frame.locator('.tool[data-status="in_progress"]').first().waitFor({ timeout: 20_000 });
+    const stop = frame.locator('.composer .stop');
+    await stop.waitFor({ state: 'visible', timeout: 5_000 });
+    const clicked = Date.now();
+    await stop.click();
+    await frame.locator('.turn-end.stop-cancelled').last().waitFor({ timeout: 15_000 });
+    log(`  Stop -> turn ended cancelled in ${Date.now() - clicked} ms`);
+    await waitFor('Send is back', async () => frame.locator('.composer .send').isVisible(), 10_000);
+  });
+
+  await step('failed-start-message-and-recovery', 120_000, async () => {
+    // The folder's .vscode/settings.json, edited in VS Code and saved; the extension reacts.
+    // (Not the user settings: code-server is a remote window, where VS Code ignores
+    // machine-scoped settings such as synapse.server.command from the local user settings.)
+    await editWorkspaceSettings({ 'synapse.server.command': ['/nonexistent/synapse-e2e', 'lsp'] });
+    await frame.waitForFunction(
+      () => {
+        const b = document.querySelector('.banner');
+        return b && !b.hidden && /banner-failed/.test(b.className) && /synapse\.server\.command|not found/i.test(b.textContent);
+      },
+      null,
+      { timeout: 45_000, polling: 100 },
+    );
+    await waitFor('the status bar shows the failure', async () => {
+      const text = await page.locator('.statusbar').innerText();
+      return /Synapse/.test(text) && /(fail|not found|error|⚠)/i.test(text);
+    }, 10_000);
+    await screenshot('failed-start');
+    await editWorkspaceSettings({});
+    frame = (await chatFrame(page)) ?? frame;
+    await waitUsable(frame, 60_000);
+  }, {
+    // The failure is meant to be seen: VS Code logs its error notifications to the console.
+    // (The second is vscode-languageclient's own notification about the same failure.)
+    expectConsole: [/^Synapse server not found/, /^Synapse client: couldn't create connection to server/],
+  });
+
+  let backQueued = false;
+  await step('prompt-open-chat-after-restart', 40_000, async () => {
+    // The chat that was on screen before the restart, prompted again after it.
+    await api.script('Back after the fix.');
+    backQueued = true;
+    await sendPrompt(frame, 'Are you there?');
+    await waitText(frame, 'Back after the fix.', 15_000);
+    backQueued = false;
+  });
+
+  await step('new-chat-after-restart', 40_000, async () => {
+    await command('Synapse: New Chat');
+    await frame.waitForFunction(() => !document.querySelector('.msg'), null, { timeout: 10_000 });
+    if (!backQueued) await api.script('Back after the fix.');
+    await sendPrompt(frame, 'Are you there?');
+    await waitText(frame, 'Back after the fix.');
+  });
+
+  await step('no-console-errors', 10_000, async () => {
+    const all = consoleErrors.filter((e) => !expectedConsole.has(e));
+    const ours = all.filter((e) => /synapse/i.test(e.url) || /synapse/i.test(e.text));
+    const unlisted = all.filter((e) => !ours.includes(e) && !allow.some((re) => re.test(e.text)));
+    fs.writeFileSync(path.join(OUT, 'console-errors.json'), JSON.stringify(all, null, 2));
+    const host = extensionHostErrors(profile);
+    const problems = [
+      ...ours.map((e) => `ours: ${e.text} (${e.url})`),
+      ...unlisted.map((e) => `not allow-listed: ${e.text} (${e.url})`),
+      ...host.map((l) => `extension host: ${l}`),
+    ];
+    if (problems.length) throw new Error(`console errors:\n  ${problems.join('\n  ')}`);
+  });
+} catch (error) {
+  log(`aborted: ${error.message}`);
+  results.push({ name: 'suite', ok: false, error: error.message });
+} finally {
+  if (profile) {
+    fs.writeFileSync(path.join(OUT, 'synapse-output.log'), extensionLog(profile));
+    if (cs) fs.copyFileSync(cs.logFile, path.join(OUT, 'code-server.log'));
+  }
+  await browser?.close().catch(() => undefined);
+  cs?.stop();
+  api?.stop();
+  await sleep(300);
+  if (profile && !process.env.SYNAPSE_E2E_KEEP) fs.rmSync(profile.dir, { recursive: true, force: true });
+}
+
+const failed = results.filter((r) => !r.ok);
+const seconds = ((Date.now() - suiteStart) / 1000).toFixed(1);
+log(`${results.length - failed.length}/${results.length} passed in ${seconds} s; screenshots in ${OUT}`);
+for (const r of results.filter((r) => r.xfail)) log(`  expected failure: ${r.name}: ${r.xfail}`);
+for (const r of failed) log(`  FAILED ${r.name}: ${r.error}`);
+process.exit(failed.length ? 1 : 0);
