@@ -41,6 +41,8 @@ class ProcInfo:
     ppid: int
     start: int  # clock ticks since boot
     zombie: bool
+    pgrp: int = 0
+    session: int = 0
 
 
 def boot_ticks() -> int:
@@ -78,7 +80,13 @@ def scan(min_pid: int = 0) -> dict[int, ProcInfo]:
         fields = stat[stat.rfind(b")") + 2 :].split()
         if len(fields) < 20:
             continue
-        table[int(name)] = ProcInfo(int(fields[1]), int(fields[19]), fields[0] in (b"Z", b"X"))
+        table[int(name)] = ProcInfo(
+            int(fields[1]),
+            int(fields[19]),
+            fields[0] in (b"Z", b"X"),
+            int(fields[2]),
+            int(fields[3]),
+        )
     return table
 
 

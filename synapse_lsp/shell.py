@@ -1304,20 +1304,9 @@ def _session_groups(sid: int) -> set[int]:
     """Process groups of every process in session `sid` (bash is its session leader).
     Linux /proc; elsewhere just bash's own group."""
     groups = {sid}
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return groups
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_bytes()
-        except OSError:
-            continue
-        # pid (comm) state ppid pgrp session ...; comm may hold spaces and parentheses.
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 3 and int(fields[3]) == sid:
-            groups.add(int(fields[2]))
+    for info in proctree.scan().values():
+        if info.session == sid:
+            groups.add(info.pgrp)
     return groups
 
 
