@@ -46,12 +46,7 @@ const allow = JSON.parse(fs.readFileSync(path.join(E2E, 'console-allowlist.json'
  * Scenarios expected to fail, with the reason (reported as XFAIL; one that passes is
  * reported as XPASS so the mark gets removed).
  */
-const EXPECTED_FAIL = {
-  'prompt-open-chat-after-restart':
-    'a race (failed 2 of 4 runs): a prompt sent right after a server restart can reach the new server before the ' +
-    'chat on screen is reloaded; the server answers "unknown sessionId" and the input is restored with no message ' +
-    '(extension.ts reloadAfterRestart; found by this suite)',
-};
+const EXPECTED_FAIL = {};
 
 fs.rmSync(OUT, { recursive: true, force: true });
 fs.mkdirSync(OUT, { recursive: true });

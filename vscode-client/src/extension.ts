@@ -345,6 +345,8 @@ class SynapseController implements vscode.WebviewViewProvider {
   }
 
   private questions = new Map<string, (answer: string | null) => void>();
+  /** The chat on screen being loaded into a restarted server (a prompt waits for it). */
+  private reloading: Promise<void> | null = null;
   private questionSeq = 0;
 
   /**
@@ -442,7 +444,15 @@ class SynapseController implements vscode.WebviewViewProvider {
     if (live.length === 0) return;
     for (const session of live) session.loaded = false;
     const active = this.state.activeSessionId;
-    if (active && this.state.sessions.some((s) => s.sessionId === active)) await this.selectSession(active);
+    if (active && this.state.sessions.some((s) => s.sessionId === active)) {
+      const reload = this.selectSession(active);
+      this.reloading = reload;
+      try {
+        await reload;
+      } finally {
+        if (this.reloading === reload) this.reloading = null;
+      }
+    }
   }
 
   /** Always works: disposes whatever client exists (half-started too), then starts. */
@@ -609,13 +619,24 @@ class SynapseController implements vscode.WebviewViewProvider {
       .filter((uri) => uri.scheme === 'file')
       .map((uri) => uri.toString());
     const context = promptContext(attachments, [...new Set(openFiles)]);
+    // After a server restart the chat on screen is not live in the new server until it
+    // is loaded again: wait for that reload (or do it) before prompting.
+    if (this.reloading) await this.reloading;
+    if (this.state.byId[id] && !this.state.byId[id].loaded) await this.selectSession(id);
     this.dispatch({ type: 'promptStarted', sessionId: id, text });
+    const params = { sessionId: id, text, ...(context ? { context } : {}) };
     try {
-      const result = await this.execute<PromptResult>(Commands.sessionPrompt, {
-        sessionId: id,
-        text,
-        ...(context ? { context } : {}),
-      });
+      let result: PromptResult;
+      try {
+        result = await this.execute<PromptResult>(Commands.sessionPrompt, params);
+      } catch (error) {
+        // The server restarted under us between the check and the request: load the
+        // stored chat into it and send once more.
+        if (!isUnknownSession(error)) throw error;
+        this.log.info(`Prompt: ${id} is not live in this server; loading it and retrying`);
+        await this.execute<SessionNewResult>(Commands.sessionLoad, { sessionId: id });
+        result = await this.execute<PromptResult>(Commands.sessionPrompt, params);
+      }
       this.dispatch({ type: 'promptFinished', sessionId: id, result });
     } catch (error) {
       const busy = error instanceof ResponseError && (error.data as { reason?: string } | undefined)?.reason === 'session_busy';
@@ -885,6 +906,11 @@ async function disposeHandle(handle: ClientHandle, log: vscode.LogOutputChannel)
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }
   }
+}
+
+/** The server does not know the session: it restarted since the chat was loaded. */
+function isUnknownSession(error: unknown): boolean {
+  return error instanceof ResponseError && error.code === -32602 && /unknown sessionId/.test(error.message);
 }
 
 function errorMessage(error: unknown): string {
