@@ -339,7 +339,8 @@ class BashRouter:
             return None
         cut = first.rstrip().rfind(parts[-1][0].strip())
         head = first[:cut].rstrip()
-        assert head.endswith("|")
+        if cut < 0 or not head.endswith("|"):
+            return None
         native = head[:-1].rstrip()
         return (native + newline + body if newline else native), last
 
