@@ -2,7 +2,7 @@
 
 bash does not run as our child. `supervised_preexec` (the PTY child's last step
 before `exec bash`) forks once more: the child goes on to exec bash, the parent
-stays as a small *supervisor* that is a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`,
+execs a small interpreter running this file (`--supervise`): the *supervisor*, a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`,
 allowed to any user). Whatever the commands start — background jobs, double forks,
 `setsid`, `nohup`, daemons — is then either a descendant of bash or, once orphaned,
 re-parented to the supervisor instead of init, so the supervisor's descendants are
@@ -27,6 +27,7 @@ import os
 import select
 import signal
 import struct
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -178,22 +179,44 @@ def supervised_preexec(parent_fd: int, report_fd: int) -> None:
         return
     os.close(report_fd)
     try:
+        _exec_supervisor(pid, parent_fd)  # returns only if the exec failed
         _supervise(pid, parent_fd)
     finally:
         os._exit(1)
 
 
-def _supervise(bash: int, parent_fd: int) -> None:
-    me = os.getpid()
-    # No terminal and no inherited descriptors: bash alone holds the PTY, so its end
-    # (exit, exec) is still seen as the PTY's end of file.
+def _exec_supervisor(bash: int, parent_fd: int) -> None:
+    """Become a fresh, small interpreter running `_supervise` (this file as a script,
+    `-I -S`: no site-packages, ~10 MB) instead of staying a fork of the Synapse
+    process: a fork keeps the whole heap (the SDK's included) and, as the parent goes
+    on writing to it, ends up holding a private copy (PSS 50 MB per shell measured).
+    bash stays this process's child across the exec; the subreaper flag is kept too."""
+    _quiet_fds(parent_fd)
+    with contextlib.suppress(OSError):
+        os.set_inheritable(parent_fd, True)
+        script = os.path.abspath(__file__)  # noqa: PTH100 - a forked child: no pathlib
+        os.execv(
+            sys.executable,
+            [sys.executable, "-I", "-S", script, "--supervise", str(bash), str(parent_fd)],
+        )
+
+
+def _quiet_fds(keep: int) -> None:
+    """No terminal and no inherited descriptors but `keep`: bash alone holds the PTY,
+    so its end (exit, exec) is still seen as the PTY's end of file."""
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     for fd in range(3, 1024):
-        if fd not in (parent_fd,):
+        if fd != keep:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _supervise(bash: int, parent_fd: int) -> None:
+    me = os.getpid()
+    set_subreaper()  # kept across exec; set again in case a kernel does not
+    _quiet_fds(parent_fd)
     wake_r, wake_w = os.pipe()
     for fd in (wake_r, wake_w):
         os.set_blocking(fd, False)
@@ -247,3 +270,10 @@ def _supervise(bash: int, parent_fd: int) -> None:
         if code < 0:
             code = 128 - code
     os._exit(code & 0xFF)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--supervise"]:  # see _exec_supervisor
+    try:
+        _supervise(int(sys.argv[2]), int(sys.argv[3]))
+    finally:
+        os._exit(1)

@@ -220,3 +220,27 @@ async def test_the_server_ending_takes_every_job_with_it(tmp_path: Path, how: st
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+async def test_the_supervisor_is_a_small_program_not_a_fork_of_synapse(tmp_path: Path) -> None:
+    """The supervisor used to stay a fork of the Synapse process: a copy of its whole
+    heap (the SDK's too) per shell, PSS ~50 MB, growing private as the parent wrote.
+    It execs a fresh `python -I -S proctree.py --supervise` instead."""
+    import anthropic  # noqa: F401  (a heavy parent, as a warmed-up server is)
+
+    shell = ShellSession(tmp_path, Settings(synapse_home=tmp_path / "home"))
+    await shell.start()
+    try:
+        assert (await shell.run("true")).exit_code == 0
+        pid = shell.supervisor_pid
+        assert pid is not None
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert b"--supervise" in cmdline, cmdline
+        rss_kb = next(
+            int(line.split()[1])
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+            if line.startswith("VmRSS:")
+        )
+        assert rss_kb < 30 * 1024, f"supervisor RSS {rss_kb // 1024} MB"
+    finally:
+        await shell.close()
