@@ -2,9 +2,10 @@
 
 bash does not run as our child. `supervised_preexec` (the PTY child's last step
 before `exec bash`) forks once more: the child goes on to exec bash, the parent
-execs a small interpreter running this file (`--supervise`): the *supervisor*, a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`,
-allowed to any user). Whatever the commands start — background jobs, double forks,
-`setsid`, `nohup`, daemons — is then either a descendant of bash or, once orphaned,
+execs a small interpreter running this file (`--supervise`): the *supervisor*,
+a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`, allowed to any user).
+Whatever the commands start — background jobs, double forks, `setsid`, `nohup`,
+daemons — is then either a descendant of bash or, once orphaned,
 re-parented to the supervisor instead of init, so the supervisor's descendants are
 exactly the session's processes. The supervisor reaps those orphans (it has no
 other children, so `waitpid(-1)` is safe there, unlike in the Synapse process), and
