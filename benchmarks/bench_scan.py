@@ -27,8 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_server import Rpc, initialize  # noqa: E402
 from synapse_lsp import cmdline  # noqa: E402
+from synapse_lsp.cmdline import simple_commands  # noqa: E402
 from synapse_lsp.commands import Layer  # noqa: E402
-from synapse_lsp.permissions import simple_commands, writes_outside  # noqa: E402
+from synapse_lsp.permissions import writes_outside  # noqa: E402
 
 _PLAIN = re.compile(r"'[^']*'|\S+")
 

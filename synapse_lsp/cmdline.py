@@ -370,3 +370,36 @@ def quote(text: str) -> str:
     if _SAFE_WORD.fullmatch(text):
         return text
     return "'" + text.replace("'", "'\\''") + "'"
+
+
+# Reserved words that may lead a simple command: `if rm x; then …` runs `rm x`.
+_RESERVED = frozenset({"if", "then", "else", "elif", "while", "until", "do", "!", "time"})
+
+
+def simple_commands(line: str) -> list[str]:
+    """Every simple command `line` runs: its top-level segments, the insides of
+    `( … )` and `{ …; }` groups and of command and process substitutions, and
+    a group's own redirections (`( … ) > f` yields `> f`). Leading reserved words are
+    dropped (`then rm x` -> `rm x`). Linear in the line's length. The one walk the
+    permission gate, the explore sub-agent's rule and the summaries' write check use."""
+    out: list[str] = []
+    pending = [line]
+    while pending:
+        for raw, _ in split_all(pending.pop()):
+            part = raw.strip()
+            words = part.split(maxsplit=1)
+            while words and words[0] in _RESERVED:
+                part = words[1] if len(words) > 1 else ""
+                words = part.split(maxsplit=1)
+            if not part:
+                continue
+            pending.extend(substitutions(part))
+            if part[0] in "({" and part not in ("(", "{"):
+                end = group_end(part, 0)
+                pending.append(part[1:end])
+                after = part[end + 1 :].strip()
+                if after:
+                    out.append(after)
+                continue
+            out.append(part)
+    return out

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from synapse_lsp import cmdline
+from synapse_lsp.cmdline import simple_commands
 from synapse_lsp.commands import Layer, Step
 from synapse_lsp.config import POLICIES, Settings, SettingsSource, as_source
 
@@ -61,37 +62,6 @@ _PREFIXES = frozenset({"sudo", "env", "nohup", "time", "exec", "command", "nice"
 def segments(line: str) -> list[str]:
     """The simple commands of a line, cut at top-level `&& || ; | &` and newlines."""
     return [part.strip() for part, _ in cmdline.split_all(line) if part.strip()]
-
-
-# Reserved words that may lead a simple command: `if rm x; then …` runs `rm x`.
-_RESERVED = frozenset({"if", "then", "else", "elif", "while", "until", "do", "!", "time"})
-
-
-def simple_commands(line: str) -> list[str]:
-    """Every simple command `line` runs: its top-level segments, the insides of
-    `( … )` and `{ …; }` groups and of command and process substitutions, and
-    a group's own redirections (`( … ) > f` yields `> f`). Leading reserved words are
-    dropped (`then rm x` -> `rm x`). Linear in the line's length."""
-    out: list[str] = []
-    pending = [line]
-    while pending:
-        for part in segments(pending.pop()):
-            words = part.split(maxsplit=1)
-            while words and words[0] in _RESERVED:
-                part = words[1] if len(words) > 1 else ""
-                words = part.split(maxsplit=1)
-            if not part:
-                continue
-            pending.extend(cmdline.substitutions(part))
-            if part[0] in "({" and part not in ("(", "{"):
-                end = cmdline.group_end(part, 0)
-                pending.append(part[1:end])
-                after = part[end + 1 :].strip()
-                if after:
-                    out.append(after)
-                continue
-            out.append(part)
-    return out
 
 
 def _is_plain(segment: str) -> bool:

@@ -1,7 +1,7 @@
 """The read-only rule of `task:explore`: a conservative allow-list of native commands.
 
 Summaries are for people and never a security boundary, so this rule does not ask
-them. Every simple command of a line (`permissions.simple_commands`: segments,
+them. Every simple command of a line (`cmdline.simple_commands`: segments,
 groups, command and process substitutions) must be on the allow-list below, with
 arguments that cannot write or run other programs, and without a redirection to a
 file. Anything not listed is refused. Quote-aware and linear (`cmdline.split_argv`).
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from synapse_lsp import cmdline
-from synapse_lsp.permissions import simple_commands
+from synapse_lsp.cmdline import simple_commands
 
 # Commands that only read or print, whatever their (non-listed-as-bad) options.
 READERS = frozenset(

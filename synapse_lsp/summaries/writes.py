@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 from synapse_lsp import cmdline
+from synapse_lsp.cmdline import simple_commands
 
 # Commands that change files whatever their arguments.
 FILE_CHANGERS = frozenset(
@@ -29,7 +30,6 @@ FILE_CHANGERS = frozenset(
 )  # fmt: skip
 # Prefixes that run the rest of the words as a command.
 _RUNNERS = frozenset({"sudo", "doas", "env", "nice", "nohup", "command", "builtin", "exec", "time"})
-_RESERVED = frozenset({"if", "then", "else", "elif", "while", "until", "do", "!", "time"})
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 # An output redirection: `>`, `>>`, `>|`, `&>`, `&>>`, `N>`, `<>`; its target follows.
 _REDIRECT = re.compile(r"(?:&|\d*)>>?\|?|<>")
@@ -37,33 +37,6 @@ _REDIRECT = re.compile(r"(?:&|\d*)>>?\|?|<>")
 _HARMLESS_TARGETS = re.compile(r"&(?:\d+|-)|/dev/(?:null|stdout|stderr|tty)")
 # Quoted strings and escapes (blanked before looking for unquoted `>`).
 _QUOTED_OR_ESCAPED = re.compile(r"'[^']*'?|\"(?:[^\"\\]|\\.)*\"?|\\.", re.DOTALL)
-
-
-def simple_commands(line: str) -> list[str]:
-    """Every simple command `line` runs (segments, `( … )`/`{ …; }` insides,
-    substitutions, a group's own redirections), leading reserved words dropped.
-    The same walk as `permissions.simple_commands` (summaries may not import the spine)."""
-    out: list[str] = []
-    pending = [line]
-    while pending:
-        for raw, _ in cmdline.split_all(pending.pop()):
-            part = raw.strip()
-            words = part.split(maxsplit=1)
-            while words and words[0] in _RESERVED:
-                part = words[1] if len(words) > 1 else ""
-                words = part.split(maxsplit=1)
-            if not part:
-                continue
-            pending.extend(cmdline.substitutions(part))
-            if part[0] in "({" and part not in ("(", "{"):
-                end = cmdline.group_end(part, 0)
-                pending.append(part[1:end])
-                after = part[end + 1 :].strip()
-                if after:
-                    out.append(after)
-                continue
-            out.append(part)
-    return out
 
 
 def writes(line: str) -> bool:

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from synapse_lsp import cmdline
+from synapse_lsp.cmdline import simple_commands
 from synapse_lsp.commands import FailureCategory, Layer
 from synapse_lsp.config import Settings
-from synapse_lsp.permissions import DENY, EditorPermissionGate, simple_commands
+from synapse_lsp.permissions import DENY, EditorPermissionGate
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
 
