@@ -17,13 +17,13 @@ import asyncio
 import contextlib
 import os
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from synapse_lsp import __version__
+from synapse_lsp.cli.preload import start_sdk_import
 from synapse_lsp.cli.render import DEFAULT_OUTPUT_LINES, Renderer, Style
 from synapse_lsp.config import MIN_THINKING_BUDGET, LiveSettings
 from synapse_lsp.errors import ModelError, SynapseError
@@ -108,11 +108,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _preload_sdk() -> None:
-    with contextlib.suppress(Exception):
-        import anthropic  # noqa: F401
-
-
 @dataclass
 class Runtime:
     """Everything one `synapse chat` process owns; `close()` releases all of it."""
@@ -133,9 +128,9 @@ class Runtime:
         from synapse_lsp.core import Workspace
 
         model = self._api_model(demo=demo, allow_demo_fallback=allow_demo_fallback)
-        # The SDK takes seconds to import: overlap it with starting the shell (and only
-        # once it is known to be needed: a missing key ends `-p` before this).
-        threading.Thread(target=_preload_sdk, name="synapse-preload", daemon=True).start()
+        # The SDK takes most of a second to import: overlap it with starting the shell.
+        # `synapse chat` run as a program started it already (cli/entry.py).
+        start_sdk_import()
         self.model = model if model is not None else await self._demo_model()
         # The terminal asks nothing (no gate) until terminal asks exist.
         self.workspace = Workspace(self.cwd, self.settings, trusted=self.trusted)

@@ -63,16 +63,24 @@ BROKEN_PIPE_EXIT = 141
 def main(argv: list[str] | None = None) -> int:
     """Run a subcommand. A reader of stdout that goes away (`synapse tools list | head`)
     ends the program quietly with 141, never a BrokenPipeError traceback."""
+    as_program_chat = argv is None and sys.argv[1:2] == ["chat"]
     try:
         try:
             code = _main(argv)
+        except SystemExit as exc:  # argparse's help or usage error
+            if not as_program_chat:
+                raise
+            if exc.code is not None and not isinstance(exc.code, int):
+                print(exc.code, file=sys.stderr)  # what the interpreter would print
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         finally:
             # Help printed by argparse (SystemExit) is flushed here too. `synapse lsp`
             # closes stdout when the editor goes: nothing is left to flush then.
             if not sys.stdout.closed:
                 sys.stdout.flush()
             _fast_teardown()
-        if argv is None and sys.argv[1:2] == ["chat"]:
+        if as_program_chat:
+            # Also ends the SDK import thread (cli/preload.py) mid-import, if it runs.
             _exit_now(code)
         return code
     except BrokenPipeError:
@@ -138,6 +146,11 @@ def _main(argv: list[str] | None) -> int:
             return 2
         parser.parse_args(args[:1])  # exits: help/version 0, an unknown command 2
         return 2
+    if args[0] == "chat":
+        from synapse_lsp.cli.preload import start_sdk_import, wants_model
+
+        if wants_model(args[1:]):
+            start_sdk_import()  # before importing the chat face: it overlaps everything
     module = importlib.import_module(entry[0])
     result: int = module.main(args[1:])
     return result
