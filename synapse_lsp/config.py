@@ -35,10 +35,16 @@ ENV_SETTINGS: tuple[tuple[str, str], ...] = (
     ("SYNAPSE_MODEL", "model"),
     ("SYNAPSE_MAX_TOKENS", "maxTokens"),
     ("SYNAPSE_THINKING_BUDGET", "thinkingBudget"),
+    ("SYNAPSE_SANDBOX", "sandbox"),
+    ("SYNAPSE_NETWORK", "network"),
 )
 
 
 POLICIES = ("auto", "ask-writes-outside-workspace", "ask-all-native")
+# Sandbox modes (docs/user-guide.md "Sandbox and permissions"): what the agent's shell
+# may write, enforced by the kernel (bubblewrap) where it works.
+SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
+NETWORK_MODES = ("on", "off")
 LOG_LEVELS = ("error", "warning", "info", "debug")
 SETTINGS_FILE = "settings.json"
 WORKSPACE_DIR = ".synapse"
@@ -60,7 +66,12 @@ WORKSPACE_SAFE = frozenset(
 # Settings honoured only from $SYNAPSE_HOME/settings.json: neither a folder's file nor
 # the face (editor settings can come from a repository's .vscode/settings.json).
 HOME_ONLY = frozenset({"mcpEnvAllowCredentials"})
-_CHOICES: dict[str, tuple[str, ...]] = {"permission": POLICIES, "log_level": LOG_LEVELS}
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "permission": POLICIES,
+    "log_level": LOG_LEVELS,
+    "sandbox": SANDBOX_MODES,
+    "network": NETWORK_MODES,
+}
 
 
 def synapse_home(env: Mapping[str, str] | None = None) -> Path:
@@ -97,6 +108,11 @@ class Settings:
     api_key_env: str = "ANTHROPIC_API_KEY"
     max_turns: int = 50
     permission: str = "ask-writes-outside-workspace"
+    # What the agent's commands may write (`SANDBOX_MODES`) and whether they reach the
+    # network; `workspace-write` falls back to the parsing gate alone where bubblewrap
+    # cannot run (reported as not sandboxed).
+    sandbox: str = "workspace-write"
+    network: str = "off"
     # How long a permission question waits for an answer before the command is denied.
     permission_timeout: float = DEFAULT_PERMISSION_TIMEOUT_S
     # The longest command line accepted (bytes, UTF-8); longer ones get a clear error.

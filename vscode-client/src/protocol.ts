@@ -241,6 +241,8 @@ export const SERVER_SETTING_KEYS = [
   'baseUrl',
   'apiKeyEnv',
   'permission',
+  'sandbox',
+  'network',
   'allow',
   'deny',
   'commandTimeout',
