@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import random
+import threading
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -258,6 +259,7 @@ class ModelClient:
         self.timeout = timeout
         self.thinking_budget = thinking_budget
         self._client: AsyncAnthropic | None = None
+        self._client_lock = threading.Lock()
 
     def __repr__(self) -> str:  # never show the key
         return f"ModelClient(model={self.model!r}, base_url={self.base_url!r})"
@@ -284,16 +286,23 @@ class ModelClient:
 
     def _sdk(self) -> AsyncAnthropic:
         if self._client is None:
-            from anthropic import AsyncAnthropic
+            with self._client_lock:  # `prepare` may be building it in the background
+                if self._client is None:
+                    from anthropic import AsyncAnthropic
 
-            self._client = AsyncAnthropic(
-                api_key=self._api_key,
-                base_url=self.base_url,
-                max_retries=0,
-                timeout=self.timeout,
-            )
-            _warn_like_the_sdk(self.model, bool(self.thinking_budget))
+                    self._client = AsyncAnthropic(
+                        api_key=self._api_key,
+                        base_url=self.base_url,
+                        max_retries=0,
+                        timeout=self.timeout,
+                    )
+                    _warn_like_the_sdk(self.model, bool(self.thinking_budget))
         return self._client
+
+    def prepare(self) -> None:
+        """Build the SDK's client now (any thread; the SDK's HTTP stack and TLS context
+        take ~40-50 ms), so the first request does not wait for it."""
+        self._sdk()
 
     async def close(self) -> None:
         if self._client is not None:

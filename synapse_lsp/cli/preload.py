@@ -6,13 +6,35 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 
 _started = threading.Event()
+_lock = threading.Lock()
+_imported = False
+_after: list[Callable[[], None]] = []
 
 
 def _import_sdk() -> None:
+    global _imported
     with contextlib.suppress(Exception):
         import anthropic  # noqa: F401
+    with _lock:
+        _imported = True
+        hooks = list(_after)
+        _after.clear()
+    for hook in hooks:
+        with contextlib.suppress(Exception):
+            hook()
+
+
+def after_import(hook: Callable[[], None]) -> None:
+    """Run `hook` in the background once the SDK is imported (e.g. building the API
+    client, ~40-50 ms, so a REPL's first request does not pay for it after typing)."""
+    with _lock:
+        if not _imported:
+            _after.append(hook)
+            return
+    threading.Thread(target=hook, name="synapse-prepare", daemon=True).start()
 
 
 def start_sdk_import() -> None:
