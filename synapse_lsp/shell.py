@@ -18,6 +18,7 @@ import codecs
 import contextlib
 import errno
 import fcntl
+import json
 import logging
 import math
 import os
@@ -28,18 +29,20 @@ import struct
 import tempfile
 import termios
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ptyprocess import PtyProcess  # type: ignore[import-untyped]
 
-from synapse_lsp import proctree
+from synapse_lsp import proctree, sandbox
 from synapse_lsp.cmdline import quote
 from synapse_lsp.commands import OutputSink
 from synapse_lsp.config import MIN_TIMEOUT_S, OutputLimits, Settings, SettingsSource, as_source
 from synapse_lsp.errors import ShellError
 from synapse_lsp.output import BoundedCapture, SpillBudget
+from synapse_lsp.sandbox import SandboxStatus
 
 log = logging.getLogger(__name__)
 
@@ -147,14 +150,29 @@ class ShellSession:
 
     `run` calls are serialized. Cancelling the task awaiting `run` interrupts the
     command (SIGINT, then SIGKILL of its process group) and keeps the session.
+
+    Unless `settings.sandbox` is full-access, bash runs inside bubblewrap
+    (`synapse_lsp.sandbox`) where it works: `writable` (default: `cwd`, the workspace
+    root) are the only writable roots in workspace-write mode, `/tmp` is the session's
+    own (`private_tmp` on the host). The mode is read when a bash starts.
     """
 
     def __init__(
-        self, cwd: Path, settings: Settings | SettingsSource, env: dict[str, str] | None = None
+        self,
+        cwd: Path,
+        settings: Settings | SettingsSource,
+        env: dict[str, str] | None = None,
+        *,
+        writable: Sequence[Path] | None = None,
     ) -> None:
         self._settings = as_source(settings)
         self._initial_cwd = Path(cwd).resolve()
         self._cwd = self._initial_cwd
+        self._writable = (
+            [self._initial_cwd] if writable is None else [Path(p).resolve() for p in writable]
+        )
+        self._sandbox: SandboxStatus | None = None  # what the current bash runs under
+        self._private_tmp: Path | None = None  # the sandbox's /tmp, kept until close()
         self._extra_env = dict(env or {})
         self._lock = asyncio.Lock()
         self._proc: PtyProcess | None = None
@@ -196,8 +214,32 @@ class ShellSession:
 
     @property
     def pid(self) -> int | None:
-        """bash's pid (its parent is the session's supervisor, `supervisor_pid`)."""
+        """bash's pid (its parent is the session's supervisor, `supervisor_pid`, or,
+        sandboxed, bubblewrap below the supervisor)."""
         return None if self._proc is None else self._bash_pid
+
+    @property
+    def sandbox(self) -> SandboxStatus:
+        """What the current bash runs under; before the first start, what it would."""
+        if self._sandbox is not None:
+            return self._sandbox
+        return sandbox.status(self.settings)
+
+    @property
+    def writable_paths(self) -> tuple[Path, ...]:
+        """Where a sandboxed command may write, as it spells paths: the writable roots
+        (none in read-only mode; their `.git` excepted) and `/tmp` (`private_tmp`).
+        Unsandboxed: the writable roots given (nothing is enforced)."""
+        status = self.sandbox
+        if not status.sandboxed:
+            return tuple(self._writable)
+        roots = self._writable if status.mode == "workspace-write" else []
+        return (*roots, Path("/tmp"))  # noqa: S108 - the sandbox's own
+
+    @property
+    def private_tmp(self) -> Path | None:
+        """The host directory a sandboxed bash sees as `/tmp` (None unsandboxed)."""
+        return self._private_tmp if self._sandbox and self._sandbox.sandboxed else None
 
     @property
     def supervisor_pid(self) -> int | None:
@@ -242,6 +284,9 @@ class ShellSession:
         self._terminate()
         for task in list(self._escalations):
             task.cancel()
+        if self._private_tmp is not None:
+            shutil.rmtree(self._private_tmp, ignore_errors=True)
+            self._private_tmp = None
 
     def interrupt(self) -> None:
         """Ctrl-C for the running command; it ends with exit code 130 and `cancelled`.
@@ -568,38 +613,66 @@ class ShellSession:
         self._slave = ""
         cwd = self._cwd if self._cwd.is_dir() else self._initial_cwd
         bash = shutil.which("bash") or "/bin/bash"
+        argv = [bash, "--norc", "--noprofile", "--noediting", "-i"]
+        env = self._environment()
         # bash runs under a supervisor that reaps and kills everything the session
         # starts (`proctree`): it learns that we are gone from `parent_r`'s end of file,
-        # and bash reports its pid on `report_w`.
+        # and the process it forks reports its pid on `report_w` before it execs bash,
+        # or bwrap, which then tells bash's pid on `info_w` (`--info-fd`).
         parent_r, parent_w = os.pipe2(os.O_CLOEXEC)
         report_r, report_w = os.pipe2(os.O_CLOEXEC)
+        info_r = info_w = -1
+        status = sandbox.status(self.settings)
+        if status.sandboxed:
+            try:
+                info_r, info_w = os.pipe2(os.O_CLOEXEC)
+                argv = self._sandbox_argv(status, info_w) + argv
+            except OSError as exc:
+                for fd in (parent_r, parent_w, report_r, report_w, info_r, info_w):
+                    if fd >= 0:
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
+                self._cleanup_files()
+                raise ShellError(f"cannot prepare the sandbox: {exc}") from exc
+            env["TMPDIR"] = "/tmp"  # noqa: S108 - the sandbox's own /tmp
+        self._sandbox = status
 
         def preexec() -> None:
             _raw_output()
+            if info_w >= 0:
+                os.set_inheritable(info_w, True)  # bwrap's --info-fd
             proctree.supervised_preexec(parent_r, report_w)
 
         try:
             proc = PtyProcess.spawn(
-                [bash, "--norc", "--noprofile", "--noediting", "-i"],
+                argv,
                 cwd=str(cwd),
-                env=self._environment(),
+                env=env,
                 echo=False,
                 dimensions=(50, 200),
                 preexec_fn=preexec,
-                pass_fds=(parent_r, report_w),
+                pass_fds=tuple(fd for fd in (parent_r, report_w, info_w) if fd >= 0),
             )
             os.close(report_w)
             report = os.read(report_r, 4)
+            if info_w >= 0:
+                os.close(info_w)
+                info_w = -1
         except (OSError, Exception) as exc:  # ptyprocess raises plain Exception on exec failure
-            for fd in (parent_r, parent_w, report_r, report_w):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            for fd in (parent_r, parent_w, report_r, report_w, info_r, info_w):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
             self._cleanup_files()
             raise ShellError(f"cannot start bash: {exc}") from exc
         os.close(parent_r)
         os.close(report_r)
         self._parent_w = parent_w
         self._bash_pid = struct.unpack("i", report)[0] if len(report) == 4 else None
+        if info_r >= 0:
+            # The reported pid is bwrap's; bash is the sandboxed child it names.
+            self._bash_pid = await _read_child_pid(info_r, START_TIMEOUT_S)
+            os.close(info_r)
         self._proc = proc
         self._fd = int(proc.fd)
         os.set_blocking(self._fd, False)
@@ -636,6 +709,21 @@ class ShellSession:
             raise ShellError(f"bash did not start: {detail.strip() or 'no answer'}")
         await self._learn_terminal()
         log.debug("shell %s started in %s", proc.pid, cwd)
+
+    def _sandbox_argv(self, status: SandboxStatus, info_fd: int) -> list[str]:
+        """bwrap's part of the command line (`sandbox.bwrap_argv`); the private /tmp is
+        made once per session and kept across fresh shells until `close()`."""
+        assert self._dir is not None
+        if self._private_tmp is None or not self._private_tmp.is_dir():
+            self._private_tmp = Path(tempfile.mkdtemp(prefix="synapse-tmp-"))
+        return sandbox.bwrap_argv(
+            status,
+            writable=self._writable,
+            private_dir=self._dir,
+            private_tmp=self._private_tmp,
+            synapse_home=self.settings.synapse_home,
+            info_fd=info_fd,
+        )
 
     def _terminate(self) -> None:
         """Kill bash and everything in its session; finish a command in flight."""
@@ -1152,7 +1240,18 @@ class ShellSession:
         deleted = " (deleted)"
         if real.endswith(deleted) and not Path(real).exists():
             real = real[: -len(deleted)]
-        return Path(real)
+        return self._host_path(Path(real), link)
+
+    def _host_path(self, path: Path, link: Path) -> Path:
+        """A sandboxed bash's `/tmp/...` is under `private_tmp` on the host (/proc
+        spells bash's cwd as seen inside); every other bind keeps its path."""
+        tmp = self.private_tmp
+        if tmp is None or not (path == Path("/tmp") or path.is_relative_to("/tmp")):  # noqa: S108
+            return path
+        with contextlib.suppress(OSError):
+            if path.samefile(link):
+                return path
+        return tmp / path.relative_to("/tmp")  # noqa: S108
 
     def _on_stdout_bytes(self, run: _Run, data: bytes) -> None:
         start = b"\x1e" + self._nonce.encode() + b":"
@@ -1266,6 +1365,43 @@ def _prompt_command(nonce: str) -> str:
         + f"\\builtin printf '\\036%s:%s:%s:%s\\037%s' {nonce} \"${{__syn_seq-}}\" "
         f'"$__syn_rc" "$PWD" {nonce}'
     )
+
+
+async def _read_child_pid(fd: int, timeout: float) -> int | None:
+    """bwrap's `--info-fd` JSON (`{"child-pid": N, ...}`): the sandboxed bash's pid,
+    or None when bwrap failed before writing it (its message is on the PTY)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    os.set_blocking(fd, False)
+    data = bytearray()
+    while b"}" not in data:
+        try:
+            chunk = os.read(fd, 4096)
+        except BlockingIOError:
+            ready: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(fd, _set_once, ready)
+            try:
+                await asyncio.wait({ready}, timeout=max(0.0, deadline - loop.time()))
+            finally:
+                loop.remove_reader(fd)
+            if not ready.done():
+                return None
+            continue
+        except OSError:
+            return None
+        if not chunk:
+            break
+        data += chunk
+    try:
+        pid = json.loads(bytes(data))["child-pid"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return pid if isinstance(pid, int) and pid > 0 else None
+
+
+def _set_once(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _read_proc(path: str) -> bytes | None:

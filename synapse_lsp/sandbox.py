@@ -1,0 +1,178 @@
+"""Kernel confinement of the persistent shell: bash runs inside bubblewrap (`bwrap`).
+
+`status(settings)` says whether the shell can be sandboxed here (bwrap found on
+`PATH` and able to create its namespaces: probed once per process and bwrap path),
+and `bwrap_argv(...)` gives the command prefix `ShellSession` puts in front of bash:
+the whole filesystem read-only, the writable roots (the workspace) writable again
+except their `.git`, `$SYNAPSE_HOME` read-only with its `sessions/` hidden, a
+private `/tmp`, no network unless asked. No pid namespace and no `--new-session`:
+the shell's process handling needs host pids and bash's job control
+(docs/architecture.md "The persistent shell", "Threat model and guarantees").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from synapse_lsp.config import Settings
+
+log = logging.getLogger(__name__)
+
+NOT_INSTALLED = "bubblewrap (bwrap) is not installed"
+PROBE_TIMEOUT_S = 10.0
+
+# What the probe found, by the resolved path of bwrap: None when it works, else why not.
+_probes: dict[str, str | None] = {}
+_warned: set[str] = set()
+probe_seconds: dict[str, float] = {}  # how long each probe took (benchmarks, logs)
+
+
+@dataclass(frozen=True)
+class SandboxStatus:
+    """What a shell runs under: the requested `mode` and `network`, whether bubblewrap
+    really confines it, and if not (but asked to), why."""
+
+    mode: str
+    sandboxed: bool
+    network: str
+    reason: str | None = None
+
+    def describe(self) -> str:
+        """Short text for banners and status bars."""
+        if self.sandboxed:
+            return f"{self.mode}, network {self.network} (bubblewrap)"
+        if self.mode == "full-access":
+            return "full-access (no sandbox)"
+        return f"{self.mode} requested, NOT sandboxed: {self.reason or 'unknown reason'}"
+
+
+def status(settings: Settings) -> SandboxStatus:
+    """Whether a shell started now with `settings` runs sandboxed (see module doc)."""
+    mode, network = settings.sandbox, settings.network
+    if mode == "full-access":
+        return SandboxStatus(mode, False, network, None)
+    found = shutil.which("bwrap")
+    if found is None:
+        reason: str | None = NOT_INSTALLED
+        key = "<missing>"
+    else:
+        key = os.path.realpath(found)
+        if key not in _probes:
+            _probes[key] = _probe(found)
+        reason = _probes[key]
+    if reason is not None:
+        if key not in _warned:
+            _warned.add(key)
+            log.warning("the shell runs without a sandbox (%s requested): %s", mode, reason)
+        return SandboxStatus(mode, False, network, reason)
+    return SandboxStatus(mode, True, network, None)
+
+
+def _probe(bwrap: str) -> str | None:
+    """Run bwrap once with the shell's kind of arguments: None if it works, else why."""
+    argv = [
+        bwrap,
+        "--ro-bind", "/", "/",
+        "--dev", "/dev",
+        "--proc", "/proc",
+        "--tmpfs", "/tmp",
+        "--unshare-net",
+        "--die-with-parent",
+        "--", "true",
+    ]  # fmt: skip
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"bwrap did not answer within {PROBE_TIMEOUT_S:.0f} s"
+    except OSError as exc:
+        return f"bwrap cannot be run: {exc}"
+    finally:
+        probe_seconds[os.path.realpath(bwrap)] = time.perf_counter() - started
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    first = lines[0] if lines else f"exit status {done.returncode}"
+    if "namespace" in first.lower():
+        return f"bwrap cannot create a user namespace here: {first}"
+    return f"bwrap does not work here: {first}"
+
+
+def _reset_for_tests() -> None:
+    """Forget the probes and warnings (tests put a different bwrap on PATH)."""
+    _probes.clear()
+    _warned.clear()
+    probe_seconds.clear()
+
+
+def bwrap_argv(
+    sandbox: SandboxStatus,
+    *,
+    writable: Sequence[Path],
+    private_dir: Path,
+    private_tmp: Path,
+    synapse_home: Path,
+    info_fd: int,
+) -> list[str]:
+    """The bwrap prefix for bash (it ends with `--`). Later binds win over earlier ones
+    on the same or an enclosing path, so the order below is the policy:
+
+    1. everything read-only (`--ro-bind / /`), a fresh `/dev` (hides `/dev/shm`) and
+       `/proc`, `private_tmp` as `/tmp`;
+    2. workspace-write: each writable root writable (read-only mode: none), then
+       each root's own `.git` read-only again;
+    3. `synapse_home` read-only (even inside a writable root) and its `sessions/`
+       an empty tmpfs (the directory is created here if missing);
+    4. `private_dir` (the shell's command file and FIFOs) at its own path, read-only:
+       bash only reads the command file and opens the FIFOs, which a read-only mount
+       allows;
+    5. no network unless `sandbox.network == "on"`; the sandbox dies with its parent
+       (the session's supervisor); `info_fd` receives bwrap's JSON with the shell's
+       pid ("child-pid").
+    """
+    bwrap = shutil.which("bwrap") or "bwrap"
+    argv = [
+        bwrap,
+        "--die-with-parent",
+        "--ro-bind", "/", "/",
+        "--dev", "/dev",
+        "--proc", "/proc",
+        "--bind", str(private_tmp), "/tmp",
+    ]  # fmt: skip
+    if sandbox.mode == "workspace-write":
+        roots = [Path(root) for root in writable]
+        for root in roots:
+            argv += ["--bind", str(root), str(root)]
+        for root in roots:
+            git = root / ".git"
+            if git.exists() and not git.is_symlink():
+                argv += ["--ro-bind", str(git), str(git)]
+    # Created first when missing: inside a writable root (a workspace that is $HOME)
+    # a command could otherwise create it, settings.json included.
+    sessions = synapse_home / "sessions"
+    with contextlib.suppress(OSError):
+        sessions.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if synapse_home.is_dir():
+        argv += ["--ro-bind", str(synapse_home), str(synapse_home)]
+        if sessions.is_dir():
+            argv += ["--tmpfs", str(sessions)]
+    argv += ["--ro-bind", str(private_dir), str(private_dir)]
+    if sandbox.network != "on":
+        argv.append("--unshare-net")
+    argv += ["--info-fd", str(info_fd), "--"]
+    return argv
