@@ -107,6 +107,14 @@ class Settings:
     base_url: str | None = None
     api_key_env: str = "ANTHROPIC_API_KEY"
     max_turns: int = 50
+    # Adjacent `task:*` calls of one model response run at most this many at once.
+    max_parallel_tasks: int = 5
+    # The breaker: after this many failing tool calls in a row the turn winds down (0 = off).
+    max_tool_failures: int = 5
+    # A turn that ends with plan items not completed gets one reminder to the model.
+    todo_reminder: bool = True
+    # Stored sessions kept (oldest pruned when a new one starts; 0 = no cap).
+    max_sessions: int = 0
     permission: str = "ask-writes-outside-workspace"
     # What the agent's commands may write (`SANDBOX_MODES`) and whether they reach the
     # network; `workspace-write` falls back to the parsing gate alone where bubblewrap
@@ -188,7 +196,7 @@ class Settings:
         return out, problems
 
 
-_ZERO_OK = {"thinking_budget"}  # integer settings where 0 means "off"
+_ZERO_OK = {"thinking_budget", "max_tool_failures", "max_sessions"}  # integer settings where 0 means "off"
 
 
 def _snake(key: str) -> str:
