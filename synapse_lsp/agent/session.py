@@ -68,6 +68,7 @@ __all__ = [
     "KEEP_RECENT_TURNS",
     "MAX_SELECTION_CHARS",
     "NOT_RUN_RESULT",
+    "Attachment",
     "ChatSession",
     "Emit",
     "LoopResult",
@@ -97,12 +98,23 @@ class Selection:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """A resource the client attached to the prompt (ACP: an embedded resource, whose
+    `text` the model gets, or a resource link, `text` None: the model is told of it)."""
+
+    uri: str
+    text: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
 class TurnContext:
     """What the editor knows, given to the model alongside the user's text."""
 
     active_file: str | None = None
     selection: Selection | None = None
     open_files: tuple[str, ...] = field(default_factory=tuple)
+    attachments: tuple[Attachment, ...] = field(default_factory=tuple)
 
 
 def _uri_to_path(uri: str) -> str:
@@ -126,6 +138,17 @@ def context_text(context: TurnContext) -> str | None:
             f"Selected text in {_uri_to_path(sel.uri)} (lines {sel.start_line + 1}-"
             f"{sel.end_line + 1}):\n```\n{text}\n```"
         )
+    budget = MAX_SELECTION_CHARS * 5  # all attached text together
+    for item in context.attachments:
+        where = _uri_to_path(item.uri)
+        if item.text is None:
+            lines.append(f"Referenced: {where}" + (f" ({item.name})" if item.name else ""))
+            continue
+        text = item.text
+        if len(text) > min(budget, MAX_SELECTION_CHARS * 2):
+            text = text[: max(0, min(budget, MAX_SELECTION_CHARS * 2))] + "\n[... cut ...]"
+        budget -= len(text)
+        lines.append(f"Attached {where}:\n```\n{text}\n```")
     if not lines:
         return None
     return prompts.editor_context_text("\n".join(lines))

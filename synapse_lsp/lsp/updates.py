@@ -36,6 +36,8 @@ from synapse_lsp.events import (
 )
 from synapse_lsp.lsp import protocol as wire
 from synapse_lsp.lsp.protocol import SessionUpdate, SessionUpdateNotification
+from synapse_lsp.summaries.tool_calls import located
+from synapse_lsp.summaries.tool_calls import tool_call_summary as default_summarizer
 
 COALESCE_INTERVAL = 0.016
 MAX_OUTPUT_CHUNK = 16 * 1024
@@ -53,18 +55,6 @@ def token_usage(usage: Usage) -> wire.TokenUsage:
         cache_creation_input_tokens=usage.cache_creation_input_tokens,
         cache_read_input_tokens=usage.cache_read_input_tokens,
     )
-
-
-def default_summarizer(command: str) -> tuple[str, str, list[str]]:
-    """Title, ACP kind and paths from `summaries.titles` (the raw command if it fails)."""
-    from synapse_lsp.summaries.titles import summarize
-
-    try:
-        summary = summarize(command)
-    except Exception:  # a summary is decoration: never let it break a turn
-        return command, "execute", []
-    paths = [str(p["path"]) for p in summary.parsed if isinstance(p.get("path"), str)]
-    return summary.title, summary.kind, paths
 
 
 def user_message(text: str, parent: str | None = None) -> wire.UserMessageChunk:
@@ -92,7 +82,7 @@ def event_to_update(
                 title=title,
                 kind=kind,
                 raw_input=wire.RawInput(command=event.command, restart=event.restart),
-                locations=[wire.Location(path=str(_located(p, cwd))) for p in paths],
+                locations=[wire.Location(path=str(located(p, cwd))) for p in paths],
                 parent_tool_call_id=event.parent_tool_call_id,
             )
         case ToolOutput():
@@ -132,11 +122,6 @@ def event_to_update(
 
 def _text(text: str) -> wire.TextContent:
     return wire.TextContent(text=text)
-
-
-def _located(path: str, cwd: Path | None) -> Path:
-    located = Path(path).expanduser()
-    return cwd / located if not located.is_absolute() and cwd is not None else located
 
 
 def _edit_outcome(event: ToolCallFinished) -> wire.EditOutcome | None:

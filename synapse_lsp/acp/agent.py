@@ -1,0 +1,677 @@
+"""The ACP agent: `initialize`, sessions (new, load, list, modes), prompt turns, cancel.
+
+Implements the SDK's `acp.Agent` protocol; `server.py` connects it to stdio. Every
+session is an `AcpSession` (session.py) on the one core assembly; its turns are
+`ChatSession.run_turn` event streams mapped to `session/update`s (updates.py).
+Stop reasons: end_turn, max_tokens, max_turns -> max_turn_requests, refusal,
+cancelled; an error that ended the turn (the API failing after its retries, a
+session another process writes) is a JSON-RPC error on `session/prompt`, and a
+missing API key the auth-required error (-32000), so an editor can offer a login.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from acp import PROTOCOL_VERSION, RequestError
+from acp.schema import (
+    AgentCapabilities,
+    AgentMessageChunk,
+    AllowedOutcome,
+    AuthenticateResponse,
+    AuthMethodAgent,
+    AvailableCommand,
+    AvailableCommandInput,
+    AvailableCommandsUpdate,
+    ClientCapabilities,
+    ContentToolCallContent,
+    CurrentModeUpdate,
+    EmbeddedResourceContentBlock,
+    ImageContentBlock,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    McpCapabilities,
+    NewSessionResponse,
+    PermissionOption,
+    PromptCapabilities,
+    PromptResponse,
+    ResourceContentBlock,
+    SessionCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
+    SessionMode,
+    SessionModeState,
+    SetSessionModeResponse,
+    TextContentBlock,
+    TextResourceContents,
+    ToolCallUpdate,
+    UnstructuredCommandInput,
+)
+
+from synapse_lsp import __version__
+from synapse_lsp.acp.files import ClientFiles
+from synapse_lsp.acp.session import (
+    AcpSession,
+    McpSessionWorkspace,
+    SessionSettings,
+    mcp_config,
+    write_mcp_config,
+)
+from synapse_lsp.acp.updates import (
+    STOP_REASONS,
+    AcpUpdate,
+    acp_usage,
+    edited_path,
+    event_update,
+    live_output,
+    text_block,
+    tool_call_finished,
+    tool_call_start,
+    tool_kind,
+)
+from synapse_lsp.config import SANDBOX_MODES, LiveSettings
+from synapse_lsp.errors import SessionBusyError, SynapseError
+from synapse_lsp.events import (
+    Event,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolOutput,
+    TurnFinished,
+    UsageUpdated,
+)
+from synapse_lsp.permissions import ALLOW_ONCE, ALLOW_SESSION, ALWAYS, ALWAYS_DENY, DENY
+from synapse_lsp.summaries.tool_calls import tool_call_summary
+
+if TYPE_CHECKING:
+    from acp.interfaces import Client
+
+    from synapse_lsp.agent.session import TurnContext
+    from synapse_lsp.agent.store import SessionStore
+
+log = logging.getLogger(__name__)
+
+AUTH_METHOD_ID = "anthropic-api-key"
+LIVE_OUTPUT_INTERVAL = 0.1  # at most this often a running command's output is re-sent
+MODE_TEXT = {
+    "read-only": ("Read only", "The agent reads and runs commands; nothing it runs may write."),
+    "workspace-write": (
+        "Workspace write",
+        "The agent may change files in the workspace; writes elsewhere ask first.",
+    ),
+    "full-access": ("Full access", "No sandbox: commands run with your permissions."),
+}
+# Slash commands of the one registry that mean something here (an ACP client makes,
+# switches and closes sessions itself).
+ACP_SLASH = ("help", "sessions")
+
+
+class SynapseAcpAgent:
+    """The `acp.Agent` of `synapse acp`."""
+
+    def __init__(self, settings: LiveSettings | None = None) -> None:
+        self.live = settings or LiveSettings()
+        self._conn: Client | None = None
+        self._client_caps = ClientCapabilities()
+        self._store: SessionStore | None = None
+        self.sessions: dict[str, AcpSession] = {}
+        self._announce: dict[str, AcpSession] = {}  # after the session/new answer is out
+        self._closing = False
+
+    # ------------------------------------------------------------ connection
+
+    def on_connect(self, conn: Client) -> None:
+        self._conn = conn
+
+    @property
+    def conn(self) -> Client:
+        if self._conn is None:
+            raise RequestError.internal_error({"details": "no client connection"})
+        return self._conn
+
+    def message_sent(self, message: dict[str, Any]) -> None:
+        """A message went out (transport hook): a new session's commands follow its answer."""
+        result = message.get("result")
+        if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
+            live = self._announce.pop(result["sessionId"], None)
+            if live is not None:
+                asyncio.get_running_loop().create_task(self._announce_commands(live))
+
+    @property
+    def store(self) -> SessionStore:
+        root = self.live().synapse_home / "sessions"
+        if self._store is None or self._store.root != root:
+            from synapse_lsp.agent.store import SessionStore
+
+            self._store = SessionStore(root)
+        return self._store
+
+    def has_key(self) -> bool:
+        settings = self.live()
+        return bool(os.environ.get(settings.api_key_env, "").strip())
+
+    # ------------------------------------------------------------ initialize
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Implementation | None = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        # The spec: answer the client's version if we support it, else our latest
+        # (the client then decides whether it can go on).
+        self._client_caps = client_capabilities or ClientCapabilities()
+        if client_info is not None:
+            log.info("client %s %s", client_info.name, client_info.version)
+        auth: list[Any] = []
+        if not self.has_key():
+            env = self.live().api_key_env
+            auth.append(
+                AuthMethodAgent(
+                    id=AUTH_METHOD_ID,
+                    name="Anthropic API key",
+                    description=(
+                        f"Set {env} in the agent's environment (for example the `env` of "
+                        "the agent server in your editor's settings), then restart the agent."
+                    ),
+                    field_meta={"synapse": {"env": env}},
+                )
+            )
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(
+                    image=False, audio=False, embedded_context=True
+                ),
+                mcp_capabilities=McpCapabilities(http=True, sse=False),
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+            ),
+            auth_methods=auth,
+            agent_info=Implementation(name="synapse", title="Synapse", version=__version__),
+        )
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse | None:
+        if method_id != AUTH_METHOD_ID:
+            raise RequestError.invalid_params({"methodId": f"unknown method {method_id!r}"})
+        if not self.has_key():
+            raise RequestError.auth_required({"details": self._no_key()})
+        return AuthenticateResponse()
+
+    def _no_key(self) -> str:
+        from synapse_lsp.agent.model import NO_KEY_HELP
+
+        return NO_KEY_HELP.format(env=self.live().api_key_env)
+
+    # -------------------------------------------------------------- sessions
+
+    def _get(self, session_id: str) -> AcpSession:
+        live = self.sessions.get(session_id)
+        if live is None:
+            raise RequestError.invalid_params(
+                {"sessionId": f"unknown session {session_id!r} (session/new or session/load)"}
+            )
+        return live
+
+    def _modes(self, live: AcpSession) -> SessionModeState:
+        return SessionModeState(
+            current_mode_id=live.settings().sandbox,
+            available_modes=[
+                SessionMode(id=m, name=MODE_TEXT[m][0], description=MODE_TEXT[m][1])
+                for m in SANDBOX_MODES
+                if m in MODE_TEXT
+            ],
+        )
+
+    async def _open(
+        self, session_id: str, cwd: str, mcp_servers: list[Any] | None, meta: dict[str, Any]
+    ) -> AcpSession:
+        """A session's settings, workspace and gateway (its conversation comes after)."""
+        root = Path(cwd)
+        if not root.is_absolute():
+            raise RequestError.invalid_params({"cwd": f"must be an absolute path, not {cwd!r}"})
+        if not root.is_dir():
+            raise RequestError.invalid_params({"cwd": f"{cwd} is not a directory"})
+        layer = meta.get("synapse") if isinstance(meta.get("synapse"), dict) else {}
+        settings = SessionSettings(self.live.for_folder(root), layer or {})
+        for problem in settings.problems:
+            log.warning("session %s settings: %s", session_id, problem)
+        fs = self._client_caps.fs
+        files = ClientFiles(
+            self._conn,  # type: ignore[arg-type]
+            session_id,
+            can_read=bool(fs and fs.read_text_file),
+            can_write=bool(fs and fs.write_text_file),
+        )
+        table, problems = mcp_config(list(mcp_servers or []))
+        for problem in problems:
+            log.warning("session %s: %s", session_id, problem)
+        session_mcp = None
+        if table:
+            folder = settings().synapse_home / "acp" / session_id
+            session_mcp = write_mcp_config(folder, table)
+        holder: list[AcpSession] = []
+
+        async def ask(message: str, actions: tuple[str, ...]) -> str | None:
+            return await self._ask(holder[0], message, actions)
+
+        workspace = McpSessionWorkspace(
+            root,
+            settings,
+            files=lambda: files,
+            ask=ask,
+            session_mcp=session_mcp,
+        )
+        live = AcpSession(session_id, root, settings, workspace, files)
+        holder.append(live)
+        try:
+            await workspace.start()
+        except BaseException:
+            await workspace.close()
+            raise
+        return live
+
+    async def new_session(
+        self,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> NewSessionResponse:
+        from synapse_lsp.agent.session import ChatSession
+        from synapse_lsp.agent.store import new_session_id
+
+        session_id = new_session_id()
+        live = await self._open(session_id, cwd, mcp_servers, kwargs)
+        router = live.workspace.router
+        assert router is not None
+        try:
+            live.chat = ChatSession(
+                router,
+                live.settings,
+                store=self.store,
+                session_id=session_id,
+                workspace_root=live.cwd,
+            )
+        except BaseException:
+            await live.close()
+            raise
+        self.sessions[session_id] = live
+        self._announce[session_id] = live
+        return NewSessionResponse(session_id=session_id, modes=self._modes(live))
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[Any] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> LoadSessionResponse | None:
+        """Replay a stored (or live) session's history, then answer. The session runs in
+        the client's `cwd` (which may differ from where it was stored)."""
+        from synapse_lsp.agent.session import ChatSession
+        from synapse_lsp.agent.store import SessionNotFoundError
+
+        live = self.sessions.get(session_id)
+        if live is None:
+            if not self.store.exists(session_id):
+                raise RequestError.invalid_params({"sessionId": f"no session {session_id!r}"})
+            live = await self._open(session_id, cwd, mcp_servers, kwargs)
+            router = live.workspace.router
+            assert router is not None
+            try:
+                live.chat = ChatSession.resume(
+                    self.store, session_id, router, live.settings, workspace_root=live.cwd
+                )
+            except SessionNotFoundError:
+                await live.close()
+                raise RequestError.invalid_params(
+                    {"sessionId": f"no session {session_id!r}"}
+                ) from None
+            except BaseException:
+                await live.close()
+                raise
+            self.sessions[session_id] = live
+        assert live.chat is not None
+        for event in live.chat.transcript():
+            update = self._replayed(live, event)
+            if update is not None:
+                await self.conn.session_update(session_id, update)
+        await self._announce_commands(live)
+        return LoadSessionResponse(modes=self._modes(live))
+
+    def _replayed(self, live: AcpSession, event: Event) -> AcpUpdate | None:
+        if isinstance(event, TurnFinished | UsageUpdated | ToolOutput):
+            return None
+        return event_update(event, cwd=live.cwd)
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        rows: dict[str, SessionInfo] = {}
+        want = _real(cwd) if cwd else None
+        try:
+            stored = self.store.list()
+        except Exception as exc:
+            log.warning("listing sessions: %s", exc)
+            stored = []
+        for info in stored:
+            where = info.workspace or ""
+            if want is not None and _real(where) != want:
+                continue
+            rows[info.id] = SessionInfo(
+                session_id=info.id, cwd=where, title=info.title, updated_at=info.updated_at
+            )
+        for sid, live in self.sessions.items():
+            if sid in rows or (want is not None and _real(str(live.cwd)) != want):
+                continue
+            title = live.chat.title if live.chat is not None else None
+            rows[sid] = SessionInfo(session_id=sid, cwd=str(live.cwd), title=title)
+        return ListSessionsResponse(sessions=list(rows.values()))
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> SetSessionModeResponse | None:
+        live = self._get(session_id)
+        if mode_id not in SANDBOX_MODES:
+            raise RequestError.invalid_params(
+                {"modeId": f"{mode_id!r} is not one of {', '.join(SANDBOX_MODES)}"}
+            )
+        live.settings.update({"sandbox": mode_id})
+        await self.conn.session_update(
+            session_id,
+            CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id),
+        )
+        return SetSessionModeResponse()
+
+    async def _announce_commands(self, live: AcpSession) -> None:
+        from synapse_lsp.agent.slash import SESSION_COMMANDS
+
+        commands = []
+        for name in ACP_SLASH:
+            command = SESSION_COMMANDS.get(name)
+            if command is None:
+                continue
+            _, _, hint = command.usage.partition(" ")
+            commands.append(
+                AvailableCommand(
+                    name=command.name,
+                    description=command.help,
+                    input=AvailableCommandInput(root=UnstructuredCommandInput(hint=hint))
+                    if hint
+                    else None,
+                )
+            )
+        with contextlib.suppress(Exception):
+            await self.conn.session_update(
+                live.id,
+                AvailableCommandsUpdate(
+                    session_update="available_commands_update", available_commands=commands
+                ),
+            )
+
+    # ---------------------------------------------------------------- prompt
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        live = self._get(session_id)
+        if live.turn is not None or (live.chat is not None and live.chat.busy):
+            raise RequestError.invalid_request(
+                {"details": f"session {session_id} is already running a turn; cancel it first"}
+            )
+        text, context = prompt_text(prompt)
+        slash = await self._slash(live, text)
+        if slash is not None:
+            return slash
+        if not self.has_key():
+            raise RequestError.auth_required({"details": self._no_key()})
+        assert live.chat is not None
+        live.turn = asyncio.current_task()
+        finished: TurnFinished | None = None
+        try:
+            try:
+                events = live.chat.run_turn(text, context)
+            except SessionBusyError as exc:
+                raise RequestError.invalid_request({"details": exc.message}) from None
+            try:
+                async for event in events:
+                    await self._forward(live, event)
+                    if isinstance(event, TurnFinished):
+                        finished = event
+            except asyncio.CancelledError:
+                with contextlib.suppress(Exception):
+                    live.chat.cancel()
+                raise
+            finally:
+                with contextlib.suppress(BaseException):
+                    await events.aclose()  # type: ignore[attr-defined]
+        finally:
+            live.turn = None
+            live.open_calls.clear()
+            live.output.clear()
+            live.files.take_diffs()
+        if finished is None:
+            raise RequestError.internal_error({"details": "the turn ended without finishing"})
+        reason = STOP_REASONS.get(finished.stop_reason)
+        if reason is None:  # "error": the history is left valid by the session
+            message = finished.error or "the turn failed"
+            if "API key" in message and not self.has_key():
+                raise RequestError.auth_required({"details": message})
+            raise RequestError(-32603, message, {"stopReason": "error"})
+        return PromptResponse(stop_reason=reason, usage=acp_usage(finished.usage))  # type: ignore[arg-type]
+
+    async def _forward(self, live: AcpSession, event: Event) -> None:
+        """Send the update(s) of one turn event."""
+        update: AcpUpdate | None
+        if isinstance(event, ToolCallStarted):
+            live.open_calls[event.tool_call_id] = event.command
+            update = tool_call_start(event, live.shell_cwd)
+        elif isinstance(event, ToolOutput):
+            so_far = live.output.get(event.tool_call_id, "") + event.chunk
+            live.output[event.tool_call_id] = so_far[-64 * 1024 :]
+            now = time.monotonic()
+            if now - live.shown_at.get(event.tool_call_id, 0.0) < LIVE_OUTPUT_INTERVAL:
+                return
+            live.shown_at[event.tool_call_id] = now
+            update = live_output(event.tool_call_id, so_far, event.parent_tool_call_id)
+        elif isinstance(event, ToolCallFinished):
+            live.open_calls.pop(event.tool_call_id, None)
+            live.output.pop(event.tool_call_id, None)
+            live.shown_at.pop(event.tool_call_id, None)
+            path = edited_path(event)
+            diffs = live.files.take_diffs(path) if path is not None else []
+            update = tool_call_finished(event, diffs)
+        elif isinstance(event, TurnFinished | UsageUpdated):
+            return
+        else:
+            update = event_update(event, cwd=live.shell_cwd)
+        if update is not None:
+            await self.conn.session_update(live.id, update)
+
+    async def _slash(self, live: AcpSession, text: str) -> PromptResponse | None:
+        """`/help`, `/sessions`: the slash registry's answer, not a model turn."""
+        from synapse_lsp.agent.slash import SESSION_COMMANDS
+
+        word = text.strip().split(" ", 1)[0] if text.strip().startswith("/") else ""
+        command = SESSION_COMMANDS.get(word) if word else None
+        if command is None or command.name not in ACP_SLASH:
+            return None
+        try:
+            answer = await SESSION_COMMANDS.run(_SlashHost(self), text)
+        except SynapseError as exc:
+            answer = exc.message
+        await self.conn.session_update(
+            live.id,
+            AgentMessageChunk(session_update="agent_message_chunk", content=text_block(answer)),
+        )
+        return PromptResponse(stop_reason="end_turn")
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        live = self.sessions.get(session_id)
+        if live is not None and live.chat is not None:
+            live.chat.cancel()
+
+    # ------------------------------------------------------------ permission
+
+    async def _ask(self, live: AcpSession, message: str, actions: tuple[str, ...]) -> str | None:
+        """The gate's question as `session/request_permission`; the chosen action's title."""
+        call_id, command = await self._asking_call(live, message)
+        options, titles = permission_options(actions)
+        if command:
+            title, kind, _ = tool_call_summary(command)
+        else:
+            title, kind = message.splitlines()[0] if message else "Permission", "execute"
+        tool_call = ToolCallUpdate(
+            tool_call_id=call_id,
+            title=title,
+            kind=tool_kind(kind),  # type: ignore[arg-type]
+            status="pending",
+            raw_input={"command": command} if command else None,
+            content=[ContentToolCallContent(type="content", content=text_block(message))],
+        )
+        response = await self.conn.request_permission(
+            session_id=live.id, tool_call=tool_call, options=options
+        )
+        outcome = response.outcome
+        if isinstance(outcome, AllowedOutcome):
+            return titles.get(outcome.option_id)
+        return None
+
+    async def _asking_call(self, live: AcpSession, message: str) -> tuple[str, str | None]:
+        """The tool call the gate asks about: the running one whose command the question
+        names. Its `ToolCallStarted` is queued just before the gate asks, so give the
+        turn's consumer a few loop iterations to record it."""
+        for _ in range(20):
+            if live.open_calls:
+                break
+            await asyncio.sleep(0)
+        for call_id, command in reversed(live.open_calls.items()):
+            if command.strip() and command.strip() in message:
+                return call_id, command
+        if live.open_calls:
+            call_id, command = next(reversed(live.open_calls.items()))
+            return call_id, command
+        live.asked += 1
+        return f"permission-{live.asked}", None
+
+    # --------------------------------------------------------------- closing
+
+    async def close(self) -> None:
+        """Dispose every session: turns, shells, MCP children."""
+        if self._closing:
+            return
+        self._closing = True
+        sessions = list(self.sessions.values())
+        self.sessions.clear()
+        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+
+    def child_pids(self) -> list[int]:
+        return [pid for s in self.sessions.values() for pid in s.workspace.child_pids()]
+
+
+class _SlashHost:
+    """What the slash commands may do from an ACP client."""
+
+    def __init__(self, agent: SynapseAcpAgent) -> None:
+        self._agent = agent
+
+    def list_sessions(self) -> list[tuple[str, str, str]]:
+        rows = [(i.id, i.updated_at, i.title) for i in self._agent.store.list()]
+        return list(reversed(rows))
+
+    async def new_session(self) -> str:
+        raise SynapseError("start a new session from your editor (ACP session/new)")
+
+    async def resume(self, session_id: str) -> str:
+        raise SynapseError("load a session from your editor's history (ACP session/load)")
+
+    def request_exit(self) -> None:
+        return None
+
+
+def permission_options(
+    actions: tuple[str, ...],
+) -> tuple[list[PermissionOption], dict[str, str]]:
+    """The gate's action titles as ACP permission options, and option id -> title.
+
+    allow_once = "Allow once"; allow_always = "Always allow `<prefix>` here" when
+    offered (a remembered command prefix), and "Allow for this session" (also of kind
+    allow_always); reject_once = "Deny"; reject_always = "Always deny `<prefix>`
+    here" (remembers the deny), offered with the "Always allow" one."""
+    options: list[PermissionOption] = []
+    titles: dict[str, str] = {}
+
+    def add(option_id: str, name: str, kind: str) -> None:
+        options.append(PermissionOption(option_id=option_id, name=name, kind=kind))  # type: ignore[arg-type]
+        titles[option_id] = name
+
+    always = next((a for a in actions if a.startswith(ALWAYS)), None)
+    if ALLOW_ONCE in actions:
+        add("allow_once", ALLOW_ONCE, "allow_once")
+    if always is not None:
+        add("allow_always", always, "allow_always")
+    if ALLOW_SESSION in actions:
+        add("allow_session", ALLOW_SESSION, "allow_always")
+    if DENY in actions:
+        add("reject_once", DENY, "reject_once")
+    if always is not None:
+        add("reject_always", always.replace(ALWAYS, ALWAYS_DENY, 1), "reject_always")
+    known = {ALLOW_ONCE, ALLOW_SESSION, DENY, always}
+    for index, action in enumerate(a for a in actions if a not in known):
+        add(f"other_{index}", action, "allow_once" if action.startswith("Allow") else "reject_once")
+    return options, titles
+
+
+def prompt_text(blocks: list[Any]) -> tuple[str, TurnContext | None]:
+    """The user's text (resource links and embedded resources named inline, as `@name`)
+    and the context the model gets with it (embedded resources' text, linked resources)."""
+    from synapse_lsp.agent.session import Attachment, TurnContext
+
+    parts: list[str] = []
+    attachments: list[Attachment] = []
+    for block in blocks:
+        if isinstance(block, TextContentBlock):
+            parts.append(block.text)
+        elif isinstance(block, ResourceContentBlock):
+            parts.append(f"@{block.name or block.uri}")
+            attachments.append(Attachment(block.uri, None, block.title or block.name))
+        elif isinstance(block, EmbeddedResourceContentBlock):
+            resource = block.resource
+            name = resource.uri.rsplit("/", 1)[-1] or resource.uri
+            parts.append(f"@{name}")
+            if isinstance(resource, TextResourceContents):
+                attachments.append(Attachment(resource.uri, resource.text, None))
+            else:
+                attachments.append(Attachment(resource.uri, None, "binary, not shown"))
+        elif isinstance(block, ImageContentBlock):
+            parts.append("[an image, not supported by this agent]")
+        else:
+            parts.append(f"[{getattr(block, 'type', 'content')}, not supported by this agent]")
+    text = _join(parts)
+    context = TurnContext(attachments=tuple(attachments)) if attachments else None
+    return text, context
+
+
+def _join(parts: list[str]) -> str:
+    """Concatenate prompt pieces the way an editor split them (`Fix `, link, ` please`),
+    with a space where two pieces would otherwise run together."""
+    out = ""
+    for part in parts:
+        if out and part and not out[-1].isspace() and not part[0].isspace():
+            out += " "
+        out += part
+    return out
+
+
+def _real(path: str) -> str:
+    with contextlib.suppress(OSError, ValueError):
+        return os.path.realpath(path)
+    return path

@@ -1,0 +1,139 @@
+"""The ACP face's `FileGateway`: the client's buffers when it offers `fs/*`, else the disk.
+
+With `fs.readTextFile`, `read` and `edit` see what the editor holds (unsaved text
+included); with `fs.writeTextFile`, `edit` and `write` land in the editor (the
+ACP analogue of the LSP face's `workspace/applyEdit`). `apply_change` keeps the
+staleness check: the file is read again (through the client when it can) and
+nothing is written unless it still holds what the edit was computed from. Without
+the capabilities it is `DiskFiles`: atomic writes under the file lock.
+
+Every change is recorded (`take_diffs`) so the tool call's update can carry a
+`diff` content block with the old and new text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Protocol
+
+from acp.schema import ReadTextFileResponse, WriteTextFileResponse
+
+from synapse_lsp.acp.updates import FileDiff
+from synapse_lsp.files import DiskFiles, FileError, content_hash, make_parents, read_disk_text
+
+log = logging.getLogger(__name__)
+
+CLIENT_TIMEOUT = 60.0  # a client may show a dialog; never hang a turn forever
+
+
+class FsClient(Protocol):
+    """The part of the SDK's client connection the gateway uses."""
+
+    async def read_text_file(
+        self, session_id: str, path: str, line: int | None = None, limit: int | None = None
+    ) -> ReadTextFileResponse: ...
+
+    async def write_text_file(
+        self, session_id: str, path: str, content: str
+    ) -> WriteTextFileResponse | None: ...
+
+
+class ClientFiles:
+    """`FileGateway` for one ACP session."""
+
+    def __init__(
+        self,
+        client: FsClient | None,
+        session_id: str,
+        *,
+        can_read: bool,
+        can_write: bool,
+        timeout: float = CLIENT_TIMEOUT,
+    ) -> None:
+        self._client = client
+        self.session_id = session_id
+        self.can_read = bool(can_read and client is not None)
+        self.can_write = bool(can_write and client is not None)
+        self._timeout = timeout
+        self._disk = DiskFiles()
+        self._diffs: dict[str, FileDiff] = {}
+
+    def take_diffs(self, path: str | None = None) -> list[FileDiff]:
+        """The changes recorded since the last call (of `path` only, if given)."""
+        if path is None:
+            diffs, self._diffs = list(self._diffs.values()), {}
+            return diffs
+        key = str(Path(path))
+        found = self._diffs.pop(key, None)
+        return [found] if found is not None else []
+
+    def _record(self, path: Path, old: str | None, new: str) -> None:
+        key = str(path)
+        earlier = self._diffs.get(key)
+        first = earlier.old_text if earlier is not None else old
+        self._diffs[key] = FileDiff(key, first, new)
+
+    async def _client_text(self, path: Path) -> str | None:
+        """The client's text of `path`; None when it has none (no such file) or cannot say."""
+        if not self.can_read or self._client is None:
+            return None
+        try:
+            response = await asyncio.wait_for(
+                self._client.read_text_file(self.session_id, str(path)), self._timeout
+            )
+        except TimeoutError:
+            raise FileError(f"{path}: the editor did not answer fs/read_text_file") from None
+        except Exception as exc:  # a RequestError (no such file...) or a broken connection
+            log.info("fs/read_text_file %s: %s", path, exc)
+            return None
+        return response.content
+
+    async def document_text(self, path: Path) -> str | None:
+        return await self._client_text(path)
+
+    async def _current(self, path: Path) -> str | None:
+        text = await self._client_text(path)
+        if text is not None:
+            return text
+        try:
+            return read_disk_text(path)
+        except FileError:
+            return None
+
+    async def _client_write(self, path: Path, text: str) -> None:
+        assert self._client is not None
+        try:
+            await asyncio.wait_for(
+                self._client.write_text_file(self.session_id, str(path), text), self._timeout
+            )
+        except TimeoutError:
+            raise FileError(
+                f"{path}: the editor did not answer fs/write_text_file; nothing changed"
+            ) from None
+        except Exception as exc:
+            raise FileError(f"{path}: the editor refused the write ({exc})") from None
+
+    async def apply_change(self, path: Path, before: str, after: str) -> None:
+        if not self.can_write:
+            await self._disk.apply_change(path, before, after)
+            self._record(path, before, after)
+            return
+        current = await self._current(path)
+        if current is None or content_hash(current) != content_hash(before):
+            raise FileError(
+                f"{path}: changed since it was read (in the editor or on disk); "
+                "nothing changed: read it again and redo the edit"
+            )
+        await self._client_write(path, after)
+        self._record(path, before, after)
+
+    async def write(self, path: Path, text: str) -> None:
+        old = await self._current(path)
+        if not self.can_write:
+            await self._disk.write(path, text)
+        else:
+            make_parents(path)  # an editor may not create directories
+            await self._client_write(path, text)
+        self._record(path, old, text)

@@ -1,0 +1,174 @@
+"""`synapse acp`: the ACP agent on stdio (what Zed, JetBrains, Neovim ACP plugins spawn).
+
+stdout carries the protocol and nothing else: the protocol gets its own copy of
+file descriptor 1 and fd 1 itself is pointed at stderr, so a stray print (ours,
+a library's, a child's) can never corrupt a message. Logs go to
+`$SYNAPSE_HOME/logs/acp.log` (info and up) and to stderr (warnings). End of input,
+SIGTERM and SIGHUP close every session first: turns, shells and MCP children.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import cast
+
+from synapse_lsp.acp.transport import BlockingWriter, Writer
+from synapse_lsp.config import LiveSettings
+
+log = logging.getLogger(__name__)
+
+READ_LIMIT = 1024 * 1024  # bytes buffered per read; longer lines are joined
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="synapse acp",
+        description=(
+            "Run Synapse as an Agent Client Protocol agent on stdin/stdout "
+            "(for Zed, JetBrains IDEs, Neovim and other ACP clients; docs/acp.md)."
+        ),
+    )
+    parser.add_argument(
+        "--log-file",
+        type=Path,
+        default=None,
+        help="log file (default: $SYNAPSE_HOME/logs/acp.log)",
+    )
+    return parser
+
+
+def setup_logging(log_file: Path | None) -> None:
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setLevel(logging.WARNING)
+    stderr.setFormatter(formatter)
+    root.addHandler(stderr)
+    if log_file is not None:
+        with contextlib.suppress(OSError):
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            handler = logging.FileHandler(log_file, encoding="utf-8", delay=True)
+            handler.setLevel(logging.INFO)
+            handler.setFormatter(formatter)
+            root.addHandler(handler)
+
+
+def take_stdout() -> int:
+    """A private descriptor for the protocol; fd 1 (and `sys.stdout`) now go to stderr."""
+    sys.stdout.flush()
+    protocol = os.dup(1)
+    os.set_inheritable(protocol, False)
+    os.dup2(2, 1)
+    return protocol
+
+
+async def _streams(protocol_fd: int) -> tuple[asyncio.StreamReader, Writer]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=READ_LIMIT)
+    read_protocol = asyncio.StreamReaderProtocol(reader)
+    try:
+        await loop.connect_read_pipe(lambda: read_protocol, sys.stdin)
+    except (ValueError, OSError):  # a regular file or a terminal: read it from a thread
+        _feed_from_thread(loop, reader)
+    try:
+        writer_transport, writer_protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin,  # gives drain() its back-pressure
+            os.fdopen(protocol_fd, "wb", buffering=0, closefd=False),
+        )
+    except (ValueError, OSError):  # stdout is a regular file: plain blocking writes
+        return reader, BlockingWriter(protocol_fd)
+    return reader, asyncio.StreamWriter(writer_transport, writer_protocol, None, loop)
+
+
+def _feed_from_thread(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader) -> None:
+    def pump() -> None:
+        try:
+            while data := sys.stdin.buffer.readline():
+                loop.call_soon_threadsafe(reader.feed_data, data)
+        finally:
+            loop.call_soon_threadsafe(reader.feed_eof)
+
+    threading.Thread(target=pump, name="acp-stdin", daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(list(argv or []))
+    protocol_fd = take_stdout()
+    live = LiveSettings()
+    setup_logging(
+        args.log_file.expanduser() if args.log_file else live().synapse_home / "logs" / "acp.log"
+    )
+    for problem in live.problems:
+        log.warning("settings: %s", problem)
+
+    from acp import Agent, run_agent
+
+    from synapse_lsp.acp.agent import SynapseAcpAgent
+    from synapse_lsp.acp.transport import NdjsonTransport
+
+    agent = SynapseAcpAgent(live)
+    stopped_by: list[int] = []
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def stop(signum: int) -> None:
+            log.info("signal %d: closing every session, then exiting", signum)
+            stopped_by.append(signum)
+            task.cancel()
+
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, stop, sig)
+        reader, writer = await _streams(protocol_fd)
+        transport = NdjsonTransport(reader, writer)
+        transport.on_sent.append(agent.message_sent)
+        try:
+            # Our agent answers a subset of `acp.Agent`; the SDK's router sends
+            # method-not-found for the rest.
+            await run_agent(cast("Agent", agent), transport)
+        except asyncio.CancelledError:
+            if not stopped_by:
+                raise
+        finally:
+            pids.extend(agent.child_pids())
+            await asyncio.shield(agent.close())
+            await transport.close()
+
+    code = 0
+    pids: list[int] = []  # the shells' process groups, if closing them failed
+    try:
+        asyncio.run(run())
+        if stopped_by:
+            code = 128 + stopped_by[0]
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        _kill_leftovers(pids)
+        logging.shutdown()
+    return code
+
+
+def _kill_leftovers(pids: list[int]) -> None:
+    """Last resort: SIGKILL the process groups of shells that are somehow still alive."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            if os.getsid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
