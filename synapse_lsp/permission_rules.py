@@ -29,9 +29,10 @@ denied (`Rules.decide_line`). The two sides are deliberately not symmetric:
   are fine), nor one whose words cannot be read (an unclosed quote);
 - a deny also matches after leading assignments, through the wrappers `sudo`, `doas`,
   `env`, `nohup`, `time`, `command`, `builtin`, `exec`, `nice`, `ionice`, `timeout`,
-  `stdbuf`, `setsid`, `xargs` (and their options), inside `bash/sh/zsh/dash -c SCRIPT`
-  and `eval`, by the program's base name (deny `rm` also denies `/bin/rm`), and past a
-  subcommand tool's leading options (deny `git push` also denies `git -C x push`).
+  `stdbuf`, `setsid`, `xargs` (and their options), `find -exec`, inside
+  `bash/sh/zsh/dash -c SCRIPT` and `eval`, by the program's base name (deny `rm`
+  also denies `/bin/rm`), and past a subcommand tool's leading options (deny
+  `git push` also denies `git -C x push`).
 
 Denies are a guard against the agent's ordinary commands, not a sandbox: a command
 built at run time (`$(echo rm) -rf x`) is not recognised.
@@ -153,6 +154,7 @@ WRAPPERS: Mapping[str, frozenset[str]] = {
     ),
 }
 SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
+_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 _NO_PREFIX = SHELLS | {"eval", "source", "."}
 # A subcommand tool's leading options that take a value, skipped by denies only.
 _TOOL_OPTIONS: Mapping[str, frozenset[str]] = {
@@ -271,6 +273,8 @@ def _deny_views(simple_command: str, depth: int = 0) -> Iterator[list[str]]:
         inner = _unwrap(current)
         if inner is not None:
             pending.append(inner)
+        if Path(current[0]).name == "find":  # find … -exec CMD … ; (each one)
+            pending += [current[i + 1 :] for i, w in enumerate(current) if w in _FIND_EXEC]
         script = _shell_script(current)
         if script is not None and depth < 4:
             for part in cmdline.simple_commands(script):

@@ -134,6 +134,7 @@ def test_allows_are_literal_denies_look_through_wrappers() -> None:
         "eval curl x",
         "git -C other push --force",
         "xargs -0 -n 1 curl",
+        "find . -name '*.o' -exec rm -rf {} ;",
     ]:
         assert rules.decide(denied) == "deny", denied
 
