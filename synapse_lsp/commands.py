@@ -12,7 +12,7 @@ import enum
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from synapse_lsp.config import Settings
@@ -151,3 +151,15 @@ class PermissionGate(Protocol):
     async def check(
         self, command: str, layer: Layer, cwd: Path, steps: Sequence[Step] = ()
     ) -> str | None: ...
+
+
+@runtime_checkable
+class SandboxEscalation(Protocol):
+    """A gate that also decides where a native line runs when the shell is sandboxed:
+    outside the sandbox when the user allowed that (`runs_outside`, asked right after
+    `check` allowed the line), or again outside after the sandbox blocked it
+    (`escalate`: asks; True = re-run it outside now)."""
+
+    def runs_outside(self, command: str) -> bool: ...
+
+    async def escalate(self, command: str, cwd: Path, why: str) -> bool: ...

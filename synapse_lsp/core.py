@@ -3,8 +3,8 @@
 Every face (LSP, REPL and `chat -p`, `exec`, later ACP) builds its tools here, so
 they are the same tools: the same built-ins, the same `mcp:`/`skill:` commands,
 the same search and the same gate, all reading one live settings source. A face
-only says how it asks the user (`ask`; none = no gate, as in the terminal until
-terminal asks exist), where files go (`files`: disk, or the editor's buffers) and
+only says how it asks the user (`ask`; none = the gate denies what it would ask,
+saying why: `cannot_ask`), where files go (`files`: disk, or the editor's buffers) and
 how it shows slow start-up work (`progress`), and whether it trusts the folder
 (`trusted`: the face's word, e.g. VS Code's Workspace Trust or `--trust`; None = the
 rule of `synapse_lsp.trust`: the environment, then the remembered answer, else no).
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from synapse_lsp.extensions.registry import ExtensionRegistry
     from synapse_lsp.extensions.search import Match
     from synapse_lsp.files import FileGateway
-    from synapse_lsp.permissions import Asker, EditorPermissionGate
+    from synapse_lsp.permissions import Asker, AskingGate, RuleStore
     from synapse_lsp.router import BashRouter, RouteResult
     from synapse_lsp.shell import ShellSession
 
@@ -48,7 +48,7 @@ class SessionTools:
 
     router: BashRouter
     shell: ShellSession
-    gate: EditorPermissionGate | None
+    gate: AskingGate
 
 
 class Workspace:
@@ -66,17 +66,19 @@ class Workspace:
         progress: Progress | None = None,
         before_mcp: Callable[[], Awaitable[None]] | None = None,
         trusted: bool | None = None,
+        cannot_ask: str | None = None,
     ) -> None:
         self.root = root
         self.settings_source = as_source(settings)
         self.trust = trust.decide(self.settings.synapse_home, root, face=trusted)
         self._files = files
         self._ask = ask
+        self._cannot_ask = cannot_ask
         self._use_registry = extensions
         self._watch = watch
         self._progress = progress
         self._before_mcp = before_mcp
-        self._gate: EditorPermissionGate | None = None
+        self._gate: AskingGate | None = None
         self.shell: ShellSession | None = None
         self.router: BashRouter | None = None
         self.registry: ExtensionRegistry | None = None
@@ -125,19 +127,40 @@ class Workspace:
         registry.mcp.config_files = self.mcp_config_files()
         await registry.refresh("mcp")
 
-    def new_gate(self) -> EditorPermissionGate | None:
-        """A permission gate that asks through the face (None when the face cannot ask)."""
-        if self._ask is None:
-            return None
-        from synapse_lsp.permissions import EditorPermissionGate
+    def new_gate(
+        self, shell: Callable[[], ShellSession | None], *, typed_by_user: bool = False
+    ) -> AskingGate:
+        """A permission gate for the commands of `shell()`: it asks through the face,
+        or, when the face cannot ask, denies what would be asked and says why
+        (`typed_by_user`: the user's own lines, which only deny rules and the sandbox
+        mode limit)."""
+        from synapse_lsp.permissions import NO_ASKING, AskingGate
 
-        return EditorPermissionGate(self.settings_source, self.root, self._ask)
+        def sandboxed() -> bool:
+            current = shell()
+            return current is not None and current.sandbox.sandboxed
+
+        return AskingGate(
+            self.settings_source,
+            self.root,
+            self._ask,
+            sandboxed=sandboxed,
+            rules=self.rule_store(),
+            cannot_ask=self._cannot_ask or NO_ASKING,
+            typed_by_user=typed_by_user,
+        )
+
+    def rule_store(self) -> RuleStore:
+        """The remembered "Always allow" / deny rules (`permission_rules`)."""
+        from synapse_lsp.permission_rules import RuleFile
+
+        return RuleFile(self.settings.synapse_home)
 
     @property
-    def gate(self) -> EditorPermissionGate | None:
+    def gate(self) -> AskingGate:
         """The gate of the folder's own (direct) commands."""
         if self._gate is None:
-            self._gate = self.new_gate()
+            self._gate = self.new_gate(lambda: self.shell)
         return self._gate
 
     async def start(self) -> BashRouter:
@@ -232,7 +255,7 @@ class Workspace:
         shell = ShellSession(self.root, self.settings_source)
         await shell.start()
         self._session_shells.add(shell)
-        gate = self.new_gate()
+        gate = self.new_gate(lambda: shell)
         return SessionTools(router.derive(shell=shell, permission=gate, state={}), shell, gate)
 
     def search(self, query: str, kind: str | None = None) -> list[Match]:

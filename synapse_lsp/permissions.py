@@ -1,27 +1,35 @@
-"""Permission policy for commands run from the editor, asked through the editor.
+"""Permissions: one decision order for every face, and the sandbox's refusals.
 
-Policies (setting `permission`): `auto` never asks; `ask-writes-outside-workspace`
-(default) asks before `write`/`edit` of a path outside the workspace and before
-native commands that obviously write outside it; `ask-all-native` asks before
-every native command. `deny` globs always win; `allow` globs must match every
-simple command of the line, so `git status*` never allows `git status && rm -rf /`.
-"Allow for this session" remembers the exact command line for the gate's owner
-(one gate per chat session, one for the workspace's direct commands).
+Order (docs/user-guide.md "Sandbox and permissions"): deny rules (the `deny` globs,
+remembered and folder denies from `permission_rules`) -> hooks (later) -> the
+sandbox mode (`sandbox`: read-only refuses `write`/`edit`; workspace-write asks
+before a built-in writes outside the workspace; the shell itself is confined by the
+kernel, `sandbox.py`) -> the `permission` policy (`auto` never asks;
+`ask-writes-outside-workspace`, the default, asks before native commands that
+obviously write outside the workspace; `ask-all-native` asks before every native
+command; `allow` globs must match every simple command of the line, so `git
+status*` never allows `git status && rm -rf /`) -> ask, through the face: Allow once
+/ Allow for this session / Always allow <prefix> here / Deny. A command the sandbox
+blocked is recognised by `sandbox_refusal` (a documented case table) and the user
+is asked whether to re-run it outside the sandbox (`AskingGate.escalate`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import os
 import re
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from synapse_lsp import cmdline
 from synapse_lsp.cmdline import simple_commands
 from synapse_lsp.commands import Layer, Step
-from synapse_lsp.config import POLICIES, Settings, SettingsSource, as_source
+from synapse_lsp.config import POLICIES, SANDBOX_MODES, Settings, SettingsSource, as_source
 
 ALLOW_ONCE = "Allow once"
 ALLOW_SESSION = "Allow for this session"
@@ -174,27 +182,84 @@ def _writes(line: str, layer: Layer, cwd: Path | None, root: Path) -> list[str]:
     return outside
 
 
-class EditorPermissionGate:
-    """`commands.PermissionGate` for the LSP face: policy + globs + asking the user.
+class Rules(Protocol):
+    """Remembered decisions for one folder (`permission_rules`): per simple command;
+    `closed` says why every command is denied (the rules could not be read)."""
+
+    @property
+    def closed(self) -> str | None: ...
+
+    def decide_line(self, commands: Sequence[str]) -> tuple[str | None, str | None]: ...
+
+
+class RuleStore(Protocol):
+    """Where "Always allow" answers are read and written (`permission_rules`)."""
+
+    def load(self, root: Path) -> Rules: ...
+
+    def remember(self, root: Path, prefix: str, decision: str) -> None: ...
+
+    def prefix(self, simple_command: str) -> str: ...
+
+
+ALWAYS = "Always allow"
+# Not offered as a button; a face whose protocol has "reject always" (ACP) answers the
+# "Always allow …" title with ALWAYS replaced by this to remember denies.
+ALWAYS_DENY = "Always deny"
+NO_ASKING = (
+    "this face cannot ask (run it again with --yes to allow what would be asked, or "
+    "change the `sandbox`/`permission` settings)"
+)
+
+
+@dataclass
+class _Question:
+    reason: str
+    outside: bool  # allowing it means running the line outside the sandbox
+
+
+class AskingGate:
+    """`commands.PermissionGate` for every face: one decision order (docs/user-guide.md
+    "Sandbox and permissions"): deny rules (the `deny` setting, remembered and folder
+    denies) -> (hooks, later) -> the sandbox mode -> the `permission` policy -> ask.
 
     Every step of a line is judged as if it were typed alone: `read a | rm x` asks what
     `rm x` asks. One question covers the whole line. An unanswered question is denied
-    after `permission_timeout` seconds.
+    after `permission_timeout` seconds; a face that cannot ask (`ask` None) denies what
+    would be asked, saying why. `sandboxed()` tells whether the session's shell runs
+    in the sandbox now: a line the user allowed to write outside the workspace, or to
+    re-run after the sandbox blocked it (`escalate`), then runs outside it
+    (`runs_outside`).
     """
 
     def __init__(
         self,
         settings: Settings | SettingsSource,
         workspace_root: Path,
-        ask: Asker,
+        ask: Asker | None,
+        *,
+        sandboxed: Callable[[], bool] = lambda: False,
+        rules: RuleStore | None = None,
+        cannot_ask: str = NO_ASKING,
+        typed_by_user: bool = False,
     ) -> None:
         self._settings = as_source(settings)
         self._root = workspace_root
         self._ask = ask
-        self.remembered: set[str] = set()
+        self._sandboxed = sandboxed
+        self._rules = rules
+        self._cannot_ask = cannot_ask
+        # The user's own command lines (the REPL's `!`): deny rules and the sandbox
+        # mode apply, nothing is asked (the user is who would be asked).
+        self._typed_by_user = typed_by_user
+        self.remembered: set[str] = set()  # "Allow for this session": exact lines
+        self._outside_session: set[str] = set()
+        self._outside_once: set[str] = set()
+
+    # -------------------------------------------------------------- deciding
 
     def _needs_asking(self, steps: Sequence[Step], cwd: Path, policy: str) -> str | None:
-        """Why the user must be asked, or None."""
+        """Why the `permission` policy asks, or None."""
         if policy == "auto":
             return None
         if policy == "ask-all-native":
@@ -207,6 +272,42 @@ class EditorPermissionGate:
             return "writes outside the workspace: " + ", ".join(outside[:3])
         return None
 
+    def _mode(self, steps: Sequence[Step], cwd: Path, mode: str) -> tuple[str | None, str | None]:
+        """The sandbox mode's word on the line's built-in and extension steps (the
+        shell's own commands are the kernel's business): (refusal, question)."""
+        if mode not in SANDBOX_MODES or mode == "full-access":
+            return None, None
+        writes = [s for s in steps if s.layer is Layer.AGENT and _first(s.text) in _FILE_WRITERS]
+        if mode == "read-only":
+            if writes:
+                return (
+                    "refused: the sandbox mode is read-only, so `write` and `edit` cannot "
+                    "change files (setting `sandbox`)",
+                    None,
+                )
+            # MCP tools run in their servers, outside the sandbox; skill scripts run in
+            # it when there is one (`skills.run_script`).
+            sandboxed = self._sandboxed()
+            ext = [
+                s.text
+                for s in steps
+                if s.layer is Layer.EXTENSION
+                and not _is_help(s.text)
+                and (not sandboxed or not _first(s.text).startswith("skill:"))
+            ]
+            if ext:
+                return None, (
+                    "read-only mode: an extension command runs outside the sandbox and may "
+                    "change things: " + _shorten(ext[0], 80)
+                )
+            return None, None
+        outside: list[str] = []
+        for step in writes:
+            outside += writes_outside(step.text, step.layer, cwd, self._root)
+        if outside:
+            return None, "writes outside the workspace: " + ", ".join(outside[:3])
+        return None, None
+
     async def check(
         self, command: str, layer: Layer, cwd: Path, steps: Sequence[Step] = ()
     ) -> str | None:
@@ -217,39 +318,177 @@ class EditorPermissionGate:
             parts = await asyncio.to_thread(_parts, plan)
         else:
             parts = _parts(plan)
+        # 1. Deny rules: the setting, then remembered and folder denies.
         for pattern in settings.deny:
             if fnmatch.fnmatchcase(line, pattern) or any(
                 fnmatch.fnmatchcase(p, pattern) for p in parts
             ):
                 return f"denied by the `deny` setting (pattern {pattern!r})"
-        if settings.allow and all(
-            _is_plain(p) and any(fnmatch.fnmatchcase(p, pat) for pat in settings.allow)
-            for p in parts
-        ):
+        remembered, rule = self._remembered(parts)
+        if remembered == "deny":
+            return f"denied: {rule}"
+        # 2. Hooks come here once they exist.
+        # 3. The sandbox mode.
+        mode = settings.sandbox
+        refusal, question = self._mode(plan, cwd, mode)
+        if refusal is not None:
+            return refusal
+        if self._typed_by_user:
             return None
-        if line in self.remembered:
+        # 4. The policy (`allow` globs, session and remembered allows skip it).
+        allowed = (
+            line in self.remembered
+            or line in self._outside_session
+            or remembered == "allow"
+            or (
+                bool(settings.allow)
+                and all(
+                    _is_plain(p) and any(fnmatch.fnmatchcase(p, pat) for pat in settings.allow)
+                    for p in parts
+                )
+            )
+        )
+        if allowed and question is None:
             return None
+        sandboxed = self._sandboxed()
         policy = settings.permission if settings.permission in POLICIES else POLICIES[1]
-        if len(line) > 64 * 1024:
-            reason = await asyncio.to_thread(self._needs_asking, plan, cwd, policy)
-        else:
-            reason = self._needs_asking(plan, cwd, policy)
+        if mode == "read-only" and not sandboxed:
+            # No kernel sandbox to keep native commands from writing: each one asks.
+            policy = "ask-all-native"
+        reason = question
+        if reason is None and not allowed:
+            if len(line) > 64 * 1024:
+                reason = await asyncio.to_thread(self._needs_asking, plan, cwd, policy)
+            else:
+                reason = self._needs_asking(plan, cwd, policy)
         if reason is None:
             return None
+        # 5. Ask. Allowing a native write outside the workspace runs the line outside
+        # the sandbox (in it, the write would fail).
+        outside = sandboxed and reason.startswith("writes outside") and _has_native(plan)
+        if outside:
+            reason += "; allowing runs it outside the sandbox"
         message = f"Synapse wants to run:\n  {_shorten(line, 2000)}\nin {cwd}\n({reason})"
-        wait = settings.permission_timeout
+        return await self._question(line, parts, message, _Question(reason, outside))
+
+    async def escalate(self, command: str, cwd: Path, why: str) -> bool:
+        """The sandbox blocked `command` (`why`, from `sandbox_refusal`): ask whether to
+        re-run it outside the sandbox. True: run it outside now."""
+        line = command.strip()
+        if not self._sandboxed() or self._typed_by_user:
+            return False
+        parts = _parts([Step(line, Layer.NATIVE)])
+        if line in self._outside_session or self._remembered(parts)[0] == "allow":
+            return True
+        message = (
+            f"The sandbox blocked:\n  {_shorten(line, 2000)}\nin {cwd}\n({why})\n"
+            "Re-run it outside the sandbox? It may have partly run already."
+        )
+        denied = await self._question(line, parts, message, _Question(why, True))
+        if denied is None:
+            self._outside_once.discard(line)  # the caller runs it outside right now
+        return denied is None
+
+    def runs_outside(self, command: str) -> bool:
+        """Whether `command`, just allowed by `check`, runs outside the sandbox."""
+        line = command.strip()
+        if not self._sandboxed():
+            return False
+        if line in self._outside_once:
+            self._outside_once.discard(line)
+            return True
+        if line in self._outside_session:
+            return True
+        return self._remembered(_parts([Step(line, Layer.NATIVE)]))[0] == "allow"
+
+    # ---------------------------------------------------------------- asking
+
+    async def _question(
+        self, line: str, parts: Sequence[str], message: str, question: _Question
+    ) -> str | None:
+        """Ask; None when allowed (and remember the answer), else the denial."""
+        if self._ask is None:
+            return f"denied: {question.reason}; {self._cannot_ask}"
+        prefixes = self._prefixes(parts)
+        always = f"{ALWAYS} {', '.join(f'`{p}`' for p in prefixes)} here" if prefixes else None
+        actions = (ALLOW_ONCE, ALLOW_SESSION, *([always] if always else []), DENY)
+        wait = self._settings().permission_timeout
         try:
-            answer = await asyncio.wait_for(self._ask(message, ACTIONS), wait)
+            answer = await asyncio.wait_for(self._ask(message, actions), wait)
         except TimeoutError:
             return f"denied: nobody answered the permission question within {wait:g} s"
-        except Exception as exc:  # the editor could not ask: do not run
-            return f"denied: the editor could not ask the user ({exc})"
-        if answer == ALLOW_SESSION:
-            self.remembered.add(line)
-            return None
+        except Exception as exc:  # the face could not ask: do not run
+            return f"denied: the question could not be asked ({exc})"
         if answer == ALLOW_ONCE:
+            if question.outside:
+                self._outside_once.add(line)
             return None
+        if answer == ALLOW_SESSION:
+            (self._outside_session if question.outside else self.remembered).add(line)
+            return None
+        if always is not None and answer == always:
+            assert self._rules is not None
+            for prefix in prefixes:
+                try:
+                    self._rules.remember(self._root, prefix, "allow")
+                except OSError as exc:
+                    return f"denied: the answer could not be remembered ({exc})"
+            if question.outside:
+                self._outside_once.add(line)
+            else:
+                self.remembered.add(line)
+            return None
+        if always is not None and answer == always.replace(ALWAYS, ALWAYS_DENY, 1):
+            assert self._rules is not None
+            for prefix in prefixes:
+                with contextlib.suppress(OSError):
+                    self._rules.remember(self._root, prefix, "deny")
+            return "denied by the user (remembered for this folder)"
         return "denied by the user"
+
+    def _prefixes(self, parts: Sequence[str]) -> list[str]:
+        """What "Always allow" would remember: each command's prefix (at most 3)."""
+        if self._rules is None:
+            return []
+        found: list[str] = []
+        for part in parts:
+            if _first(part) in _ALL_BUILTIN_WORDS:
+                continue
+            prefix = self._rules.prefix(part)
+            if prefix and prefix not in found:
+                found.append(prefix)
+        return found if 0 < len(found) <= 3 else []
+
+    def _remembered(self, parts: Sequence[str]) -> tuple[str | None, str | None]:
+        """("allow", rules) / ("deny", why) from the remembered rules, or (None, None).
+        Rules that cannot be read deny (their allows are lost, their denies must hold)."""
+        if self._rules is None:
+            return None, None
+        try:
+            rules = self._rules.load(self._root)
+        except OSError as exc:
+            return "deny", f"the remembered permission rules cannot be read ({exc})"
+        decision, rule = rules.decide_line(parts)
+        if decision == "deny" and rules.closed is None:
+            rule = f"by the remembered rule `{rule}` (see `synapse permissions list`)"
+        return decision, rule
+
+
+_FILE_WRITERS = frozenset({"write", "edit"})
+_ALL_BUILTIN_WORDS = frozenset({"read", "write", "edit", "plan", "todo"})
+
+
+def _first(text: str) -> str:
+    return cmdline.first_word(text.strip())
+
+
+def _is_help(text: str) -> bool:
+    words = text.split()
+    return len(words) == 2 and words[1] in ("-h", "--help")
+
+
+def _has_native(steps: Sequence[Step]) -> bool:
+    return any(s.layer is Layer.NATIVE for s in steps)
 
 
 def _parts(steps: Sequence[Step]) -> list[str]:
@@ -263,3 +502,52 @@ def _parts(steps: Sequence[Step]) -> list[str]:
 
 def _shorten(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
+
+
+# ---------------------------------------------------------------- escalation
+
+# How a command the sandbox blocked fails (docs/user-guide.md "When the sandbox
+# blocks a command"): (pattern in its output, case, needs network off).
+_REFUSALS: tuple[tuple[re.Pattern[str], str, bool], ...] = (
+    (re.compile(r"Read-only file system|EROFS"), "the sandbox refused a write", False),
+    (
+        re.compile(
+            r"Temporary failure in name resolution|Could not resolve host|Name or service "
+            r"not known|nodename nor servname|getaddrinfo (?:failed|ENOTFOUND|EAI_AGAIN)|"
+            r"EAI_AGAIN|No address associated with hostname|Network is unreachable|"
+            r"ENETUNREACH"
+        ),
+        "the network is off in the sandbox",
+        True,
+    ),
+)
+_REFUSED = re.compile(r"Connection refused|ECONNREFUSED")
+_LOOPBACK = re.compile(r"127\.\d+\.\d+\.\d+|localhost|\[?::1\]?|0\.0\.0\.0")
+_DENIED = re.compile(r"Permission denied|EACCES")
+_PATH = re.compile(r"""(?:'|"|`|‘|\s|^)(/[^\s'"`’:]+)""")
+
+
+def sandbox_refusal(
+    output: str, exit_code: int, *, network_off: bool, writable: Sequence[Path]
+) -> str | None:
+    """Why the sandbox (not the command itself) made a failed command fail, or None.
+
+    The case table: EROFS ("Read-only file system"); with the network off, name
+    resolution failures, an unreachable network, and ECONNREFUSED to a loopback
+    address (nothing listens inside the sandbox's own network); EACCES ("Permission
+    denied") only when it names a path outside the writable set."""
+    if exit_code == 0:
+        return None
+    for pattern, case, needs_off in _REFUSALS:
+        if (network_off or not needs_off) and pattern.search(output):
+            return case
+    if network_off and _REFUSED.search(output) and _LOOPBACK.search(output):
+        return "the network is off in the sandbox (loopback services outside it are unreachable)"
+    for line in output.splitlines():
+        if not _DENIED.search(line):
+            continue
+        for match in _PATH.finditer(line):
+            path = Path(match.group(1))
+            if not any(_inside(path, root) for root in writable):
+                return f"the sandbox refused a write to {path}"
+    return None

@@ -9,6 +9,7 @@ persistent shell exactly as typed. The router returns a structured
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import os
 import re
@@ -16,7 +17,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -31,6 +32,7 @@ from synapse_lsp.commands import (
     Layer,
     OutputSink,
     PermissionGate,
+    SandboxEscalation,
     Step,
     SubAgentRunner,
 )
@@ -38,7 +40,10 @@ from synapse_lsp.config import Settings, SettingsSource, as_source
 from synapse_lsp.errors import ShellError
 from synapse_lsp.files import DiskFiles, FileGateway
 from synapse_lsp.output import bound_text
-from synapse_lsp.shell import ShellSession
+from synapse_lsp.shell import ShellResult, ShellSession
+
+# Variables a fresh bash sets itself: not carried into a re-run outside the sandbox.
+_SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "PROMPT_COMMAND", "PS1", "PS2"})
 
 _BASH_WRAPPED = re.compile(
     r"^Bash\s*\(\s*command\s*=\s*(?P<q>[\"'])(?P<inner>.*)(?P=q)"
@@ -391,9 +396,29 @@ class BashRouter:
     async def _run_native(
         self, command: str, line: str, on_output: OutputSink | None, started: float
     ) -> RouteResult:
-        result = await self.shell.run(
-            line, timeout=self.settings.command_timeout, on_output=on_output
-        )
+        gate = self.permission if isinstance(self.permission, SandboxEscalation) else None
+        note = ""
+        if gate is not None and gate.runs_outside(line):
+            result = await self._run_outside(line, on_output)
+            note = "\n[ran outside the sandbox, as the user allowed]\n"
+        else:
+            result = await self.shell.run(
+                line, timeout=self.settings.command_timeout, on_output=on_output
+            )
+            why = self._sandbox_refusal(result)
+            if why is not None:
+                if gate is not None and await gate.escalate(line, self.shell.cwd, why):
+                    result = await self._run_outside(line, on_output)
+                    note = (
+                        f"\n[the sandbox blocked the first attempt ({why}); it was run again "
+                        "outside the sandbox, as the user allowed: the first attempt may have "
+                        "partly run]\n"
+                    )
+                else:
+                    note = (
+                        f"\n[blocked by the sandbox: {why}. Running it outside the sandbox "
+                        "was not allowed; work inside the workspace, or ask the user]\n"
+                    )
         category: FailureCategory | None = None
         if result.timed_out:
             category = FailureCategory.TIMEOUT
@@ -420,9 +445,60 @@ class BashRouter:
             base = cmdline.base_command(line)
             if base and f"{base}: command not found" in result.stderr:
                 out.data["hint"] = self.not_found_hint(base)
+        out.stderr += note
         routed = self._finish(command, Layer.NATIVE, out, started, bounded=True)
         routed.full_output_path = result.full_output_path
         return routed
+
+    def _sandbox_refusal(self, result: ShellResult) -> str | None:
+        """Why the sandbox made `result` fail (`permissions.sandbox_refusal`), or None."""
+        status = self.shell.sandbox
+        if not status.sandboxed or result.exit_code == 0 or result.cancelled:
+            return None
+        from synapse_lsp.permissions import sandbox_refusal
+
+        return sandbox_refusal(
+            result.stdout + "\n" + result.stderr,
+            result.exit_code,
+            network_off=status.network == "off",
+            writable=self.shell.writable_paths,
+        )
+
+    async def _run_outside(self, line: str, on_output: OutputSink | None) -> ShellResult:
+        """Run `line` in a one-off bash outside the sandbox, in the session's cwd with its
+        exported variables (what it changes there does not carry back)."""
+        env = await self._exported_env()
+        source = self.settings_source
+        outside = ShellSession(
+            self.shell.cwd, lambda: replace(source(), sandbox="full-access"), env=env
+        )
+        try:
+            return await outside.run(
+                line, timeout=self.settings.command_timeout, on_output=on_output
+            )
+        finally:
+            await outside.close()
+
+    async def _exported_env(self) -> dict[str, str]:
+        """The sandboxed shell's exported variables, through a file in its private /tmp."""
+        tmp = self.shell.private_tmp
+        if tmp is None:
+            return {}
+        name = f".synapse-env-{os.getpid()}-{time.monotonic_ns()}"
+        try:
+            await self.shell.run(f"env -0 > /tmp/{name}", timeout=10.0)
+            raw = (tmp / name).read_bytes()
+        except (OSError, ShellError):
+            return {}
+        finally:
+            with contextlib.suppress(OSError):
+                (tmp / name).unlink()
+        env: dict[str, str] = {}
+        for item in raw.split(b"\0"):
+            key, sep, value = item.decode("utf-8", "surrogateescape").partition("=")
+            if sep and key and key not in _SHELL_OWN:
+                env[key] = value
+        return env
 
     async def _run_in_process(
         self,

@@ -28,7 +28,7 @@ from synapse_lsp.lsp import protocol as wire
 from synapse_lsp.lsp.protocol import SessionUpdate, SessionUpdateNotification
 from synapse_lsp.lsp.updates import MAX_OUTPUT_CHUNK, UpdateStream, event_to_update
 from synapse_lsp.lsp.wire import to_wire
-from synapse_lsp.permissions import EditorPermissionGate, writes_outside
+from synapse_lsp.permissions import AskingGate, writes_outside
 
 
 def _wire(update: SessionUpdate | None) -> Any:
@@ -240,7 +240,7 @@ async def test_allow_globs_never_cover_chained_commands() -> None:
         return "Deny"
 
     settings = Settings(permission="ask-all-native", allow=("git status*",), deny=("rm -rf /*",))
-    gate = EditorPermissionGate(lambda: settings, Path("/ws"), ask)
+    gate = AskingGate(lambda: settings, Path("/ws"), ask)
     assert await gate.check("git status --short", Layer.NATIVE, Path("/ws")) is None
     assert asked == []
     denied = await gate.check("git status && rm -rf /", Layer.NATIVE, Path("/ws"))

@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from synapse_lsp import __version__
-from synapse_lsp.cli.preload import start_sdk_import
+from synapse_lsp.cli.asking import (
+    TerminalQuestions,
+    add_permission_flags,
+    face_settings,
+    yes_asker,
+)
+from synapse_lsp.cli.preload import after_import, start_sdk_import
 from synapse_lsp.cli.render import DEFAULT_OUTPUT_LINES, Renderer, Style
 from synapse_lsp.config import MIN_THINKING_BUDGET, LiveSettings
 from synapse_lsp.errors import ModelError, SynapseError
@@ -35,6 +41,7 @@ if TYPE_CHECKING:
     from synapse_lsp.agent.session import ChatSession
     from synapse_lsp.agent.store import SessionStore
     from synapse_lsp.core import Workspace
+    from synapse_lsp.permissions import Asker
     from synapse_lsp.router import BashRouter
 
 DEMO_BANNER = (
@@ -96,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-turns", type=int, metavar="N", help="model calls per turn before stopping"
     )
+    add_permission_flags(parser)
     parser.add_argument(
         "--version", action="version", version=f"synapse {__version__}",
         help="print the version and exit",
@@ -123,6 +131,10 @@ class Runtime:
     notes: list[str] = field(default_factory=list)
     exit_requested: bool = False
     trusted: bool | None = None  # None: the remembered answer / environment decide
+    ask: Asker | None = None  # None: nobody to ask; the gate denies, saying `cannot_ask`
+    cannot_ask: str = ""
+    sandbox_line: str = ""
+    questions: TerminalQuestions = field(default_factory=lambda: TerminalQuestions(sys.stdout))
 
     async def start(self, *, demo: bool, allow_demo_fallback: bool) -> None:
         from synapse_lsp.core import Workspace
@@ -132,11 +144,20 @@ class Runtime:
         # `synapse chat` run as a program started it already (cli/entry.py).
         start_sdk_import()
         self.model = model if model is not None else await self._demo_model()
+        after_import(self.model.prepare)  # the API client too, while nobody waits
         # The terminal asks nothing (no gate) until terminal asks exist.
-        self.workspace = Workspace(self.cwd, self.settings, trusted=self.trusted)
+        self.workspace = Workspace(
+            self.cwd, self.settings, trusted=self.trusted, ask=self.ask,
+            cannot_ask=self.cannot_ask or None,
+        )  # fmt: skip
         if self.workspace.trust_notice:
             self.notes.append(self.workspace.trust_notice)
         self.router = await self.workspace.start()
+        assert self.workspace.shell is not None
+        status = self.workspace.shell.sandbox
+        self.sandbox_line = status.describe()
+        if status.reason is not None:
+            self.notes.append(f"warning: {self.sandbox_line}")
         await self.workspace.registry_ready()
         if self.workspace.registry_error is not None:
             self.notes.append(self.workspace.registry_error)
@@ -173,6 +194,15 @@ class Runtime:
         if current is not None:
             await current.close()
         return session.title + (f"\n{READ_ONLY_NOTE}" if session.read_only else "")
+
+    def bang_router(self) -> BashRouter:
+        """The session's router for the user's own `!` lines: its shell and sandbox,
+        with a gate that asks nothing (the user typed the line)."""
+        assert self.session is not None and self.workspace is not None
+        router = self.session.router
+        return router.derive(
+            permission=self.workspace.new_gate(lambda: router.shell, typed_by_user=True)
+        )
 
     def request_exit(self) -> None:
         self.exit_requested = True
@@ -305,6 +335,7 @@ def main(argv: list[str]) -> int:
             )
             return 2
         overrides["thinkingBudget"] = args.thinking
+    overrides.update(face_settings(args))
     problems += [p for p in settings.set_face(overrides) if p not in problems]
     output_lines, problem = _output_lines(args.output_lines)
     if problem:
@@ -329,6 +360,16 @@ def main(argv: list[str]) -> int:
             print(f"synapse chat: {exc.message}", file=sys.stderr)
             return 2
     runtime = Runtime(settings, cwd, store)
+    if args.yes:
+        runtime.ask = yes_asker
+    elif one_shot:
+        runtime.cannot_ask = "synapse chat -p cannot ask; run it again with --yes to allow it"
+    elif sys.stdin.isatty():
+        runtime.ask = runtime.questions.ask
+    else:
+        runtime.cannot_ask = (
+            "the chat reads from a pipe and cannot ask; run it again with --yes to allow it"
+        )
     if args.trust:
         runtime.trusted = True
     elif not one_shot and sys.stdin.isatty():

@@ -13,7 +13,10 @@ import sys
 from pathlib import Path
 
 from synapse_lsp import __version__
+from synapse_lsp.cli.asking import add_permission_flags, face_settings, yes_asker
 from synapse_lsp.config import MIN_TIMEOUT_S, LiveSettings
+
+CANNOT_ASK = "synapse exec cannot ask; run it again with --yes to allow it"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="trust the folder: load its own mcp_servers.json (else only when remembered "
         "by `synapse trust` or SYNAPSE_TRUST_WORKSPACE=1)",
     )
+    add_permission_flags(parser)
     parser.add_argument("commands", nargs="+", metavar="CMD", help="command lines, run in order")
     parser.add_argument(
         "--version", action="version", version=f"synapse {__version__}",
@@ -47,15 +51,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def run(
-    commands: list[str], cwd: Path, settings: LiveSettings, as_json: bool, trusted: bool = False
+    commands: list[str],
+    cwd: Path,
+    settings: LiveSettings,
+    as_json: bool,
+    trusted: bool = False,
+    yes: bool = False,
 ) -> int:
     import json
 
     from synapse_lsp.core import Workspace
 
     # One-shot: no watcher; the registry serves the wrappers' socket unless another
-    # Synapse process already does. No gate: the terminal asks nothing (yet).
-    workspace = Workspace(cwd, settings, watch=False, trusted=True if trusted else None)
+    # Synapse process already does. Nobody to ask: what would be asked is denied,
+    # saying so, unless --yes allows it.
+    workspace = Workspace(
+        cwd,
+        settings,
+        watch=False,
+        trusted=True if trusted else None,
+        ask=yes_asker if yes else None,
+        cannot_ask=CANNOT_ASK,
+    )
     if workspace.trust_notice:
         print(f"synapse exec: {workspace.trust_notice}", file=sys.stderr)
     exit_code = 0
@@ -97,17 +114,19 @@ def main(argv: list[str]) -> int:
         print(f"synapse exec: --cwd {cwd}: not a directory", file=sys.stderr)
         return 2
     settings = LiveSettings(folder=cwd)
+    if args.timeout is not None and not args.timeout >= MIN_TIMEOUT_S:
+        print(
+            f"synapse exec: --timeout must be at least {MIN_TIMEOUT_S:g} seconds",
+            file=sys.stderr,
+        )
+        return 2
+    overrides = face_settings(args)
     if args.timeout is not None:
-        if not args.timeout >= MIN_TIMEOUT_S:
-            print(
-                f"synapse exec: --timeout must be at least {MIN_TIMEOUT_S:g} seconds",
-                file=sys.stderr,
-            )
-            return 2
-        settings.set_face({"commandTimeout": args.timeout})
-    for problem in settings.problems:
+        overrides["commandTimeout"] = args.timeout
+    problems = settings.set_face(overrides)
+    for problem in [*settings.problems, *problems]:
         print(f"synapse exec: settings: {problem}", file=sys.stderr)
     try:
-        return asyncio.run(run(args.commands, cwd, settings, args.json, args.trust))
+        return asyncio.run(run(args.commands, cwd, settings, args.json, args.trust, args.yes))
     except KeyboardInterrupt:
         return 130

@@ -23,12 +23,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from synapse_lsp.agent.slash import SESSION_COMMANDS, SlashHost
+from synapse_lsp.cli.asking import TerminalQuestions
 from synapse_lsp.cli.bang import USAGE as BANG_USAGE
 from synapse_lsp.cli.bang import BangLog, BangRunner, can_attach
 from synapse_lsp.cli.render import DEFAULT_OUTPUT_LINES, Renderer, Style
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.session import ChatSession
+    from synapse_lsp.router import BashRouter
 
 
 class ReplHost(SlashHost, Protocol):
@@ -37,6 +39,10 @@ class ReplHost(SlashHost, Protocol):
 
     session: ChatSession | None
     exit_requested: bool
+    sandbox_line: str  # the sandbox mode, for the banner
+    questions: TerminalQuestions
+
+    def bang_router(self) -> BashRouter: ...
 
 
 HELP_INTRO = """\
@@ -66,6 +72,7 @@ class TypeAhead:
         self.partial = b""
         self.exit = False
         self.session: ChatSession | None = None
+        self.answer: asyncio.Future[str] | None = None  # a permission question waits
 
     def on_readable(self) -> None:
         try:
@@ -79,6 +86,9 @@ class TypeAhead:
             self.line(raw.decode("utf-8", "replace").strip())
 
     def line(self, text: str) -> None:
+        if self.answer is not None and not self.answer.done():
+            self.answer.set_result(text)
+            return
         if not text:
             return
         command = SESSION_COMMANDS.get(text.split()[0]) if text.startswith("/") else None
@@ -93,7 +103,11 @@ class TypeAhead:
 
 
 async def run_turn(
-    session: ChatSession, text: str, renderer: Renderer, typeahead: TypeAhead | None = None
+    session: ChatSession,
+    text: str,
+    renderer: Renderer,
+    typeahead: TypeAhead | None = None,
+    questions: TerminalQuestions | None = None,
 ) -> str:
     """Run one turn, printing it; Ctrl-C cancels it. Returns the stop reason."""
     loop = asyncio.get_running_loop()
@@ -108,11 +122,15 @@ async def run_turn(
         with contextlib.suppress(OSError, ValueError, NotImplementedError):
             loop.add_reader(typeahead.fd, typeahead.on_readable)
             reading = True
+    if questions is not None and reading:
+        questions.typeahead = typeahead
     try:
         async for event in session.run_turn(text):
             renderer.show(event)
             stop_reason = getattr(event, "stop_reason", stop_reason)
     finally:
+        if questions is not None:
+            questions.typeahead = None
         if handler_set:
             loop.remove_signal_handler(signal.SIGINT)
         if typeahead is not None:
@@ -143,6 +161,8 @@ def interactive(
     typeahead = TypeAhead(sys.stdin.fileno(), out, style, queued) if terminal else None
     assert runtime.session is not None
     out.write(f"Synapse chat \u2014 session {runtime.session.id}. /help for help.\n")
+    if runtime.sandbox_line:
+        out.write(style.dim(f"Sandbox: {runtime.sandbox_line}") + "\n")
     out.flush()
     count = 1  # the number of the next prompt sent to the model
     echoed = _isatty(sys.stdin)  # a terminal echoes what is typed
@@ -174,7 +194,7 @@ def interactive(
                 out.flush()
                 continue
             assert runtime.session is not None
-            result = loop.run_until_complete(bang.run(runtime.session.router, command))
+            result = loop.run_until_complete(bang.run(runtime.bang_router(), command))
             if result is None:
                 told.add(command, 130, "")
             else:
@@ -195,7 +215,9 @@ def interactive(
         note = told.take()
         count += 1
         prompt_text = text + ("\n\n" + note if note else "")
-        loop.run_until_complete(run_turn(runtime.session, prompt_text, renderer, typeahead))
+        loop.run_until_complete(
+            run_turn(runtime.session, prompt_text, renderer, typeahead, runtime.questions)
+        )
         renderer.separator()
         if typeahead is not None and typeahead.exit:
             return 0

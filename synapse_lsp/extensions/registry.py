@@ -350,6 +350,15 @@ class ExtensionRegistry:
         command = self.get(argv[0]) if argv else None
         if command is None:
             return {"unknown": True}
+        if self.settings.sandbox == "read-only" and argv[1:] not in (["-h"], ["--help"]):
+            # Called from inside a command, where nobody can be asked; a direct call
+            # (`mcp:…` as the line) asks first in read-only mode.
+            return {
+                "stderr": f"{argv[0]}: refused in read-only mode (setting `sandbox`): an "
+                "extension call from inside a command cannot be asked about; run it as "
+                "its own command line\n",
+                "exit_code": 126,
+            }
         env = child_env(os.environ, self.settings)
         env["PATH"] = f"{self.settings.bin_dir}{os.pathsep}{env.get('PATH', '')}"
         ctx = CommandContext(cwd=cwd, settings=self.settings, files=DiskFiles(), env=env)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from synapse_lsp.agent.session import ChatSession
     from synapse_lsp.files import FileGateway
     from synapse_lsp.lsp.updates import UpdateStream
-    from synapse_lsp.permissions import Asker, EditorPermissionGate
+    from synapse_lsp.permissions import Asker, AskingGate
     from synapse_lsp.router import BashRouter
     from synapse_lsp.shell import ShellSession
 
@@ -35,7 +35,7 @@ class LiveSession:
     chat: ChatSession
     workspace: WorkspaceContext
     shell: ShellSession
-    gate: EditorPermissionGate | None
+    gate: AskingGate | None
     stream: UpdateStream
     router: BashRouter
     turn: asyncio.Task[Any] | None = None

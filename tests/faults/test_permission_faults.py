@@ -14,7 +14,7 @@ from synapse_lsp import cmdline
 from synapse_lsp.cmdline import simple_commands
 from synapse_lsp.commands import FailureCategory, Layer
 from synapse_lsp.config import Settings
-from synapse_lsp.permissions import DENY, EditorPermissionGate
+from synapse_lsp.permissions import DENY, AskingGate
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
 
@@ -43,7 +43,7 @@ def _gated(
     shell: ShellSession, settings: Settings, root: Path, policy: str, asker: Recorder
 ) -> BashRouter:
     live = Settings(synapse_home=settings.synapse_home, command_timeout=30.0, permission=policy)
-    gate = EditorPermissionGate(live, root, asker)
+    gate = AskingGate(live, root, asker)
     return BashRouter(shell, live, permission=gate)
 
 
@@ -139,7 +139,7 @@ async def test_an_unanswered_question_is_denied_after_the_wait(
         permission="ask-all-native",
         permission_timeout=0.5,
     )
-    router = BashRouter(shell, live, permission=EditorPermissionGate(live, workdir, silent))
+    router = BashRouter(shell, live, permission=AskingGate(live, workdir, silent))
     result = await asyncio.wait_for(router.route(f"touch {outside}/p"), 30)
     assert result.exit_code == 126 and result.category is FailureCategory.PERMISSION_DENIED
     assert "nobody answered the permission question within 0.5 s" in result.text
