@@ -134,8 +134,9 @@ def bwrap_argv(
 
     1. everything read-only (`--ro-bind / /`), a fresh `/dev` (hides `/dev/shm`) and
        `/proc`, `private_tmp` as `/tmp`;
-    2. workspace-write: each writable root writable (read-only mode: none), then
-       each root's own `.git` read-only again;
+    2. workspace-write: each writable root writable, then each root's own `.git`
+       read-only again; read-only: each root read-only (bound all the same: one
+       under the host's /tmp would be hidden by the private /tmp);
     3. `synapse_home` read-only (even inside a writable root) and its `sessions/`
        an empty tmpfs (the directory is created here if missing);
     4. `private_dir` (the shell's command file and FIFOs) at its own path, read-only:
@@ -154,14 +155,17 @@ def bwrap_argv(
         "--proc", "/proc",
         "--bind", str(private_tmp), "/tmp",
     ]  # fmt: skip
+    roots = [Path(root) for root in writable]
     if sandbox.mode == "workspace-write":
-        roots = [Path(root) for root in writable]
         for root in roots:
             argv += ["--bind", str(root), str(root)]
         for root in roots:
             git = root / ".git"
             if git.exists() and not git.is_symlink():
                 argv += ["--ro-bind", str(git), str(git)]
+    else:  # read-only: bound anyway, a root under /tmp would be hidden by the private one
+        for root in roots:
+            argv += ["--ro-bind", str(root), str(root)]
     # Created first when missing: inside a writable root (a workspace that is $HOME)
     # a command could otherwise create it, settings.json included.
     sessions = synapse_home / "sessions"

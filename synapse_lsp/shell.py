@@ -1448,7 +1448,8 @@ def _session_groups(sid: int) -> set[int]:
 
 def _private_dir() -> Path:
     """A 0700 directory for the command file and the stderr FIFO, on tmpfs when there is one."""
-    for base in (os.environ.get("XDG_RUNTIME_DIR"), "/dev/shm", None):
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or None  # unset: not the default dir
+    for base in (runtime, "/dev/shm", None) if runtime else ("/dev/shm", None):
         if base is not None and not os.access(base, os.W_OK | os.X_OK):
             continue
         with contextlib.suppress(OSError):

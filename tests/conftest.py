@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from synapse_lsp.config import Settings
+from synapse_lsp.router import BashRouter
+from synapse_lsp.shell import ShellSession
 
 # The suites run their shells unsandboxed (full-access), as they did before the
 # sandbox: servers and CLIs started by tests read $SYNAPSE_SANDBOX, and a `Settings(...)`
@@ -27,8 +29,6 @@ def _default_full_access() -> None:
 
 
 _default_full_access()
-from synapse_lsp.router import BashRouter
-from synapse_lsp.shell import ShellSession
 
 
 @pytest.fixture
