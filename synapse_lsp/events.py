@@ -80,6 +80,9 @@ class ToolCallFinished:
 class PlanEntry:
     step: str
     status: Literal["pending", "in_progress", "completed"]
+    # TodoWrite's `activeForm` ("Running the tests"): what a face may show while the
+    # step is in progress; None for steps set with `plan`.
+    active_form: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,14 @@ class Notice:
     # The text streamed since the last model call began is void (a retried stream):
     # a face that shows only the final answer must drop it.
     discards_text: bool = False
+    # What kind of notice, for faces and tests that act on it (None: a plain message):
+    # NOTICE_MAX_TURNS, NOTICE_TOOL_FAILURES (the breaker), NOTICE_TODO_REMINDER.
+    code: str | None = None
+
+
+NOTICE_MAX_TURNS = "max_turns"
+NOTICE_TOOL_FAILURES = "tool_failures"
+NOTICE_TODO_REMINDER = "todo_reminder"
 
 
 @dataclass(frozen=True)

@@ -739,7 +739,8 @@ async def test_compaction_works_on_a_plain_history_without_a_loop(api: FakeAnthr
 
 async def test_a_plan_from_a_command_reaches_the_consumer(make: MakeSession) -> None:
     plan = json.dumps({"plan": [{"step": "look around", "status": "in_progress"}]})
-    session = make([{"commands": [f"plan '{plan}'"]}, {"text": "planned"}])
+    # the step left in progress gets the one reminder (todoReminder): a third answer
+    session = make([{"commands": [f"plan '{plan}'"]}, {"text": "planned"}, {"text": "still"}])
     events = await turn(session, "make a plan")
     assert finished(events).stop_reason == "end_turn"
     plans = [e for e in events if isinstance(e, PlanUpdated)]

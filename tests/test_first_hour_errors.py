@@ -313,7 +313,7 @@ async def test_item12_malformed_tool_input_is_not_called_max_tokens(
         (
             "TodoWrite",
             {"todos": [{"content": "Fix it", "status": "in_progress"}]},
-            'plan \'{"plan": [{"step": "Fix it", "status": "in_progress"}]}\'',
+            'TodoWrite \'{"todos": [{"content": "Fix it", "status": "in_progress"}]}\'',
         ),
         (
             "Task",

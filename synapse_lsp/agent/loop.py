@@ -2,15 +2,24 @@
 
 `Loop` owns one conversation's history (a chat session's, or a sub-agent's) and
 runs a turn over it, reporting everything through `emit`. Every `tool_use` in a
-message is routed in order and answered with a `tool_result`; on cancel the
-partial answer is kept and the unanswered calls get "[Cancelled]" results, so
-the history always stays valid for the next call.
+message is answered with a `tool_result`, in call order; the calls run in order,
+except that adjacent `task:*` calls run concurrently (at most `maxParallelTasks`
+at once, the rest queue; their permission questions are asked one at a time). On
+cancel the partial answer is kept and the unanswered calls get "[Cancelled]"
+results, so the history always stays valid for the next call.
+
+Guards: `maxTurns` model calls per turn; the breaker (`maxToolFailures` failing
+calls in a row: the model is told in the last result, the user by a Notice, and the
+model gets one more call to report, with no more commands run); and, for a chat
+session's own loop, one reminder when the turn ends with plan steps not completed
+(`todoReminder`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import json
 import logging
@@ -35,10 +44,15 @@ from synapse_lsp.agent.history import (
 )
 from synapse_lsp.agent.model import StreamDone, StreamRetry, StreamText, StreamThinking
 from synapse_lsp.agent.tool_names import unknown_tool_result
+from synapse_lsp.builtins.plan import current_plan
+from synapse_lsp.cmdline import first_word
 from synapse_lsp.commands import FailureCategory
 from synapse_lsp.config import as_source
 from synapse_lsp.errors import ModelError
 from synapse_lsp.events import (
+    NOTICE_MAX_TURNS,
+    NOTICE_TODO_REMINDER,
+    NOTICE_TOOL_FAILURES,
     Event,
     Notice,
     PlanUpdated,
@@ -73,6 +87,64 @@ _EVENT_CLASSES = (
 )
 
 
+# The id of the tool call the current task is running (each concurrent call runs in a
+# task of its own, so each sees its own): a sub-agent started by it nests under it.
+CURRENT_TOOL_CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "synapse_current_tool_call", default=None
+)
+
+BREAKER_NOT_RUN = (
+    "Not run: {count} tool calls in a row failed before this one, so Synapse stopped "
+    "running commands for this turn (setting maxToolFailures)."
+)
+
+
+def breaker_note(count: int) -> str:
+    return (
+        f"\n[Synapse] {count} tool calls in a row have failed (the limit, setting "
+        "maxToolFailures). No more commands run this turn. Do not call tools now: tell the "
+        "user in a few lines what you tried, what failed and what you need from them."
+    )
+
+
+def reminder_text(unfinished: list[str]) -> str:
+    listed = "\n".join(f"- {step}" for step in unfinished)
+    return (
+        "<system-reminder>Your plan still has steps not completed:\n"
+        f"{listed}\nIf work remains, continue with it now. If a step is done or no longer "
+        "needed, update the plan (plan / TodoWrite) so it matches, then give your final "
+        "answer. This reminder is sent once.</system-reminder>"
+    )
+
+
+def is_task_call(block: dict[str, Any]) -> bool:
+    """A `Bash` call whose line starts with `task:` (and does not restart the shell)."""
+    if block.get("name") != "Bash":
+        return False
+    tool_input = block.get("input") or {}
+    command = tool_input.get("command") if isinstance(tool_input, dict) else None
+    if not isinstance(command, str) or tool_input.get("restart"):
+        return False
+    return first_word(command.strip()).startswith("task:")
+
+
+def call_groups(tool_uses: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The calls in order, adjacent `task:*` calls grouped (a group runs concurrently)."""
+    groups: list[list[dict[str, Any]]] = []
+    for block in tool_uses:
+        if groups and is_task_call(block) and is_task_call(groups[-1][-1]):
+            groups[-1].append(block)
+        else:
+            groups.append([block])
+    return groups
+
+
+@dataclass
+class _Outcome:
+    result: dict[str, Any]
+    status: str  # ToolStatus, or "failed" for a call that could not run
+
+
 @dataclass
 class LoopResult:
     stop_reason: str
@@ -96,6 +168,8 @@ class Loop:
         context_window: int = DEFAULT_CONTEXT_WINDOW,
         on_message: Callable[[Message], None] | None = None,
         on_compaction: Callable[[list[Message]], None] | None = None,
+        max_turns: int | None = None,
+        todo_reminder: bool = False,
     ) -> None:
         self.router = router
         self.settings_source = as_source(settings)
@@ -110,6 +184,12 @@ class Loop:
         self.current_tool_call_id: str | None = None
         self.last_context_tokens = 0
         self.model_calls = 0
+        self.max_turns = max_turns  # None: the setting maxTurns
+        self.todo_reminder = todo_reminder  # a chat session's own loop, not a sub-agent's
+        # Permission questions of concurrent calls (and their sub-agents) one at a time.
+        self.ask_lock = asyncio.Lock()
+        self._failures = 0  # failing tool calls in a row, this turn
+        self._reminded: Any = None  # the plan the last reminder was about
 
     def add(self, message: Message) -> None:
         add_message(self.messages, message)
@@ -126,11 +206,19 @@ class Loop:
         """The live settings: a changed `maxTurns` applies from the next model call."""
         return self.settings_source()
 
+    @property
+    def turn_limit(self) -> int:
+        return self.max_turns if self.max_turns is not None else self.settings.max_turns
+
     async def run(self, user_content: list[dict[str, Any]], emit: Emit) -> LoopResult:
         self.turn_usage = Usage()
+        self._failures = 0
         self.add({"role": "user", "content": user_content})
         final_text = ""
-        for _ in range(self.settings.max_turns):
+        reminded = False
+        tripped = False  # the breaker: no command runs any more this turn
+        limit = self.turn_limit
+        for _ in range(limit):
             await self._compact(emit)
             done = await self._call_model(emit)
             text = text_of(done.content)
@@ -139,12 +227,35 @@ class Loop:
             if done.content:
                 self.add({"role": "assistant", "content": done.content})
             tool_uses = [b for b in done.content if b.get("type") == "tool_use"]
+            if tool_uses and tripped:
+                count = self._failures
+                note = BREAKER_NOT_RUN.format(count=count)
+                self.add(
+                    {
+                        "role": "user",
+                        "content": [tool_result(b["id"], note, True) for b in tool_uses],
+                    }
+                )
+                return self._result("end_turn", final_text)
             if tool_uses:
                 results = await self._run_tools(tool_uses, emit, cut=done.stop_reason)
                 self.add({"role": "user", "content": results})
                 if done.stop_reason == "refusal":
                     emit(self.tag(Notice("The model declined to continue (refusal).", "warning")))
                     return self._result("refusal", final_text)
+                if self._breaker_tripped():
+                    tripped = True
+                    emit(
+                        self.tag(
+                            Notice(
+                                f"{self._failures} tool calls in a row failed: stopped running "
+                                "commands for this turn (setting maxToolFailures); the model "
+                                "was told to report what went wrong.",
+                                "warning",
+                                code=NOTICE_TOOL_FAILURES,
+                            )
+                        )
+                    )
                 continue
             if done.stop_reason == "max_tokens":
                 emit(
@@ -160,17 +271,54 @@ class Loop:
             if done.stop_reason == "refusal":
                 emit(self.tag(Notice("The model declined to answer (refusal).", "warning")))
                 return self._result("refusal", final_text)
+            if not reminded and not tripped and self._remind(emit):
+                reminded = True
+                continue
             return self._result("end_turn", final_text)
         emit(
             self.tag(
                 Notice(
-                    f"Stopped after {self.settings.max_turns} model calls in one turn (the "
-                    "turn limit, setting maxTurns). Say 'continue' to go on.",
+                    f"Stopped after {limit} model calls in one turn (the turn limit, "
+                    + (
+                        "--max-turns of this task"
+                        if self.max_turns is not None
+                        else "setting maxTurns"
+                    )
+                    + "). Say 'continue' to go on.",
                     "warning",
+                    code=NOTICE_MAX_TURNS,
                 )
             )
         )
         return self._result("max_turns", final_text)
+
+    def _breaker_tripped(self) -> bool:
+        limit = self.settings.max_tool_failures
+        return limit > 0 and self._failures >= limit
+
+    def _remind(self, emit: Emit) -> bool:
+        """Once per turn, when the plan has steps not completed (and this plan was not
+        reminded of already): tell the user, add the reminder; True = call the model again."""
+        if not self.todo_reminder or not self.settings.todo_reminder:
+            return False
+        plan = current_plan(self.router.state)
+        unfinished = plan.unfinished()
+        if not unfinished or plan == self._reminded:
+            return False
+        self._reminded = plan
+        steps = [e.step for e in unfinished]
+        emit(
+            self.tag(
+                Notice(
+                    f"The plan has {len(steps)} step{'s' if len(steps) != 1 else ''} not "
+                    "completed: reminding the model once (setting todoReminder).",
+                    "info",
+                    code=NOTICE_TODO_REMINDER,
+                )
+            )
+        )
+        self.add({"role": "user", "content": [{"type": "text", "text": reminder_text(steps)}]})
+        return True
 
     async def _compact(self, emit: Emit) -> None:
         """Compact the history when the last call came close to the context window."""
@@ -257,19 +405,39 @@ class Loop:
     async def _run_tools(
         self, tool_uses: list[dict[str, Any]], emit: Emit, cut: str
     ) -> list[dict[str, Any]]:
-        results: list[dict[str, Any]] = []
+        done: dict[str, _Outcome] = {}
+        running: set[str] = set()  # started, not finished
         try:
-            for block in tool_uses:
-                results.append(await self._run_one(block, emit, cut))
-        except asyncio.CancelledError:
-            answered = {r["tool_use_id"] for r in results}
-            for block in tool_uses:
-                if block["id"] in answered:
+            for group in call_groups(tool_uses):
+                if self._breaker_tripped():
+                    note = BREAKER_NOT_RUN.format(count=self._failures)
+                    for block in group:
+                        done[block["id"]] = _Outcome(tool_result(block["id"], note, True), "failed")
                     continue
-                running = block["id"] == self.current_tool_call_id
-                text = CANCELLED_RESULT if running else NOT_RUN_RESULT
+                if len(group) == 1 or self.settings.max_parallel_tasks <= 1:
+                    for block in group:
+                        if self._breaker_tripped():
+                            note = BREAKER_NOT_RUN.format(count=self._failures)
+                            done[block["id"]] = _Outcome(
+                                tool_result(block["id"], note, True), "failed"
+                            )
+                            continue
+                        await self._run_one(block, emit, cut, done, running)
+                        self._count(done[block["id"]])
+                else:
+                    await self._run_parallel(group, emit, cut, done, running)
+                    for block in group:
+                        self._count(done[block["id"]])
+        except asyncio.CancelledError:
+            results: list[dict[str, Any]] = []
+            for block in tool_uses:
+                if block["id"] in done:
+                    results.append(done[block["id"]].result)
+                    continue
+                started = block["id"] in running
+                text = CANCELLED_RESULT if started else NOT_RUN_RESULT
                 results.append(tool_result(block["id"], text, True))
-                if running:
+                if started:
                     emit(
                         ToolCallFinished(
                             block["id"],
@@ -285,9 +453,75 @@ class Loop:
             raise
         finally:
             self.current_tool_call_id = None
-        return results
+        return [done[block["id"]].result for block in tool_uses]
 
-    async def _run_one(self, block: dict[str, Any], emit: Emit, cut: str) -> dict[str, Any]:
+    def _count(self, outcome: _Outcome) -> None:
+        """The breaker's count: a failing call adds one, any other resets it (a denial or
+        a cancel is the user's word, not a failure, and leaves it as it is)."""
+        if outcome.status in ("denied", "cancelled"):
+            return
+        if not outcome.result.get("is_error"):
+            self._failures = 0
+            return
+        self._failures += 1
+        if self._breaker_tripped() and self._failures == self.settings.max_tool_failures:
+            outcome.result["content"] = str(outcome.result["content"]) + breaker_note(
+                self._failures
+            )
+
+    async def _run_parallel(
+        self,
+        group: list[dict[str, Any]],
+        emit: Emit,
+        cut: str,
+        done: dict[str, _Outcome],
+        running: set[str],
+    ) -> None:
+        """Run adjacent `task:*` calls concurrently (at most `maxParallelTasks` at once);
+        their permission questions go through one lock, so they are asked one at a time.
+        Cancelled, every one of them is cancelled and waited for."""
+        from synapse_lsp.agent.subagents import SerialGate
+
+        slots = asyncio.Semaphore(max(1, self.settings.max_parallel_tasks))
+        router = self.router
+        if router.permission is not None:
+            router = router.derive(permission=SerialGate(router.permission, self.ask_lock))
+
+        async def one(block: dict[str, Any]) -> None:
+            async with slots:
+                await self._run_one(block, emit, cut, done, running, router=router)
+
+        tasks = [asyncio.create_task(one(block)) for block in group]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    async def _run_one(
+        self,
+        block: dict[str, Any],
+        emit: Emit,
+        cut: str,
+        done: dict[str, _Outcome],
+        running: set[str],
+        router: BashRouter | None = None,
+    ) -> None:
+        """Run one call; its result goes into `done` (`running` holds it meanwhile)."""
+        tool_id: str = block["id"]
+        running.add(tool_id)
+        token = CURRENT_TOOL_CALL.set(tool_id)
+        try:
+            done[tool_id] = await self._route_one(block, emit, cut, router or self.router)
+        finally:
+            CURRENT_TOOL_CALL.reset(token)
+        running.discard(tool_id)  # a cancelled call stays in `running`: its result says so
+
+    async def _route_one(
+        self, block: dict[str, Any], emit: Emit, cut: str, router: BashRouter
+    ) -> _Outcome:
         tool_id: str = block["id"]
         parent = self.parent
         tool_input = block.get("input") or {}
@@ -319,7 +553,7 @@ class Loop:
                     tool_id, "failed", None, True, problem, None, "invalid_usage", {}, parent
                 )
             )
-            return tool_result(tool_id, problem, True)
+            return _Outcome(tool_result(tool_id, problem, True), "failed")
         assert isinstance(command, str)
         restart = bool(tool_input.get("restart", False))
         emit(ToolCallStarted(tool_id, command, restart, parent))
@@ -333,7 +567,7 @@ class Loop:
                 emit(self.tag(event))
 
         try:
-            routed = await self.router.route(
+            routed = await router.route(
                 command, restart=restart, on_output=on_output, emit=on_event
             )
         except asyncio.CancelledError:
@@ -342,7 +576,7 @@ class Loop:
             log.exception("command %r raised", command)
             text = f"[Error] Synapse could not run this command: {type(exc).__name__}: {exc}"
             emit(ToolCallFinished(tool_id, "failed", None, True, text, None, None, {}, parent))
-            return tool_result(tool_id, text, True)
+            return _Outcome(tool_result(tool_id, text, True), "failed")
         status = (
             "cancelled"
             if routed.category is FailureCategory.CANCELLED
@@ -363,9 +597,4 @@ class Loop:
                 parent,
             )
         )
-        return {
-            "type": "tool_result",
-            "tool_use_id": tool_id,
-            "content": routed.text,
-            "is_error": routed.is_error,
-        }
+        return _Outcome(tool_result(tool_id, routed.text, routed.is_error), status)

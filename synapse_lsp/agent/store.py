@@ -9,6 +9,8 @@ Layout under `root` (faces use `$SYNAPSE_HOME/sessions`):
                         a single `write` (O_APPEND) as it happens; no fsync, so a crash
                         loses at most the record in flight
     <id>/lock           the writer lock (flock); holds the holder's pid, for messages
+    <id>/checkpoints/   reserved for checkpoints (none are written yet): a session
+                        whose folder holds any is never pruned (`has_checkpoints`)
     .migrate.lock       serialises the migration of format-1 files between processes
     .tmp-*              folders being built or removed (create, fork, migration, delete);
                         never listed, swept after an hour
@@ -35,6 +37,12 @@ with that error until the lock is free); to continue the conversation anyway,
 `fork(id)` copies it under a new id that it may write. `delete` is the user's
 explicit word and is not refused: a process still holding the session then writes
 into the removed files, which are lost.
+
+**A cap (`prune`).** With the setting `maxSessions` (off by default) a new session
+prunes the oldest beyond the cap (by last update). A candidate is removed only while
+its lock is taken here (so never one live in any process: its writer's flock makes
+the attempt fail and it is skipped), and never one with checkpoints. The cap counts
+every stored session, so skipped ones may leave more than `max_sessions` on disk.
 
 **Repair.** A torn last line (no newline, not a complete record) is skipped on
 load and cut off (`ftruncate`) by the writer before its first append, so the next
@@ -86,6 +94,7 @@ FORMAT = 2
 HEADER = "session.json"
 LOG = "events.jsonl"
 LOCK = "lock"
+CHECKPOINTS = "checkpoints"
 V1_SUFFIX = ".jsonl"
 _MIGRATE_LOCK = ".migrate.lock"
 _TEMP_PREFIX = ".tmp-"
@@ -363,6 +372,57 @@ class SessionStore:
         except FileNotFoundError:
             raise SessionNotFoundError(f"no session {session_id!r} in {self.root}") from None
         shutil.rmtree(trash, ignore_errors=True)
+
+    def has_checkpoints(self, session_id: str) -> bool:
+        """True when the session keeps checkpoints (`<id>/checkpoints/` is not empty):
+        such a session is never pruned."""
+        folder = self.root / session_id
+        try:
+            return any(os.scandir(folder / CHECKPOINTS))
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+
+    def prune(self, max_sessions: int, *, keep: set[str] | None = None) -> list[str]:
+        """Remove the oldest sessions beyond `max_sessions` (most recently updated kept);
+        never one in `keep`, one this store writes, one whose lock another process
+        holds, or one with checkpoints. Returns the ids removed."""
+        if max_sessions <= 0:
+            return []
+        keep = keep or set()
+        infos = self.list()
+        removed: list[str] = []
+        for info in infos[max_sessions:]:
+            sid = info.id
+            if sid in keep or sid in self._locks or self.has_checkpoints(sid):
+                continue
+            if self._remove_unlocked(sid):
+                removed.append(sid)
+        return removed
+
+    def _remove_unlocked(self, session_id: str) -> bool:
+        """Delete the session while holding its lock; False when someone writes it."""
+        folder = self.root / session_id
+        try:
+            fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False  # live in another process (or store)
+            if self.has_checkpoints(session_id):  # written while we looked
+                return False
+            trash = self.root / f"{_TEMP_PREFIX}pruned-{session_id}-{secrets.token_hex(4)}"
+            try:
+                folder.rename(trash)
+            except FileNotFoundError:
+                return False
+        finally:
+            os.close(fd)
+        shutil.rmtree(trash, ignore_errors=True)
+        log.info("pruned stored session %s (over the maxSessions cap)", session_id)
+        return True
 
     # ------------------------------------------------------------------ read
 

@@ -1,25 +1,38 @@
-"""Sub-agents (`task:<type>`): a child loop with its own history, run as one tool call.
+"""Sub-agents (`task:<type>`): a child loop with its own history and shell, run as one
+tool call.
 
-The child gets a type-specific system prompt, the parent's model client and
-shell, and a router derived with `in_subagent=True` (so `task:*` is refused
-inside it); `task:explore` also gets a read-only permission gate. Its events go
-to the parent's consumer tagged with the `task:*` call's id, its usage counts
-toward the parent's turn, and its final text is the tool result.
+The child gets a type-specific system prompt, the parent's model client (or a copy
+naming another model, `--model`), **its own shell** — a fresh bash started in the
+parent shell's current directory, with the same writable roots and sandbox, closed
+when the sub-agent ends (before issue 19 sub-agents shared the parent's shell, so
+concurrent ones would have queued on it and changed each other's cwd) — its own plan
+state, and a router derived with `in_subagent=True` (so `task:*` is refused inside
+it); `task:explore` also gets a read-only permission gate. Its permission questions
+go through the parent loop's `ask_lock` (`SerialGate`): parallel sub-agents ask one
+at a time. Its events go to the parent's consumer tagged with the `task:*` call's id
+(`CURRENT_TOOL_CALL`), its usage counts toward the parent's turn, and its final text
+is the tool result.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from synapse_lsp.agent.loop import Emit, Loop
+from synapse_lsp.agent.loop import CURRENT_TOOL_CALL, Emit, Loop
 from synapse_lsp.agent.readonly import denial
 from synapse_lsp.commands import CommandOutput, FailureCategory, Layer, Step
 from synapse_lsp.errors import ModelError
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.model import ModelClient
+    from synapse_lsp.shell import ShellSession
+
+log = logging.getLogger(__name__)
 
 
 async def run_subagent(
@@ -31,18 +44,32 @@ async def run_subagent(
     description: str,
     model: Callable[[], ModelClient],
     system: list[dict[str, Any]],
+    max_turns: int | None = None,
+    model_name: str | None = None,
 ) -> CommandOutput:
-    """Run `prompt` in a child of `parent` (whose current tool call is the `task:*` one)."""
-    changes: dict[str, Any] = {"in_subagent": True}
+    """Run `prompt` in a child of `parent`, nested under the `task:*` call running in
+    this task (`CURRENT_TOOL_CALL`)."""
+    try:
+        shell = await _own_shell(parent)
+    except Exception as exc:  # bash could not start: the task fails, the turn goes on
+        return CommandOutput(
+            stderr=f"task:{task_type} ({description}): cannot start its shell: {exc}\n",
+            exit_code=1,
+            category=FailureCategory.EXECUTION_ERROR,
+        )
+    gate: Any = parent.router.permission
+    if gate is not None:
+        gate = SerialGate(gate, parent.ask_lock)
     if task_type in READ_ONLY_TASKS:
-        changes["permission"] = ExploreGate(parent.router.permission, task_type)
+        gate = ExploreGate(gate, task_type)
     child = Loop(
-        router=parent.router.derive(**changes),
+        router=parent.router.derive(shell=shell, permission=gate, in_subagent=True, state={}),
         settings=parent.settings_source,
         model=model,
         system=lambda: system,
-        parent_tool_call_id=parent.current_tool_call_id,
+        parent_tool_call_id=CURRENT_TOOL_CALL.get() or parent.current_tool_call_id,
         context_window=parent.context_window,
+        max_turns=max_turns,
     )
     try:
         result = await child.run([{"type": "text", "text": prompt}], emit)
@@ -53,6 +80,11 @@ async def run_subagent(
             exit_code=1,
             category=FailureCategory.EXECUTION_ERROR,
         )
+    except asyncio.CancelledError:
+        parent.turn_usage = parent.turn_usage + child.turn_usage
+        raise
+    finally:
+        await _close(shell)
     parent.turn_usage = parent.turn_usage + result.usage
     data = {
         "subagent": {
@@ -60,6 +92,8 @@ async def run_subagent(
             "description": description,
             "stop_reason": result.stop_reason,
             "model_calls": result.model_calls,
+            "model": model_name,
+            "max_turns": child.turn_limit,
         }
     }
     final = result.final_text.strip() or "(the sub-agent finished without a final message)"
@@ -72,6 +106,64 @@ async def run_subagent(
         category=FailureCategory.EXECUTION_ERROR,
         data=data,
     )
+
+
+async def _own_shell(parent: Loop) -> ShellSession:
+    """A fresh bash for one sub-agent: in the parent shell's directory, with its
+    writable roots (the sandbox is the settings', as for every shell)."""
+    from synapse_lsp.shell import ShellSession
+
+    home = parent.router.shell
+    writable = getattr(home, "writable_paths", None)
+    shell = ShellSession(
+        home.cwd, parent.settings_source, writable=list(writable) if writable else None
+    )
+    try:
+        await shell.start()
+    except BaseException:
+        await _close(shell)
+        raise
+    return shell
+
+
+async def _close(shell: ShellSession) -> None:
+    """Close a sub-agent's shell, even while its task is being cancelled."""
+    closing = asyncio.ensure_future(shell.close())
+    try:
+        await asyncio.shield(closing)
+    except asyncio.CancelledError:
+        with contextlib.suppress(BaseException):
+            await closing
+        raise
+    except Exception as exc:
+        log.warning("closing a sub-agent's shell: %s", exc)
+
+
+class SerialGate:
+    """A permission gate whose questions are asked one at a time: concurrent callers
+    (parallel `task:*` calls and their sub-agents) wait for the `lock`."""
+
+    def __init__(self, inner: Any, lock: asyncio.Lock) -> None:
+        self.inner = inner
+        self.lock = lock
+
+    async def check(
+        self, command: str, layer: Layer, cwd: Path, steps: Sequence[Step] = ()
+    ) -> str | None:
+        async with self.lock:
+            result: str | None = await self.inner.check(command, layer, cwd, steps)
+            return result
+
+    def runs_outside(self, command: str) -> bool:
+        method = getattr(self.inner, "runs_outside", None)
+        return bool(method(command)) if method is not None else False
+
+    async def escalate(self, command: str, cwd: Path, why: str) -> bool:
+        method = getattr(self.inner, "escalate", None)
+        if method is None:
+            return False
+        async with self.lock:
+            return bool(await method(command, cwd, why))
 
 
 # Sub-agent types that only look: reading, listing, searching (and extension commands'

@@ -119,23 +119,11 @@ def _ls(args: dict[str, Any]) -> str | None:
 
 
 def _todo_write(args: dict[str, Any]) -> str | None:
-    todos = args.get("todos")
-    if not isinstance(todos, list):
+    """The same input as a `TodoWrite` command: its shape is accepted as it is (the
+    command validates it and says what is wrong)."""
+    if not isinstance(args.get("todos"), list):
         return None
-    steps = []
-    for item in todos:
-        if not isinstance(item, dict) or not _text(item.get("content")):
-            return None
-        status = item.get("status")
-        steps.append(
-            {
-                "step": item["content"],
-                "status": status
-                if status in ("pending", "in_progress", "completed")
-                else "pending",
-            }
-        )
-    return f"plan {quote(json.dumps({'plan': steps}, ensure_ascii=False))}"
+    return f"TodoWrite {quote(json.dumps({'todos': args['todos']}, ensure_ascii=False))}"
 
 
 def _task(args: dict[str, Any]) -> str | None:
@@ -159,7 +147,7 @@ _EQUIVALENTS: dict[str, tuple[str, Any]] = {
     "grep": ("grep", _grep),
     "glob": ("a bash glob", _glob),
     "ls": ("ls", _ls),
-    "todowrite": ("plan", _todo_write),
+    "todowrite": ("TodoWrite", _todo_write),
     "task": ("task:<type>", _task),
 }
 _GENERIC = {
@@ -172,7 +160,10 @@ _GENERIC = {
     "grep": "Bash(command=\"grep -rnE 'pattern' .\")",
     "glob": "Bash(command=\"(shopt -s globstar nullglob; printf '%s\\\\n' **/*.py)\")",
     "ls": 'Bash(command="ls -la")',
-    "todowrite": "Bash(command=\"plan set 'first step' 'second step'\")",
+    "todowrite": (
+        'Bash(command="TodoWrite \'{\\"todos\\": [{\\"content\\": \\"first step\\", '
+        '\\"activeForm\\": \\"Doing the first step\\", \\"status\\": \\"pending\\"}]}\'")'
+    ),
     "task": "Bash(command=\"task:explore --prompt '…' --description '…'\")",
 }
 

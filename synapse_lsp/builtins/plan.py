@@ -33,9 +33,20 @@ class PlanState:
 
     def to_data(self) -> dict[str, Any]:
         return {
-            "plan": [{"step": e.step, "status": e.status} for e in self.steps],
+            "plan": [_item_data(e) for e in self.steps],
             "explanation": self.explanation,
         }
+
+    def unfinished(self) -> tuple[PlanEntry, ...]:
+        """The steps not completed (pending or in progress)."""
+        return tuple(e for e in self.steps if e.status != "completed")
+
+
+def _item_data(entry: PlanEntry) -> dict[str, Any]:
+    item: dict[str, Any] = {"step": entry.step, "status": entry.status}
+    if entry.active_form:
+        item["active_form"] = entry.active_form
+    return item
 
 
 class PlanCommand:
@@ -67,7 +78,8 @@ Short forms (steps are numbered from 1):
   plan --step "a" --status completed --step "b" --status in_progress --step "c"
                                    replace the plan; a step without --status is pending
   --explanation TEXT               a one-line reason, with any form that changes the plan
-The plan is shown to the user and kept for this chat session; update it as you work."""
+The plan is shown to the user and kept for this chat session; update it as you work.
+Claude Code's shape sets the same plan: TodoWrite '{{"todos": [...]}}' (TodoWrite --help)."""
 
     async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
         current = current_plan(ctx.state)
@@ -77,10 +89,16 @@ The plan is shown to the user and kept for this chat session; update it as you w
             return CommandOutput.usage_error(self.name, str(exc))
         if updated is None:
             return CommandOutput(render(current), data=current.to_data())
-        ctx.state[STATE_KEY] = updated.to_data()
-        if ctx.emit is not None:
-            ctx.emit(PlanUpdated(entries=updated.steps, explanation=updated.explanation))
-        return CommandOutput(render(updated, changed=True), data=updated.to_data())
+        return store_plan(ctx, updated)
+
+
+def store_plan(ctx: CommandContext, updated: PlanState) -> CommandOutput:
+    """Keep `updated` as the session's plan (the one store of `plan` and `TodoWrite`),
+    tell the faces (`PlanUpdated`) and say what it is now."""
+    ctx.state[STATE_KEY] = updated.to_data()
+    if ctx.emit is not None:
+        ctx.emit(PlanUpdated(entries=updated.steps, explanation=updated.explanation))
+    return CommandOutput(render(updated, changed=True), data=updated.to_data())
 
 
 def current_plan(state: dict[str, Any]) -> PlanState:
@@ -88,10 +106,27 @@ def current_plan(state: dict[str, Any]) -> PlanState:
     raw = state.get(STATE_KEY)
     if not isinstance(raw, dict):
         return PlanState()
+    items = raw.get("plan")
+    forms = (
+        [i.get("active_form") if isinstance(i, dict) else None for i in items]
+        if isinstance(items, list)
+        else []
+    )
+    stripped = dict(raw)
+    if isinstance(items, list):
+        stripped["plan"] = [
+            {k: v for k, v in i.items() if k != "active_form"} if isinstance(i, dict) else i
+            for i in items
+        ]
     try:
-        return parse_update(raw)
+        plan = parse_update(stripped)
     except PlanError:
         return PlanState()
+    steps = tuple(
+        PlanEntry(e.step, e.status, form if isinstance(form, str) and form else None)
+        for e, form in zip(plan.steps, forms, strict=True)
+    )
+    return PlanState(steps, plan.explanation)
 
 
 def render(plan: PlanState, *, changed: bool = False) -> str:
@@ -193,9 +228,9 @@ def _apply(argv: list[str], stdin: str | None, current: PlanState) -> PlanState 
     if verb == "start":
         index = _step_number(rest, current, verb)
         steps = tuple(
-            PlanEntry(e.step, "in_progress")
+            PlanEntry(e.step, "in_progress", e.active_form)
             if i == index
-            else PlanEntry(e.step, "completed")
+            else PlanEntry(e.step, "completed", e.active_form)
             if e.status == "in_progress"
             else e
             for i, e in enumerate(current.steps)
@@ -210,7 +245,8 @@ def _apply(argv: list[str], stdin: str | None, current: PlanState) -> PlanState 
                 raise PlanError("no step is in progress; say which: plan done N")
             index = active[0]
         steps = tuple(
-            PlanEntry(e.step, "completed") if i == index else e for i, e in enumerate(current.steps)
+            PlanEntry(e.step, "completed", e.active_form) if i == index else e
+            for i, e in enumerate(current.steps)
         )
         return _checked(steps, keep)
     if verb.startswith("-"):

@@ -1,9 +1,53 @@
-"""`task:<type> --prompt "…" --description "…"`: run a sub-agent and return its final text."""
+"""`task:<type> -p "…" -d "…" [--model M] [--max-turns N]`: run a sub-agent and return
+its final text. Adjacent task:* calls of one model response run concurrently
+(agent/loop.py); each sub-agent has its own shell (agent/subagents.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from typing import Protocol, cast
+
 from synapse_lsp.builtins.args import ArgError, parse_args
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
+
+_OPTIONS = frozenset({"prompt", "description", "model", "max-turns"})
+_SHORT = {"-p": "--prompt", "-d": "--description"}
+
+
+class TaskRunner(Protocol):
+    """A `SubAgentRunner` that also takes the model and turn limit (ChatSession's does)."""
+
+    def __call__(
+        self,
+        task_type: str,
+        prompt: str,
+        description: str,
+        *,
+        model: str | None = None,
+        max_turns: int | None = None,
+    ) -> Awaitable[CommandOutput]: ...
+
+
+def long_options(argv: list[str]) -> list[str]:
+    """`-p`/`-d` as `--prompt`/`--description` (only where an option may stand, never
+    a value: `--prompt -p` keeps its text)."""
+    out: list[str] = []
+    value_next = False
+    for i, word in enumerate(argv):
+        if value_next:
+            out.append(word)
+            value_next = False
+        elif word == "--":
+            out.extend(argv[i:])
+            break
+        elif word in _SHORT:
+            out.append(_SHORT[word])
+            value_next = True
+        else:
+            out.append(word)
+            value_next = word.startswith("--") and word[2:] in _OPTIONS
+    return out
+
 
 TASK_TYPES: dict[str, str] = {
     "general": "a general sub-agent with every command, for a self-contained piece of work",
@@ -16,19 +60,22 @@ TASK_TYPES: dict[str, str] = {
 class TaskCommand:
     name = "task"
     summary = "Run a sub-agent of the given type on a prompt; prints its final answer."
-    usage = 'task:<type> --prompt "…" --description "…"'
+    usage = 'task:<type> -p/--prompt "…" -d/--description "…" [--model M] [--max-turns N]'
 
     def help(self) -> str:
         types = "\n".join(f"  task:{name:<14} {text}" for name, text in TASK_TYPES.items())
         return f"""\
 {self.usage}
   {self.summary}
-  --prompt TEXT        the full instructions for the sub-agent (it sees nothing else)
-  --description TEXT   3-6 words shown to the user while it runs
+  -p, --prompt TEXT       the full instructions for the sub-agent (it sees nothing else)
+  -d, --description TEXT  3-6 words shown to the user while it runs
+  --model NAME            another model for this sub-agent (default: the session's)
+  --max-turns N           at most N model calls (default: the setting maxTurns)
 Types:
 {types}
-  A sub-agent has its own history; only its final text comes back. Sub-agents
-  cannot start further task:* commands.
+  A sub-agent has its own history and its own shell (started in the current
+  directory); only its final text comes back. Several task:* calls in one response
+  run at the same time (results in call order). Sub-agents cannot start task:*.
 Example:
   task:explore --prompt "Find where HTTP retries are configured; list the files" \\
       --description "find retry config\""""
@@ -53,13 +100,37 @@ Example:
             if task_type not in TASK_TYPES:
                 known = ", ".join(f"task:{t}" for t in TASK_TYPES)
                 raise ArgError(f"unknown task type {task_type!r}; known: {known}")
-            args = parse_args(argv[1:], options={"prompt", "description"})
+            args = parse_args(long_options(argv[1:]), options=_OPTIONS)
             if args.positional:
                 raise ArgError(f"unexpected argument {args.positional[0]!r}; quote --prompt text")
             prompt = args.options.get("prompt", "").strip()
             if not prompt:
                 raise ArgError("--prompt is required")
             description = args.options.get("description", "").strip() or prompt[:40]
+            model = args.options.get("model")
+            if model is not None and not model.strip():
+                raise ArgError("--model needs a model name")
+            turns = args.options.get("max-turns")
+            max_turns = _positive("max-turns", turns) if turns is not None else None
         except ArgError as exc:
             return CommandOutput.usage_error(f"task:{task_type}" if task_type else "task", str(exc))
-        return await ctx.subagent(task_type, prompt, description)
+        if model is None and max_turns is None:
+            return await ctx.subagent(task_type, prompt, description)
+        runner = cast(TaskRunner, ctx.subagent)
+        return await runner(
+            task_type,
+            prompt,
+            description,
+            model=model.strip() if model else None,
+            max_turns=max_turns,
+        )
+
+
+def _positive(name: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise ArgError(f"--{name} must be a whole number, got {value!r}") from None
+    if number < 1:
+        raise ArgError(f"--{name} must be 1 or more, got {number}")
+    return number
