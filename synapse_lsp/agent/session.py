@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -217,6 +218,7 @@ class ChatSession:
             context_window=context_window,
             on_message=self._store_message,
             on_compaction=self._store_compaction,
+            todo_reminder=True,
         )
 
     @property
@@ -449,7 +451,22 @@ class ChatSession:
             workspace = str(self.workspace_root or self._cwd)
             self.store.create(self.id, self.title, workspace)
             self._persisted = True
+            self._prune_sessions()
         self._record(UserMessage(text))
+
+    def _prune_sessions(self) -> None:
+        """With a cap on stored sessions (`maxSessions`), remove the oldest beyond it
+        (never this one, one live in another process, or one with checkpoints)."""
+        cap = self.settings.max_sessions
+        if self.store is None or cap <= 0:
+            return
+        try:
+            removed = self.store.prune(cap, keep={self.id})
+        except (OSError, SynapseError) as exc:  # pruning is housekeeping: never fail a turn
+            log.warning("cannot prune stored sessions: %s", exc)
+            return
+        if removed:
+            log.info("pruned %d stored session(s) over maxSessions=%d", len(removed), cap)
 
     def _record(self, event: Event) -> None:
         self._transcript.append(event)
@@ -504,24 +521,48 @@ class ChatSession:
 
     # ------------------------------------------------------------ sub-agents
 
-    async def _run_subagent(self, task_type: str, prompt: str, description: str) -> CommandOutput:
+    async def _run_subagent(
+        self,
+        task_type: str,
+        prompt: str,
+        description: str,
+        *,
+        model: str | None = None,
+        max_turns: int | None = None,
+    ) -> CommandOutput:
         try:
-            self._ensure_model()
+            client = self._ensure_model()
         except ModelError as exc:
             return CommandOutput(
                 stderr=f"task:{task_type}: {exc.message}\n",
                 exit_code=1,
                 category=FailureCategory.DEPENDENCY_MISSING,
             )
+        factory: Callable[[], ModelClient] = self._ensure_model
+        if model is not None and model != client.model:
+            variant = _with_model(client, model)
+            factory = lambda: variant  # noqa: E731
         return await run_subagent(
             self._loop,
             self._emit,
             task_type=task_type,
             prompt=prompt,
             description=description,
-            model=self._ensure_model,
+            model=factory,
             system=self._system(task_type),
+            max_turns=max_turns,
+            model_name=model or client.model,
         )
+
+
+def _with_model(client: ModelClient, model: str) -> ModelClient:
+    """The session's client asking for another model (`task:* --model`): a shallow copy
+    sharing its connection pool (built first, so the copy never builds one of its own
+    that nobody closes)."""
+    client.prepare()
+    variant = copy.copy(client)
+    variant.model = model
+    return variant
 
 
 def _drop(event: Event) -> None:
