@@ -522,7 +522,6 @@ _REFUSALS: tuple[tuple[re.Pattern[str], str, bool], ...] = (
     ),
 )
 _REFUSED = re.compile(r"Connection refused|ECONNREFUSED")
-_LOOPBACK = re.compile(r"127\.\d+\.\d+\.\d+|localhost|\[?::1\]?|0\.0\.0\.0")
 _DENIED = re.compile(r"Permission denied|EACCES")
 _PATH = re.compile(r"""(?:'|"|`|‘|\s|^)(/[^\s'"`’:]+)""")
 
@@ -533,15 +532,17 @@ def sandbox_refusal(
     """Why the sandbox (not the command itself) made a failed command fail, or None.
 
     The case table: EROFS ("Read-only file system"); with the network off, name
-    resolution failures, an unreachable network, and ECONNREFUSED to a loopback
-    address (nothing listens inside the sandbox's own network); EACCES ("Permission
+    resolution failures, an unreachable network, and ECONNREFUSED (only the sandbox's
+    own loopback exists, where nothing listens: the service is outside); EACCES ("Permission
     denied") only when it names a path outside the writable set."""
     if exit_code == 0:
         return None
     for pattern, case, needs_off in _REFUSALS:
         if (network_off or not needs_off) and pattern.search(output):
             return case
-    if network_off and _REFUSED.search(output) and _LOOPBACK.search(output):
+    if network_off and _REFUSED.search(output):
+        # Without a network the sandbox has only its own loopback (other addresses are
+        # unreachable): a refused connection was to a loopback service outside it.
         return "the network is off in the sandbox (loopback services outside it are unreachable)"
     for line in output.splitlines():
         if not _DENIED.search(line):

@@ -166,7 +166,7 @@ async def test_escalation_asks_once_then_the_session_answer_holds(tmp_path: Path
         ("curl: (6) Could not resolve host: example.com", False, None),
         ("socket.gaierror: [Errno -3] Temporary failure in name resolution", True, "network"),
         ("ConnectionRefusedError: [Errno 111] Connection refused 127.0.0.1:5432", True, "loopback"),
-        ("connect to db.example port 5432 failed: Connection refused", True, None),
+        ("ConnectionRefusedError: [Errno 111] Connection refused", True, "loopback"),
         ("Connection refused (localhost:8080)", False, None),
         ("cp: cannot create regular file '/opt/x': Permission denied", True, "/opt/x"),
         ("bash: ./run.sh: Permission denied", True, None),  # relative: the command's own

@@ -1,0 +1,197 @@
+"""Escalation instead of dead ends (issue 17, items 4-6), with real bubblewrap: a
+command the sandbox blocked is recognised, the user is asked whether to run it again
+outside the sandbox (once / for the session / always for its prefix), the re-run
+keeps cwd and exported variables; denied, the model is told why. Plus the modes'
+word on the built-ins and on extension calls."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from dataclasses import replace
+from pathlib import Path
+
+from synapse_lsp import permission_rules
+from synapse_lsp.commands import FailureCategory
+from synapse_lsp.config import Settings
+from synapse_lsp.permissions import ALLOW_ONCE, ALLOW_SESSION, DENY, AskingGate
+from synapse_lsp.router import BashRouter
+from synapse_lsp.shell import ShellSession
+
+
+class Recorder:
+    def __init__(self, *answers: str | None) -> None:
+        self.answers = list(answers)
+        self.questions: list[tuple[str, tuple[str, ...]]] = []
+
+    async def __call__(self, message: str, actions: tuple[str, ...]) -> str | None:
+        self.questions.append((message, actions))
+        return self.answers.pop(0) if self.answers else DENY
+
+
+def _router(
+    shell: ShellSession, settings: Settings, root: Path, asker: Recorder, policy: str = "auto"
+) -> BashRouter:
+    live = replace(settings, permission=policy)
+    gate = AskingGate(
+        live,
+        root,
+        asker,
+        sandboxed=lambda: shell.sandbox.sandboxed,
+        rules=permission_rules.RuleFile(settings.synapse_home),
+    )
+    return BashRouter(shell, live, permission=gate)
+
+
+async def test_a_blocked_write_asks_and_runs_again_outside_with_cwd_and_exports(
+    shell: ShellSession, settings: Settings, workdir: Path, outside: Path
+) -> None:
+    asker = Recorder(ALLOW_ONCE)
+    router = _router(shell, settings, workdir, asker)
+    (workdir / "sub").mkdir()
+    assert (await router.route("cd sub && export GREETING=hello")).exit_code == 0
+    result = await router.route(f'echo "$GREETING from $PWD" > {outside}/made.txt')
+    assert result.exit_code == 0, result.text
+    assert (outside / "made.txt").read_text() == f"hello from {workdir / 'sub'}\n"
+    assert "the sandbox blocked the first attempt" in result.stderr
+    assert "may have partly run" in result.stderr
+    message, actions = asker.questions[0]
+    assert "The sandbox blocked" in message and "refused a write" in message
+    assert actions[0] == ALLOW_ONCE and actions[-1] == DENY
+    # once: the next blocked command asks again
+    denied = await router.route(f"python3 -c \"open('{outside}/p.txt', 'w')\"")
+    assert denied.exit_code != 0 and not (outside / "p.txt").exists()
+    assert len(asker.questions) == 2
+    assert "[blocked by the sandbox: the sandbox refused a write" in denied.stderr
+    assert "was not allowed" in denied.stderr
+
+
+async def test_cp_dd_and_a_symlink_escalate_and_session_answers_hold(
+    shell: ShellSession, settings: Settings, workdir: Path, outside: Path
+) -> None:
+    asker = Recorder(ALLOW_SESSION)
+    router = _router(shell, settings, workdir, asker)
+    (workdir / "src.txt").write_text("data\n")
+    (workdir / "link").symlink_to(outside)
+    line = f"cp src.txt {outside}/copy.txt"
+    assert (await router.route(line)).exit_code == 0
+    assert (outside / "copy.txt").read_text() == "data\n"
+    (outside / "copy.txt").unlink()
+    assert (await router.route(line)).exit_code == 0  # for the session: not asked again
+    assert len(asker.questions) == 1
+    asker.answers = [DENY, DENY]
+    dd = await router.route(f"dd if=src.txt of={outside}/dd.txt status=none")
+    assert dd.exit_code != 0 and not (outside / "dd.txt").exists()
+    via_link = await router.route("echo x > link/through.txt")
+    assert via_link.exit_code != 0 and not (outside / "through.txt").exists()
+    assert len(asker.questions) == 3
+
+
+async def test_the_network_is_off_and_a_loopback_connection_escalates(
+    shell: ShellSession, settings: Settings, workdir: Path
+) -> None:
+    server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        asker = Recorder(DENY, ALLOW_ONCE)
+        router = _router(shell, settings, workdir, asker)
+        probe = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 5)\""
+        refused = await router.route(probe)
+        assert refused.exit_code != 0
+        assert "the network is off in the sandbox" in refused.stderr
+        allowed = await router.route(probe)
+        assert allowed.exit_code == 0, allowed.text
+        assert len(asker.questions) == 2
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_always_allow_remembers_the_prefix_not_the_line(
+    shell: ShellSession, settings: Settings, workdir: Path, outside: Path
+) -> None:
+    asker = Recorder()
+    router = _router(shell, settings, workdir, asker)
+    first = Recorder()
+    router.permission = AskingGate(
+        settings,
+        workdir,
+        first,
+        sandboxed=lambda: shell.sandbox.sandboxed,
+        rules=permission_rules.RuleFile(settings.synapse_home),
+    )
+
+    async def always(message: str, actions: tuple[str, ...]) -> str | None:
+        first.questions.append((message, actions))
+        return next(a for a in actions if a.startswith("Always allow"))
+
+    router.permission._ask = always  # type: ignore[union-attr]
+    result = await router.route(f"touch {outside}/a")
+    assert result.exit_code == 0 and (outside / "a").exists()
+    assert "Always allow `touch` here" in first.questions[0][1]
+    rules = permission_rules.load(settings.synapse_home, workdir)
+    assert [r.prefix for r in rules.allows] == ["touch"]
+    # remembered: `touch` runs outside without a question; a line with more in it asks
+    fresh = _router(shell, settings, workdir, asker)
+    assert (await fresh.route(f"touch {outside}/b")).exit_code == 0
+    assert (outside / "b").exists() and asker.questions == []
+    chained = await fresh.route(f"touch {outside}/c && rm -f {outside}/a")
+    assert chained.exit_code != 0 and (outside / "a").exists()
+    assert len(asker.questions) == 1
+
+
+async def test_asked_first_an_outside_write_runs_outside_the_sandbox(
+    shell: ShellSession, settings: Settings, workdir: Path, outside: Path
+) -> None:
+    (outside / "victim.txt").write_text("x")
+    asker = Recorder(ALLOW_ONCE)
+    router = _router(shell, settings, workdir, asker, policy="ask-writes-outside-workspace")
+    result = await router.route(f"rm -f {outside}/victim.txt")
+    assert result.exit_code == 0, result.text
+    assert not (outside / "victim.txt").exists()
+    assert len(asker.questions) == 1  # asked before, not again after a failure
+    assert "allowing runs it outside the sandbox" in asker.questions[0][0]
+    assert "ran outside the sandbox" in result.stderr
+
+
+async def test_read_only_refuses_builtin_writes_and_the_kernel_refuses_the_rest(
+    workdir: Path, settings: Settings, outside: Path
+) -> None:
+    ro = replace(settings, sandbox="read-only")
+    shell = ShellSession(workdir, ro)
+    await shell.start()
+    try:
+        assert shell.sandbox.sandboxed
+        asker = Recorder()
+        router = _router(shell, ro, workdir, asker)
+        write = await router.route("write notes.txt hello")
+        assert write.exit_code == 126 and write.category is FailureCategory.PERMISSION_DENIED
+        assert "read-only" in write.stderr and not (workdir / "notes.txt").exists()
+        touch = await router.route("touch inside.txt")
+        assert touch.exit_code != 0 and not (workdir / "inside.txt").exists()
+        assert "blocked by the sandbox" in touch.stderr
+        assert (await router.route("echo scratch > /tmp/x && cat /tmp/x")).stdout == "scratch\n"
+        mcp = await router.route("mcp:db:drop x")
+        assert mcp.category is FailureCategory.PERMISSION_DENIED
+        assert "extension command runs outside the sandbox" in asker.questions[-1][0]
+    finally:
+        await shell.close()
+
+
+def test_a_workspace_file_cannot_allow_what_home_does_not(tmp_path: Path) -> None:
+    home, root = tmp_path / "home", tmp_path / "ws"
+    (root / ".synapse").mkdir(parents=True)
+    (root / ".synapse" / "permissions.json").write_text('{"allow": ["rm"], "deny": ["curl"]}')
+    rules = permission_rules.load(home, root)
+    assert rules.decide("rm -rf x") is None
+    assert rules.decide("curl example.com") == "deny"
+    assert any("cannot grant itself" in p for p in rules.problems)
+
+
+def test_socket_connect_needs_no_network_namespace_to_fail_here() -> None:
+    """Sanity for the loopback test above: the host itself can connect."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        with socket.create_connection(s.getsockname(), 5):
+            pass
