@@ -99,6 +99,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 AUTH_METHOD_ID = "anthropic-api-key"
+MCP_CONNECT_WAIT = 30.0  # session/new waits this long for the client's MCP servers
 LIVE_OUTPUT_INTERVAL = 0.1  # at most this often a running command's output is re-sent
 MODE_TEXT = {
     "read-only": ("Read only", "The agent reads and runs commands; nothing it runs may write."),
@@ -274,6 +275,12 @@ class SynapseAcpAgent:
         holder.append(live)
         try:
             await workspace.start()
+            if session_mcp is not None:
+                # The client's servers are this session's tools from its first prompt on.
+                registry = await workspace.registry_ready()
+                if registry is not None:
+                    with contextlib.suppress(Exception):
+                        await registry.wait_for_mcp(MCP_CONNECT_WAIT)
         except BaseException:
             await workspace.close()
             raise
