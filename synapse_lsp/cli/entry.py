@@ -19,7 +19,12 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "exec": ("synapse_lsp.cli.exec", "run command lines through the router and one shell session"),
     "chat": ("synapse_lsp.cli.chat", "interactive chat with the agent (or one-shot with -p)"),
     "lsp": ("synapse_lsp.lsp.server", "start the language server on stdio"),
+    "acp": ("synapse_lsp.acp.server", "start the Agent Client Protocol agent on stdio"),
     "trust": ("synapse_lsp.cli.trust", "trust a folder: load its own mcp_servers.json"),
+    "permissions": (
+        "synapse_lsp.cli.permissions",
+        "list, add and revoke remembered always-allow / always-deny command prefixes",
+    ),
     "tools": ("synapse_lsp.cli.tools", "search and refresh extension commands (mcp:*, skill:*)"),
     "parse-command": (
         "synapse_lsp.summaries.parse_command",
