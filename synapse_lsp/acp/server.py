@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from synapse_lsp.acp.transport import BlockingWriter, Writer
 from synapse_lsp.config import LiveSettings
@@ -28,20 +28,32 @@ log = logging.getLogger(__name__)
 READ_LIMIT = 1024 * 1024  # bytes buffered per read; longer lines are joined
 
 
+class _HelpOnStderr(argparse.ArgumentParser):
+    """argparse, but help, version and errors go to stderr: stdout carries the protocol."""
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        super()._print_message(message, sys.stderr)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from synapse_lsp import __version__
+
+    parser = _HelpOnStderr(
         prog="synapse acp",
         description=(
             "Run Synapse as an Agent Client Protocol agent on stdin/stdout "
             "(for Zed, JetBrains IDEs, Neovim and other ACP clients; docs/acp.md)."
         ),
+        epilog="Help and version go to stderr: stdout carries the protocol.",
     )
     parser.add_argument(
-        "--log-file",
-        type=Path,
-        default=None,
+        "--log-file", type=Path, metavar="PATH",
         help="log file (default: $SYNAPSE_HOME/logs/acp.log)",
-    )
+    )  # fmt: skip
+    parser.add_argument(
+        "--version", action="version", version=f"synapse {__version__}",
+        help="print the version and exit",
+    )  # fmt: skip
     return parser
 
 
