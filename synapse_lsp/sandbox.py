@@ -27,6 +27,10 @@ from synapse_lsp.config import Settings
 log = logging.getLogger(__name__)
 
 NOT_INSTALLED = "bubblewrap (bwrap) is not installed"
+# A user namespace of its own even when Synapse runs as root, and no capability in it:
+# root's kept capabilities would remount `/` read-write, and from a child user namespace
+# the kernel refuses ptrace and /proc/PID/root of processes outside (same uid or not).
+ISOLATION = ("--unshare-user", "--cap-drop", "ALL")
 PROBE_TIMEOUT_S = 10.0
 
 # What the probe found, by the resolved path of bwrap: None when it works, else why not.
@@ -80,6 +84,7 @@ def _probe(bwrap: str) -> str | None:
     """Run bwrap once with the shell's kind of arguments: None if it works, else why."""
     argv = [
         bwrap,
+        *ISOLATION,
         "--ro-bind", "/", "/",
         "--dev", "/dev",
         "--proc", "/proc",
@@ -132,8 +137,9 @@ def bwrap_argv(
     """The bwrap prefix for bash (it ends with `--`). Later binds win over earlier ones
     on the same or an enclosing path, so the order below is the policy:
 
-    1. everything read-only (`--ro-bind / /`), a fresh `/dev` (hides `/dev/shm`) and
-       `/proc`, `private_tmp` as `/tmp`;
+    1. a user namespace without capabilities (`ISOLATION`); everything read-only
+       (`--ro-bind / /`), a fresh `/dev` (hides `/dev/shm`) and `/proc`,
+       `private_tmp` as `/tmp`;
     2. workspace-write: each writable root writable, then each root's own `.git`
        read-only again; read-only: each root read-only (bound all the same: one
        under the host's /tmp would be hidden by the private /tmp);
@@ -149,6 +155,7 @@ def bwrap_argv(
     bwrap = shutil.which("bwrap") or "bwrap"
     argv = [
         bwrap,
+        *ISOLATION,
         "--die-with-parent",
         "--ro-bind", "/", "/",
         "--dev", "/dev",

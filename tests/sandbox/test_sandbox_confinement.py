@@ -5,6 +5,7 @@ handling (timeouts, interrupts, close) still reaches every process."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import socket
 import subprocess
@@ -87,6 +88,24 @@ async def test_writes_outside_the_workspace_are_refused(
     assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"]
     assert (outside / "keep.txt").read_text() == "kept\n"
     assert not (workdir / "link").resolve().exists()
+
+
+async def test_no_way_back_out_through_mount_or_proc(shell: ShellSession, outside: Path) -> None:
+    """Capabilities are dropped (as root too: a remount would undo every read-only
+    bind) and, from a user namespace of its own, /proc/PID/root and /cwd of processes
+    outside (this test process, Synapse's own kind) are refused."""
+    me = os.getpid()
+    attempts = {
+        "remount": f"mount -o remount,rw / ; touch {outside}/after-remount.txt",
+        "proc root": f"echo x > /proc/{me}/root{outside}/proc-root.txt",
+        "proc cwd": f"ls /proc/{me}/cwd/",
+    }
+    for name, command in attempts.items():
+        result = await shell.run(command)
+        assert result.exit_code != 0, (name, result)
+    caps = await shell.run("grep CapEff /proc/self/status")
+    assert caps.stdout.split() == ["CapEff:", "0000000000000000"]
+    assert list(outside.iterdir()) == []
 
 
 async def test_writes_inside_the_workspace_work(shell: ShellSession, workdir: Path) -> None:
@@ -244,6 +263,9 @@ async def test_bash_pid_is_the_host_pid_under_bwrap(shell: ShellSession) -> None
     assert comm == "bash"
     parent = int(Path(f"/proc/{shell.pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     assert Path(f"/proc/{parent}/comm").read_text().strip() == "bwrap"
+    # what the framing checks read from outside: bash's cwd and the read it waits in
+    assert Path(f"/proc/{shell.pid}/cwd").resolve() == shell.cwd
+    assert Path(f"/proc/{shell.pid}/syscall").read_text().split()[0].isdigit()
 
 
 async def test_interrupt_kills_the_whole_command_tree(shell: ShellSession, workdir: Path) -> None:
