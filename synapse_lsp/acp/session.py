@@ -47,7 +47,7 @@ class SessionSettings:
         self._seen: Settings | None = None
         self._value = self._base()
         self.problems: list[str] = []
-        self.update(dict(layer or {}))
+        self.problems = self.update(dict(layer or {}))  # what the client asked for, refused
 
     def __call__(self) -> Settings:
         base = self._base()
@@ -57,11 +57,20 @@ class SessionSettings:
 
     def update(self, values: Mapping[str, Any]) -> list[str]:
         """Add `values` to the session's layer; the problems (refused or bad values)."""
-        refused = sorted(k for k in values if k in _REFUSED)
-        self._layer.update({k: v for k, v in values.items() if k not in _REFUSED})
-        self._recompute(self._base())
-        refusals = [f"setting {k!r} cannot be set per session; ignored" for k in refused]
-        return refusals + self.problems
+        base = self._base()
+        problems = [
+            f"setting {k!r} cannot be set per session; ignored" for k in values if k in _REFUSED
+        ]
+        for key, value in values.items():
+            if key in _REFUSED:
+                continue
+            _, found = base.with_overrides({key: value})
+            if found:  # a bad value: the session's earlier one (or the base's) stays
+                problems += found
+                continue
+            self._layer[key] = value
+        self._recompute(base)
+        return problems + self.problems
 
     def _recompute(self, base: Settings) -> None:
         self._seen = base
