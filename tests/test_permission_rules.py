@@ -329,6 +329,9 @@ def test_cli_round_trip(home: Path, folder: Path) -> None:
     assert "edit that file" in none.stderr
     cleared = synapse(home, "revoke", "--all", "--all-folders")
     assert cleared.returncode == 0 and "1 rule" in cleared.stdout
+    empty = synapse(home, "revoke", "--all", "--all-folders")
+    assert empty.returncode == 0
+    assert "nothing to revoke: no rules are remembered in every folder" in empty.stdout
     assert pr.list_rules(home) == {}
 
 

@@ -177,7 +177,10 @@ def _revoke(home: Path, folder: Path | None, prefix: str | None) -> int:
     if removed:
         print(f"revoked {what} in {where}: {removed} rule{'s' if removed != 1 else ''}")
         return 0
-    print(f"nothing to revoke: {what} is not remembered in {where}")
+    if prefix is None:
+        print(f"nothing to revoke: no rules are remembered in {where}")
+    else:
+        print(f"nothing to revoke: {what} is not remembered in {where}")
     if folder is not None and prefix is not None:
         denies, _ = pr.read_folder_file(folder)
         if prefix in denies:
