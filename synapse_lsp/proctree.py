@@ -13,6 +13,11 @@ kills its whole tree when bash exits, on SIGTERM/SIGHUP (the PTY closing), or wh
 the Synapse process goes away by any means (a pipe whose write end only Synapse holds
 reads end-of-file).
 
+Sandboxed (`synapse_lsp.sandbox`), the forked child execs bubblewrap instead, and
+bwrap runs bash as its own child, in the same pid namespace (host pids everywhere):
+the supervisor's direct child, the pid it waits for, is then bwrap, which exits with
+bash's status; bash and everything it starts are still the supervisor's descendants.
+
 Per command, the shell attributes processes by start time (`/proc/PID/stat` field
 22, clock ticks since boot): a process is the command's if it started at or after
 the command's tick and its nearest older ancestor is bash or the supervisor; older
@@ -167,8 +172,8 @@ def set_subreaper() -> bool:
 
 
 def supervised_preexec(parent_fd: int, report_fd: int) -> None:
-    """Run in the PTY child just before `exec bash`. Forks: the child returns (and
-    execs bash, reporting its pid on `report_fd`); this process becomes the session's
+    """Run in the PTY child just before `exec bash` (or `exec bwrap`). Forks: the child
+    returns (and execs, reporting its pid on `report_fd`); this process becomes the session's
     supervisor and never returns. `parent_fd` is the read end of a pipe whose write
     end only the Synapse process holds: end-of-file there means Synapse is gone."""
     set_subreaper()
