@@ -455,7 +455,9 @@ class AskingGate:
             if _first(part) in _ALL_BUILTIN_WORDS:
                 continue
             prefix = self._rules.prefix(part)
-            if prefix and prefix not in found:
+            if not prefix:
+                return []  # a command nothing safe can be remembered for: no "Always"
+            if prefix not in found:
                 found.append(prefix)
         return found if 0 < len(found) <= 3 else []
 

@@ -196,6 +196,15 @@ def test_setup_attaches_the_real_server(runs: dict[str, Scenario]) -> None:
     status = result["status"]["res"]
     assert status["apiKey"] is True
     assert [w["uri"] for w in status["workspaces"]] == [sc.workdir.as_uri()]
+    # the statusline names the sandbox mode the server reports
+    sandbox = status["sandbox"]
+    assert sandbox["mode"] in ("read-only", "workspace-write", "full-access")
+    expected = (
+        sandbox["mode"]
+        if sandbox["sandboxed"] or sandbox["mode"] == "full-access"
+        else (sandbox["mode"] + ": NOT sandboxed")
+    )
+    assert result["statusline"] == f"synapse · {expected}"
 
 
 def test_run_edit_changes_the_modified_buffer_not_the_disk(runs: dict[str, Scenario]) -> None:

@@ -116,6 +116,10 @@ function scenarios.attach()
     return status ~= nil
   end)
   result.status = status
+  wait_for("the statusline's sandbox", function()
+    return synapse.client.sandbox[client.id] ~= nil
+  end)
+  result.statusline = synapse.status()
 end
 
 function scenarios.run_edit()

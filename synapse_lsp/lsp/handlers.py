@@ -39,6 +39,7 @@ from synapse_lsp.lsp.protocol import (
     TOOLS_REFRESH,
     TOOLS_SEARCH,
     PromptContext,
+    SandboxInfo,
     SessionCancelParams,
     SessionCancelResult,
     SessionDeleteParams,
@@ -283,8 +284,18 @@ async def tools_refresh(ls: Host, params: ToolsRefreshParams) -> ToolsRefreshRes
 
 @handler(STATUS)
 async def status(ls: Host, params: StatusParams) -> StatusResult:
+    from synapse_lsp import sandbox
+
     settings = ls.settings
+    confined = await asyncio.to_thread(sandbox.status, settings)  # probes bwrap once
     return StatusResult(
+        sandbox=SandboxInfo(
+            mode=confined.mode,
+            network=confined.network,
+            sandboxed=confined.sandboxed,
+            description=confined.describe(),
+            reason=confined.reason,
+        ),
         version=__version__,
         model=settings.model,
         max_tokens=settings.max_tokens,

@@ -274,6 +274,17 @@ class WorkspaceStatus(Wire):
 
 
 @attrs.define(kw_only=True)
+class SandboxInfo(Wire):
+    """The sandbox the server's shells run under (`sandbox.SandboxStatus`)."""
+
+    mode: str  # the `sandbox` setting
+    network: str  # the `network` setting
+    sandboxed: bool  # whether bubblewrap really confines the shells
+    description: str  # for a status bar: "workspace-write, network off (bubblewrap)"
+    reason: str | None = None  # why not sandboxed although asked to
+
+
+@attrs.define(kw_only=True)
 class StatusResult(Wire):
     version: str
     model: str
@@ -281,6 +292,7 @@ class StatusResult(Wire):
     thinking_budget: int
     api_key: bool  # whether a key is set, never the key
     workspaces: list[WorkspaceStatus]
+    sandbox: SandboxInfo
 
 
 @attrs.frozen

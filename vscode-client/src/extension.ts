@@ -61,7 +61,9 @@ import {
   type SessionInfo,
   type SessionNewResult,
   type SessionUpdateParams,
+  type SandboxInfo,
   type StatusResult,
+  sandboxLabel,
 } from './protocol';
 import { apply, busySessions, initialState, questionTarget, type Action, type ChatState, type ServerPhase } from './state';
 import { makeNonce, webviewHtml } from './webview/html';
@@ -93,6 +95,8 @@ export async function deactivate(): Promise<void> {
 class SynapseController implements vscode.WebviewViewProvider {
   private readonly log: vscode.LogOutputChannel;
   private readonly statusItem: vscode.StatusBarItem;
+  /** What `synapse.status` said of the sandbox (null: not known yet). */
+  private sandbox: SandboxInfo | null = null;
   private readonly state: ChatState = initialState();
   private readonly lifecycle: ServerLifecycle<ClientHandle>;
   /** Why the last start failed (for the status bar text). */
@@ -184,14 +188,19 @@ class SynapseController implements vscode.WebviewViewProvider {
         item.tooltip = `Synapse: ${this.state.server.message ?? 'restarting'}`;
         item.backgroundColor = new vscode.ThemeColor('statusBarItem.warningBackground');
         break;
-      case 'running':
-        item.text = busy > 0 ? `$(loading~spin) Synapse (${busy})` : '$(comment-discussion) Synapse';
+      case 'running': {
+        const sandbox = sandboxLabel(this.sandbox);
+        const mode = sandbox.text ? ` · ${sandbox.text}` : '';
+        item.text = busy > 0 ? `$(loading~spin) Synapse (${busy})${mode}` : `$(comment-discussion) Synapse${mode}`;
         item.tooltip = busy > 0 ? `Synapse: ${busy} chat(s) running` : 'Synapse: ready';
+        if (this.sandbox) item.tooltip += `\nSandbox: ${this.sandbox.description}`;
+        if (sandbox.warn) item.backgroundColor = new vscode.ThemeColor('statusBarItem.warningBackground');
         if (this.state.server.message) {
           item.tooltip = `Synapse: ${this.state.server.message}`;
           item.backgroundColor = new vscode.ThemeColor('statusBarItem.warningBackground');
         }
         break;
+      }
       case 'stopped':
         item.text = '$(circle-slash) Synapse';
         item.tooltip = 'Synapse: server stopped';
@@ -414,7 +423,20 @@ class SynapseController implements vscode.WebviewViewProvider {
       });
     }
     await this.refreshSessions();
+    await this.refreshSandbox();
     await this.reloadAfterRestart();
+  }
+
+  /** The sandbox mode in force, for the status bar (after a start and a settings change). */
+  private async refreshSandbox(): Promise<void> {
+    try {
+      const s = await this.execute<StatusResult>(Commands.status);
+      this.sandbox = s.sandbox ?? null;
+    } catch (error) {
+      this.log.warn(`synapse.status failed: ${errorMessage(error)}`);
+      this.sandbox = null;
+    }
+    this.updateStatusBar();
   }
 
   private notify(event: 'startFailed' | 'crashed' | 'gaveUp', message: string): void {
@@ -508,9 +530,11 @@ class SynapseController implements vscode.WebviewViewProvider {
     }
     const client = this.client;
     if (client?.state === State.Running) {
-      void client.sendNotification(DidChangeConfigurationNotification.type, {
-        settings: { synapse: this.serverSection() },
-      });
+      void client
+        .sendNotification(DidChangeConfigurationNotification.type, {
+          settings: { synapse: this.serverSection() },
+        })
+        .then(() => this.refreshSandbox());
     }
   }
 
@@ -700,7 +724,7 @@ class SynapseController implements vscode.WebviewViewProvider {
       const sessions = s.workspaces.reduce((n, w) => n + w.sessions, 0);
       const tools = s.workspaces.reduce((n, w) => n + w.tools, 0);
       void vscode.window.showInformationMessage(
-        `Synapse ${s.version} · model ${s.model} · API key ${s.apiKey ? 'set' : 'NOT set'} · ${s.workspaces.length} workspace(s), ${sessions} chat(s), ${tools} tools`,
+        `Synapse ${s.version} · model ${s.model} · API key ${s.apiKey ? 'set' : 'NOT set'} · ${s.workspaces.length} workspace(s), ${sessions} chat(s), ${tools} tools · sandbox ${s.sandbox.description}`,
       );
     } catch (error) {
       void vscode.window.showErrorMessage(`Synapse: ${errorMessage(error)}`);

@@ -229,7 +229,26 @@ export interface StatusResult {
   maxTokens: number;
   thinkingBudget: number;
   apiKey: boolean;
-  workspaces: { uri: string; sessions: number; busySessions: number; tools: number }[];
+  workspaces: { uri: string; sessions: number; busySessions: number; tools: number; trusted?: boolean }[];
+  sandbox: SandboxInfo;
+}
+
+/** The sandbox the server's shells run under (docs/user-guide.md "Sandbox and permissions"). */
+export interface SandboxInfo {
+  mode: string;
+  network: string;
+  sandboxed: boolean;
+  /** e.g. "workspace-write, network off (bubblewrap)" */
+  description: string;
+  reason?: string | null;
+}
+
+/** The status bar's words for the sandbox, and whether it deserves a warning. */
+export function sandboxLabel(info: SandboxInfo | null): { text: string; warn: boolean } {
+  if (!info) return { text: '', warn: false };
+  if (info.sandboxed) return { text: info.mode, warn: false };
+  if (info.mode === 'full-access') return { text: 'full-access', warn: false };
+  return { text: `${info.mode}: NOT sandboxed`, warn: true };
 }
 
 /** The keys of the server's `synapse` settings section (docs/protocol.md#settings). */

@@ -6,7 +6,7 @@
 
 import { describe, expect, it } from 'vitest';
 
-import { PROTOCOL_VERSION, protocolMismatch, serverProtocolVersion } from '../src/protocol';
+import { PROTOCOL_VERSION, protocolMismatch, sandboxLabel, serverProtocolVersion } from '../src/protocol';
 
 const initialized = (experimental: unknown): unknown => ({ capabilities: { experimental }, serverInfo: { name: 'synapse' } });
 
@@ -38,5 +38,21 @@ describe('protocol version check', () => {
     const message = protocolMismatch(initialized({ other: true }), 1);
     expect(message).toContain('does not report a protocol version');
     expect(message).toContain('update the Synapse server');
+  });
+});
+
+describe('the status bar names the sandbox', () => {
+  const info = (mode: string, sandboxed: boolean) => ({
+    mode,
+    network: 'off',
+    sandboxed,
+    description: `${mode} described`,
+  });
+
+  it('shows the mode, and warns when a sandbox was asked for but does not run', () => {
+    expect(sandboxLabel(null)).toEqual({ text: '', warn: false });
+    expect(sandboxLabel(info('workspace-write', true))).toEqual({ text: 'workspace-write', warn: false });
+    expect(sandboxLabel(info('full-access', false))).toEqual({ text: 'full-access', warn: false });
+    expect(sandboxLabel(info('read-only', false))).toEqual({ text: 'read-only: NOT sandboxed', warn: true });
   });
 });

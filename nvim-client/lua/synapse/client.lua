@@ -9,6 +9,7 @@ M.clients = {} -- root -> client id
 M.roots = {} -- client id -> root
 M.ready = {} -- client id -> true once `initialize` answered
 M.waiting = {} -- client id -> functions to run once ready
+M.sandbox = {} -- client id -> synapse.status's `sandbox` (mode, sandboxed, description)
 M.on_update = nil -- function(params, client_id): synapse/sessionUpdate
 M.on_exit = nil -- function(client_id, root, code, signal)
 
@@ -256,6 +257,12 @@ local function start(root)
         M.report_protocol(result)
       end)
       M.ready[client.id] = true
+      -- The sandbox in force, for statuslines (`require("synapse").status()`).
+      compat.request(client, "workspace/executeCommand", { command = protocol.commands.status, arguments = { vim.empty_dict() } }, function(err, status)
+        if not err and type(status) == "table" and type(status.sandbox) == "table" then
+          M.sandbox[client.id] = status.sandbox
+        end
+      end)
       local queue = M.waiting[client.id] or {}
       M.waiting[client.id] = nil
       for _, fn in ipairs(queue) do
@@ -268,7 +275,7 @@ local function start(root)
     on_exit = function(code, signal, id)
       vim.schedule(function()
         local r = M.roots[id]
-        M.roots[id], M.ready[id] = nil, nil
+        M.roots[id], M.ready[id], M.sandbox[id] = nil, nil, nil
         local queue = M.waiting[id] or {}
         M.waiting[id] = nil
         if r and M.clients[r] == id then

@@ -304,13 +304,30 @@ function M.ask(line1, line2, question)
   return c
 end
 
---- For a statusline: "" or "synapse: running".
+--- The sandbox words for a statusline: the mode, or "<mode>: NOT sandboxed".
+local function sandbox_label(root)
+  local id = root and client.clients[root]
+  local info = id and client.sandbox[id]
+  if type(info) ~= "table" then
+    return nil
+  end
+  if info.sandboxed or info.mode == "full-access" then
+    return info.mode
+  end
+  return info.mode .. ": NOT sandboxed"
+end
+
+--- For a statusline: "" before a server runs, else "synapse · <sandbox mode>",
+--- "synapse: running · <sandbox mode>" while a turn runs.
 function M.status()
   local c = M.current_chat(false)
+  local root = c and c.root or client.root_for_buf(vim.api.nvim_get_current_buf())
+  local mode = sandbox_label(root)
+  local suffix = mode and (" · " .. mode) or ""
   if c and c.busy then
-    return "synapse: running"
+    return "synapse: running" .. suffix
   end
-  return ""
+  return mode and ("synapse" .. suffix) or ""
 end
 
 M.client = client
