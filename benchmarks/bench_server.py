@@ -1,11 +1,28 @@
 """Benchmarks for `synapse lsp` over real stdio (a minimal JSON-RPC client on pipes).
 
     .venv/bin/python benchmarks/bench_server.py [--runs 7] [--iterations 200]
+        [--only cold|first-prompt|steady|shell]
+
+Every server runs with `SYNAPSE_SANDBOX=full-access` in its environment (set here,
+whatever the caller's environment says): the figures measure the LSP and router
+path, not a sandbox wrapper, and stay comparable while the sandbox work changes.
 
 Prints:
 - cold start: process spawn -> `initialize` result, median of alternating runs,
   against a bare pygls server measured in the same run (target ratio <= 1.3x);
 - `synapse.shell.run` of `true`, round trip median (target <= 3 ms);
+- `synapse.shell.run` against a bare pygls server doing the equivalent work
+  (`BARE_SHELL_SERVER`: one persistent bash started at `initialize`, on pipes, a
+  sentinel line with the exit status after each command, `{stdout, stderr,
+  exitCode}` back; `read F` answered in-process, numbered like `cat -n` and
+  stopped at 100 KiB with the same continuation line, as Synapse's `read`
+  built-in does; both stdouts are checked equal): `true`, and `read` of a
+  2,000-line file (~75 chars/line), interleaved request by request, median
+  round trips, ratios
+  (target <= 1.3x) and response sizes in bytes (a result never carries one text
+  twice); measured once both servers are idle (Synapse's warm-up thread has
+  imported the model SDK: it would share the GIL with the requests);
+  `--only shell` runs just this;
 - `edit` of an open 20,000-line document -> `workspace/applyEdit` received by the
   client, median (target <= 5 ms);
 - idle RSS after `initialize` (target <= 80 MB);
@@ -32,6 +49,90 @@ from typing import Any
 BARE_SERVER = (
     "from pygls.lsp.server import LanguageServer\nLanguageServer('bare', '0').start_io()\n"
 )
+BARE_SHELL_COMMAND = "bare.shell.run"
+BARE_SHELL_SERVER = r"""
+import asyncio
+import os
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+server = LanguageServer("bare-shell", "0")
+SENTINEL = "__BARE_SENTINEL_5f2c__"
+state = {}
+
+
+@server.feature(types.INITIALIZE)
+async def on_initialize(ls, params):
+    state["bash"] = await asyncio.create_subprocess_exec(
+        "bash", "--noprofile", "--norc",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        limit=1 << 24,
+    )
+    state["lock"] = asyncio.Lock()
+
+
+async def until_sentinel(stream):
+    chunks = []
+    while True:
+        line = (await stream.readline()).decode("utf-8", "replace")
+        at = line.find(SENTINEL)
+        if at >= 0:
+            chunks.append(line[:at])
+            return "".join(chunks), line[at + len(SENTINEL):].strip()
+        if not line:
+            return "".join(chunks), ""
+        chunks.append(line)
+
+
+async def run_in_bash(command):
+    bash = state["bash"]
+    script = (
+        f"{command}\n__s=$?; printf '%s %d\\n' {SENTINEL} $__s; "
+        f"printf '%s\\n' {SENTINEL} >&2\n"
+    )
+    async with state["lock"]:
+        bash.stdin.write(script.encode())
+        await bash.stdin.drain()
+        (out, status), (err, _) = await asyncio.gather(
+            until_sentinel(bash.stdout), until_sentinel(bash.stderr)
+        )
+    return {"stdout": out, "stderr": err, "exitCode": int(status) if status else 1}
+
+
+def cat_n(path, name, limit=2000, max_bytes=100 * 1024):
+    # As `read` pages: at most `limit` lines and about 100 KiB, then where to go on.
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    out, size = [], 0
+    for n, line in enumerate(lines[:limit], 1):
+        text = f"{n:6d}\t{line}"
+        size += len(text.encode()) + 1
+        if size > max_bytes and out:
+            out.append(f"[output stopped at {max_bytes // 1024} KiB; continue with: "
+                       f"read {name} --offset {n - 1}]")
+            break
+        out.append(text)
+    return "\n".join(out) + "\n"
+
+
+@server.command("bare.shell.run")
+async def shell_run(ls, *args):
+    command = args[0]["command"]
+    if command.startswith("read "):
+        try:
+            name = command[5:].strip()
+            text = cat_n(os.path.join(os.getcwd(), name), name)
+        except OSError as exc:
+            return {"stdout": "", "stderr": f"read: {exc}\n", "exitCode": 1}
+        return {"stdout": text, "stderr": "", "exitCode": 0}
+    return await run_in_bash(command)
+
+
+server.start_io()
+"""
 CAPABILITIES: dict[str, Any] = {
     "workspace": {
         "applyEdit": True,
@@ -163,6 +264,80 @@ def shell_round_trips(rpc: Rpc, iterations: int) -> list[float]:
         rpc.request("workspace/executeCommand", params)
         times.append(time.perf_counter() - t)
     return times
+
+
+def response_bytes(result: Any) -> int:
+    """The size of a result as the server sends it (compact JSON, as pygls writes it)."""
+    return len(json.dumps(result).encode())
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of a process, in clock ticks."""
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def wait_idle(pid: int, limit: float = 30.0) -> float:
+    """Wait until the process has used no CPU for 0.3 s (the warm-up thread's imports
+    done: they would share the GIL with the measured requests); returns the wait."""
+    started = time.perf_counter()
+    last, still = cpu_ticks(pid), 0
+    while still < 3 and time.perf_counter() - started < limit:
+        time.sleep(0.1)
+        now = cpu_ticks(pid)
+        still = still + 1 if now == last else 0
+        last = now
+    return time.perf_counter() - started
+
+
+def shell_versus_bare(
+    ours: Rpc, bare: Rpc, root: Path, iterations: int
+) -> dict[str, dict[str, Any]]:
+    """`synapse.shell.run` against the bare server's equivalent, interleaved request by
+    request: per case (`true`, `read` of a 2,000-line file) the round trips of each
+    server and the size of one response."""
+    name = "read-bench.txt"
+    filler = "the quick brown fox jumps over the lazy dog; some ordinary text"
+    (root / name).write_text("".join(f"{i:05d} {filler} {i % 97:02d}\n" for i in range(2000)))
+    cases = {"true": "true", "read": f"read {name}"}
+    calls = {"synapse": (ours, "synapse.shell.run"), "bare": (bare, BARE_SHELL_COMMAND)}
+    found: dict[str, dict[str, Any]] = {
+        case: {"synapse": [], "bare": [], "bytes": {}} for case in cases
+    }
+    for i in range(iterations + 2):  # the first two warm up (the shell, the router)
+        for case, command in cases.items():
+            order = ("synapse", "bare") if i % 2 == 0 else ("bare", "synapse")
+            for who in order:
+                rpc, method = calls[who]
+                params = {"command": method, "arguments": [{"command": command}]}
+                t = time.perf_counter()
+                result = rpc.request("workspace/executeCommand", params)
+                elapsed = time.perf_counter() - t
+                if result.get("exitCode") != 0:
+                    raise RuntimeError(f"{who} {command!r} failed: {result}")
+                if i >= 2:
+                    found[case][who].append(elapsed)
+                found[case]["bytes"][who] = response_bytes(result)
+                found[case].setdefault("results", {})[who] = result
+    ours_read, bare_read = (found["read"]["results"][w]["stdout"] for w in ("synapse", "bare"))
+    if ours_read != bare_read:
+        raise RuntimeError("the bare `read` does not return what Synapse's does")
+    return found
+
+
+def print_shell_versus_bare(found: dict[str, dict[str, Any]]) -> None:
+    for case, label in (("true", "`true`"), ("read", "`read` of a 2,000-line file")):
+        ours, bare = found[case]["synapse"], found[case]["bare"]
+        mo, mb = statistics.median(ours), statistics.median(bare)
+        size = found[case]["bytes"]
+        text = found[case]["results"]["synapse"].get("text")
+        print(
+            f"synapse.shell.run {label} vs bare pygls + bash, median of {len(ours)} "
+            f"interleaved round trips: bare {mb * 1000:.2f} ms, synapse {mo * 1000:.2f} ms, "
+            f"ratio {mo / mb:.2f}x (target <= 1.3x); response bytes: bare {size['bare']}, "
+            f"synapse {size['synapse']} (text {'null' if text is None else len(text)})"
+        )
 
 
 def edit_to_apply(rpc: Rpc, root: Path, iterations: int) -> list[float]:
@@ -322,7 +497,9 @@ def main(argv: list[str] | None = None) -> int:
         "--think", type=float, default=5.0, help="seconds the user takes to type the prompt"
     )
     parser.add_argument(
-        "--only", choices=["cold", "first-prompt", "steady"], help="run one group of figures"
+        "--only",
+        choices=["cold", "first-prompt", "steady", "shell"],
+        help="run one group of figures",
     )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-server-") as tmp:
@@ -330,6 +507,7 @@ def main(argv: list[str] | None = None) -> int:
         root.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
         env["SYNAPSE_HOME"] = str(Path(tmp) / "home")
+        env["SYNAPSE_SANDBOX"] = "full-access"  # see the docstring
         print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
 
         if args.only in (None, "cold"):
@@ -366,6 +544,20 @@ def main(argv: list[str] | None = None) -> int:
                     for k, v in exits.items()
                 )
             )
+        if args.only in (None, "shell"):
+            synapse_rpc = Rpc([sys.executable, "-m", "synapse_lsp"], env, root)
+            bare_rpc = Rpc([sys.executable, "-c", BARE_SHELL_SERVER], env, root)
+            try:
+                for server in (synapse_rpc, bare_rpc):
+                    initialize(server, root)
+                    server.notify("initialized", {})
+                for server in (synapse_rpc, bare_rpc):
+                    wait_idle(server.proc.pid)  # Synapse's warm-up imports the model SDK
+                found = shell_versus_bare(synapse_rpc, bare_rpc, root, args.iterations)
+                print_shell_versus_bare(found)
+            finally:
+                synapse_rpc.close()
+                bare_rpc.close()
         if args.only not in (None, "steady"):
             return 0
 
