@@ -155,7 +155,7 @@ def synapse_invocations(body: str) -> Iterator[list[str]]:
 
 def test_synapse_invocations_are_found() -> None:
     found = [w for b in ALL for w in synapse_invocations(b.body)]
-    assert any(w[:2] == ["exec", "read README.md --limit 5"] for w in found), found[:5]
+    assert any(w[:3] == ["exec", "--yes", "read README.md --limit 5"] for w in found), found[:5]
 
 
 @pytest.mark.parametrize(
