@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import io
 import json
 import os
 from collections.abc import AsyncIterator, Callable
@@ -22,6 +23,7 @@ import pytest
 from synapse_lsp.agent.fakeapi import FakeAnthropic, normalize_response
 from synapse_lsp.agent.model import ModelClient
 from synapse_lsp.agent.session import ChatSession
+from synapse_lsp.cli.render import Renderer
 from synapse_lsp.config import Settings
 from synapse_lsp.events import Event, ToolCallFinished, ToolCallStarted, TurnFinished
 from synapse_lsp.permissions import ALLOW_ONCE, AskingGate
@@ -174,6 +176,15 @@ async def test_three_task_calls_run_concurrently_in_own_shells_results_in_call_o
     # every sub-agent's shell was closed when it finished
     pids = [int(p) for p in times]
     assert await gone(pids)
+    # the terminal labels each nested command with its sub-agent while several run
+    out, activity = io.StringIO(), io.StringIO()
+    renderer = Renderer(out, activity, one_shot=False)
+    for event in events:
+        renderer.show(event)
+    shown = activity.getvalue()
+    for name in ("alpha", "beta", "gamma"):
+        assert f"\u25b8 [sub-agent {name}] Run `echo" in shown
+    assert "all three reported" in out.getvalue()
 
 
 async def test_the_cap_queues_the_rest(api: SubAgentAPI, make: MakeSession, workdir: Path) -> None:

@@ -134,6 +134,22 @@ def status_words(status: str, exit_code: int | None, category: str | None) -> st
     return f"exit {exit_code}"
 
 
+def task_description(command: str) -> str:
+    """A `task:*` line's -d/--description (else its type), for labelling its commands."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    for i, word in enumerate(words):
+        if word in ("-d", "--description") and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith("--description="):
+            return word.partition("=")[2]
+    return words[0] if words else "task"
+
+
 def _title(command: str) -> str:
     from synapse_lsp.summaries.titles import summarize
 
@@ -162,6 +178,9 @@ class Renderer:
         self.mid_line = False
         self.thinking = False  # inside a run of thinking deltas
         self.calls: dict[str, _Call] = {}
+        # Running `task:*` calls -> their description: while several run at once, each
+        # nested command's header names the sub-agent it belongs to.
+        self.subagents: dict[str, str] = {}
         self._now = time.monotonic
 
     # ---------------------------------------------------------------- output
@@ -219,11 +238,15 @@ class Renderer:
             lines += [self._output_line(call, line) for line in call.tail]
         self._lines(lines)
 
-    def command_started(self, key: str, command: str, indent: str = "", note: str = "") -> None:
-        """A command's header: its title, and its command line when the title is not it."""
+    def command_started(
+        self, key: str, command: str, indent: str = "", note: str = "", label: str = ""
+    ) -> None:
+        """A command's header: its title (after `label`, e.g. which sub-agent runs it), and
+        its command line when the title is not it."""
         self.calls[key] = _Call(indent, self._now())
         title = _title(command)
-        lines = [self.style.bold(x) for x in self.style.wrap(f"\u25b8 {title}{note}", indent)]
+        head = f"[{label}] " if label else ""
+        lines = [self.style.bold(x) for x in self.style.wrap(f"\u25b8 {head}{title}{note}", indent)]
         if command.strip() not in title:  # a title quoting the whole command says it
             lines += [self.style.dim(x) for x in self.style.wrap(f"$ {command}", indent + "  ")]
         self._lines(lines)
@@ -304,10 +327,17 @@ class Renderer:
                 self.activity.write("".join(self.buffer).rstrip() + "\n")
                 self.buffer.clear()
             note = " (restarting the shell)" if event.restart else ""
-            self.command_started(event.tool_call_id, event.command, indent, note)
+            parent = event.parent_tool_call_id
+            label = ""
+            if parent is None and event.command.lstrip().startswith("task:"):
+                self.subagents[event.tool_call_id] = task_description(event.command)
+            elif parent in self.subagents and len(self.subagents) > 1:
+                label = self.subagents[parent]
+            self.command_started(event.tool_call_id, event.command, indent, note, label)
         elif isinstance(event, ToolOutput):
             self.command_output(event.tool_call_id, event.chunk)
         elif isinstance(event, ToolCallFinished):
+            self.subagents.pop(event.tool_call_id, None)
             self.command_finished(
                 event.tool_call_id,
                 status=event.status,
@@ -323,7 +353,9 @@ class Renderer:
         elif isinstance(event, PlanUpdated):
             marks = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
             lines = [f"{indent}Plan:"] + [
-                f"{indent}  {marks.get(e.status, '[ ]')} {e.step}" for e in event.entries
+                f"{indent}  {marks.get(e.status, '[ ]')} {e.step}"
+                + (f" ({e.active_form})" if e.status == "in_progress" and e.active_form else "")
+                for e in event.entries
             ]
             self._line("\n".join(lines))
         elif isinstance(event, TurnFinished):
