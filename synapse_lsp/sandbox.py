@@ -91,7 +91,7 @@ def _probe(bwrap: str) -> str | None:
         "--tmpfs", "/tmp",
         "--unshare-net",
         "--die-with-parent",
-        "--", "true",
+        "--", shutil.which("true") or "/bin/true",
     ]  # fmt: skip
     started = time.perf_counter()
     try:
