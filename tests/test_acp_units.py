@@ -183,3 +183,28 @@ def test_session_settings_layer_follows_its_base(tmp_path: Path) -> None:
     assert any("synapseHome" in p for p in problems) and any("nope" in p for p in problems)
     layer.update({"sandbox": "full-access"})
     assert layer().sandbox == "full-access"
+
+
+def test_the_early_initialize_answer_is_the_sdk_answer(tmp_path: Path) -> None:
+    import acp
+    from acp.schema import InitializeResponse
+
+    from synapse_lsp.acp import handshake
+
+    assert handshake.PROTOCOL_VERSION == acp.PROTOCOL_VERSION
+    for has_key in (True, False):
+        plain = handshake.initialize_result(Settings(synapse_home=tmp_path), has_key=has_key)
+        model = InitializeResponse.model_validate(plain)
+        # As the SDK puts it on the wire (acp.connection: exclude_none, exclude_unset).
+        wire = model.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_unset=True)
+        assert wire == plain
+    assert handshake.early_initialize({"id": 1, "method": "initialize", "params": {}}) is None
+    assert (
+        handshake.early_initialize(
+            {"id": 1, "method": "initialize", "params": {"protocolVersion": True}}
+        )
+        is None
+    )
+    assert handshake.early_initialize(
+        {"id": 1, "method": "initialize", "params": {"protocolVersion": 7}}
+    ) == {"protocolVersion": 7}

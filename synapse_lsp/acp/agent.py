@@ -19,13 +19,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acp import PROTOCOL_VERSION, RequestError
+from acp import RequestError
 from acp.schema import (
-    AgentCapabilities,
     AgentMessageChunk,
     AllowedOutcome,
     AuthenticateResponse,
-    AuthMethodAgent,
     AvailableCommand,
     AvailableCommandInput,
     AvailableCommandsUpdate,
@@ -38,15 +36,11 @@ from acp.schema import (
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
-    McpCapabilities,
     NewSessionResponse,
     PermissionOption,
-    PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
-    SessionCapabilities,
     SessionInfo,
-    SessionListCapabilities,
     SessionMode,
     SessionModeState,
     SetSessionModeResponse,
@@ -56,8 +50,8 @@ from acp.schema import (
     UnstructuredCommandInput,
 )
 
-from synapse_lsp import __version__
 from synapse_lsp.acp.files import ClientFiles
+from synapse_lsp.acp.handshake import AUTH_METHOD_ID, initialize_result
 from synapse_lsp.acp.session import (
     AcpSession,
     McpSessionWorkspace,
@@ -98,7 +92,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-AUTH_METHOD_ID = "anthropic-api-key"
 MCP_CONNECT_WAIT = 30.0  # session/new waits this long for the client's MCP servers
 LIVE_OUTPUT_INTERVAL = 0.1  # at most this often a running command's output is re-sent
 MODE_TEXT = {
@@ -167,38 +160,19 @@ class SynapseAcpAgent:
         client_info: Implementation | None = None,
         **kwargs: Any,
     ) -> InitializeResponse:
-        # The spec: answer the client's version if we support it, else our latest
-        # (the client then decides whether it can go on).
-        self._client_caps = client_capabilities or ClientCapabilities()
-        if client_info is not None:
-            log.info("client %s %s", client_info.name, client_info.version)
-        auth: list[Any] = []
-        if not self.has_key():
-            env = self.live().api_key_env
-            auth.append(
-                AuthMethodAgent(
-                    id=AUTH_METHOD_ID,
-                    name="Anthropic API key",
-                    description=(
-                        f"Set {env} in the agent's environment (for example the `env` of "
-                        "the agent server in your editor's settings), then restart the agent."
-                    ),
-                    field_meta={"synapse": {"env": env}},
-                )
-            )
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=PromptCapabilities(
-                    image=False, audio=False, embedded_context=True
-                ),
-                mcp_capabilities=McpCapabilities(http=True, sse=False),
-                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
-            ),
-            auth_methods=auth,
-            agent_info=Implementation(name="synapse", title="Synapse", version=__version__),
+        self.accept_client(client_capabilities, client_info)
+        return InitializeResponse.model_validate(
+            initialize_result(self.live(), has_key=self.has_key())
         )
+
+    def accept_client(
+        self, capabilities: ClientCapabilities | None, info: Implementation | None
+    ) -> None:
+        """What `initialize` told us about the client (also when `server.py` answered it
+        before the SDK was imported)."""
+        self._client_caps = capabilities or ClientCapabilities()
+        if info is not None:
+            log.info("client %s %s", info.name, info.version)
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse | None:
         if method_id != AUTH_METHOD_ID:

@@ -12,18 +12,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from synapse_lsp.acp.transport import BlockingWriter, Writer
+from synapse_lsp.acp.handshake import early_initialize, initialize_result
+from synapse_lsp.acp.transport import BlockingWriter, NdjsonTransport, Writer
 from synapse_lsp.config import LiveSettings
 
+if TYPE_CHECKING:
+    from synapse_lsp.acp.agent import SynapseAcpAgent
+
 log = logging.getLogger(__name__)
+AGENT_MODULE = "synapse_lsp.acp.agent"
 
 READ_LIMIT = 1024 * 1024  # bytes buffered per read; longer lines are joined
 
@@ -123,14 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     for problem in live.problems:
         log.warning("settings: %s", problem)
-
-    from acp import Agent, run_agent
-
-    from synapse_lsp.acp.agent import SynapseAcpAgent
-    from synapse_lsp.acp.transport import NdjsonTransport
-
-    agent = SynapseAcpAgent(live)
+    holder: list[SynapseAcpAgent] = []
     stopped_by: list[int] = []
+    pids: list[int] = []  # the shells' process groups, if closing them failed
 
     async def run() -> None:
         loop = asyncio.get_running_loop()
@@ -145,10 +146,21 @@ def main(argv: list[str] | None = None) -> int:
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, stop, sig)
+        # The SDK (its pydantic schema: most of our start-up) loads in a thread while
+        # `initialize` is answered without it.
+        sdk = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, AGENT_MODULE))
         reader, writer = await _streams(protocol_fd)
         transport = NdjsonTransport(reader, writer)
-        transport.on_sent.append(agent.message_sent)
         try:
+            client = await _early_initialize(transport, live, sdk)
+            module = await sdk
+            agent: SynapseAcpAgent = module.SynapseAcpAgent(live)
+            holder.append(agent)
+            if client is not None:
+                _accept_client(agent, client)
+            transport.on_sent.append(agent.message_sent)
+            from acp import Agent, run_agent
+
             # Our agent answers a subset of `acp.Agent`; the SDK's router sends
             # method-not-found for the rest.
             await run_agent(cast("Agent", agent), transport)
@@ -156,12 +168,12 @@ def main(argv: list[str] | None = None) -> int:
             if not stopped_by:
                 raise
         finally:
-            pids.extend(agent.child_pids())
-            await asyncio.shield(agent.close())
+            for agent in holder:
+                pids.extend(agent.child_pids())
+                await asyncio.shield(agent.close())
             await transport.close()
 
     code = 0
-    pids: list[int] = []  # the shells' process groups, if closing them failed
     try:
         asyncio.run(run())
         if stopped_by:
@@ -172,6 +184,45 @@ def main(argv: list[str] | None = None) -> int:
         _kill_leftovers(pids)
         logging.shutdown()
     return code
+
+
+async def _early_initialize(
+    transport: NdjsonTransport, live: LiveSettings, sdk: asyncio.Future[Any]
+) -> dict[str, Any] | None:
+    """Answer the first message if it is a valid `initialize` and the SDK is still
+    loading; its params (for the agent) then, else None (the message is left for the SDK)."""
+    first = await transport.receive()
+    if first is None:
+        return None
+    params = early_initialize(first)
+    if params is None or sdk.done():
+        transport.unread(first)
+        return None
+    settings = live()
+    has_key = bool(os.environ.get(settings.api_key_env, "").strip())
+    await transport.send(
+        {
+            "jsonrpc": "2.0",
+            "id": first["id"],
+            "result": initialize_result(settings, has_key=has_key),
+        }
+    )
+    return params
+
+
+def _accept_client(agent: SynapseAcpAgent, params: dict[str, Any]) -> None:
+    from acp.schema import ClientCapabilities, Implementation
+
+    try:
+        caps = ClientCapabilities.model_validate(params.get("clientCapabilities") or {})
+    except ValueError:
+        caps = ClientCapabilities()
+    try:
+        info = params.get("clientInfo")
+        client = Implementation.model_validate(info) if isinstance(info, dict) else None
+    except ValueError:
+        client = None
+    agent.accept_client(caps, client)
 
 
 def _kill_leftovers(pids: list[int]) -> None:

@@ -60,7 +60,12 @@ class NdjsonTransport:
         self._writer = writer
         self._lock = asyncio.Lock()
         self._closed = False
+        self._unread: list[dict[str, Any]] = []
         self.on_sent: list[Callable[[dict[str, Any]], None]] = []
+
+    def unread(self, message: dict[str, Any]) -> None:
+        """Give `message` back: the next `receive` returns it first."""
+        self._unread.append(message)
 
     async def send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
@@ -76,6 +81,8 @@ class NdjsonTransport:
                 log.exception("on_sent hook failed")
 
     async def receive(self) -> dict[str, Any] | None:
+        if self._unread:
+            return self._unread.pop()
         while True:
             line = await self._read_line()
             if line is None:
