@@ -358,10 +358,33 @@ class ShellSession:
         limit = max(limit, MIN_TIMEOUT_S)  # less could interrupt bash before the command
         wait_for: float | None = None if limit <= 0 or math.isinf(limit) else limit
         async with self._lock:
-            if not self.alive:
+            note = ""
+            if self.alive and (changed := self._sandbox_change()) is not None:
+                # The mode or network setting changed (an editor setting, ACP's
+                # session/set_mode): bwrap's mounts are fixed at start, so a fresh
+                # bash in the same directory; its exports are gone, and it says so.
                 self._terminate()
                 await self._spawn()
-            return await self._run_locked(command, wait_for, on_output)
+                note = (
+                    f"[the sandbox is now {changed.describe()}: a fresh shell started in "
+                    f"{self._cwd}; exported variables and functions were reset]\n"
+                )
+            elif not self.alive:
+                self._terminate()
+                await self._spawn()
+            result = await self._run_locked(command, wait_for, on_output)
+            result.stderr = note + result.stderr
+            return result
+
+    def _sandbox_change(self) -> SandboxStatus | None:
+        """The status a bash started now would get, when it differs from the running one's."""
+        current = self._sandbox
+        if current is None:
+            return None
+        wanted = sandbox.status(self.settings)
+        same_mode = (current.mode, current.sandboxed) == (wanted.mode, wanted.sandboxed)
+        same_network = not wanted.sandboxed or current.network == wanted.network
+        return None if same_mode and same_network else wanted
 
     async def _run_locked(
         self, command: str, timeout: float | None, on_output: OutputSink | None
@@ -669,10 +692,6 @@ class ShellSession:
         os.close(report_r)
         self._parent_w = parent_w
         self._bash_pid = struct.unpack("i", report)[0] if len(report) == 4 else None
-        if info_r >= 0:
-            # The reported pid is bwrap's; bash is the sandboxed child it names.
-            self._bash_pid = await _read_child_pid(info_r, START_TIMEOUT_S)
-            os.close(info_r)
         self._proc = proc
         self._fd = int(proc.fd)
         os.set_blocking(self._fd, False)
@@ -681,6 +700,14 @@ class ShellSession:
             self._pidfd = os.pidfd_open(proc.pid)
         except (AttributeError, OSError):
             self._pidfd = -1
+        if info_r >= 0:
+            # The reported pid is bwrap's; bash is the sandboxed child it names. (Awaited
+            # once `_proc` is set: a cancel here leaves nothing `close()` cannot end.)
+            self._bash_pid = None
+            try:
+                self._bash_pid = await _read_child_pid(info_r, START_TIMEOUT_S)
+            finally:
+                os.close(info_r)
         self._seq = 0
         self._idle_out.clear()
         self._idle_err.clear()
