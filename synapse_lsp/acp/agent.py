@@ -51,7 +51,7 @@ from acp.schema import (
 )
 
 from synapse_lsp.acp.files import ClientFiles
-from synapse_lsp.acp.handshake import AUTH_METHOD_ID, initialize_result
+from synapse_lsp.acp.handshake import AUTH_METHOD_ID, has_api_key, initialize_result
 from synapse_lsp.acp.session import (
     AcpSession,
     McpSessionWorkspace,
@@ -117,6 +117,7 @@ class SynapseAcpAgent:
         self._store: SessionStore | None = None
         self.sessions: dict[str, AcpSession] = {}
         self._announce: dict[str, AcpSession] = {}  # after the session/new answer is out
+        self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
 
     # ------------------------------------------------------------ connection
@@ -136,7 +137,9 @@ class SynapseAcpAgent:
         if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
             live = self._announce.pop(result["sessionId"], None)
             if live is not None:
-                asyncio.get_running_loop().create_task(self._announce_commands(live))
+                task = asyncio.get_running_loop().create_task(self._announce_commands(live))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
 
     @property
     def store(self) -> SessionStore:
@@ -148,8 +151,7 @@ class SynapseAcpAgent:
         return self._store
 
     def has_key(self) -> bool:
-        settings = self.live()
-        return bool(os.environ.get(settings.api_key_env, "").strip())
+        return has_api_key(self.live())
 
     # ------------------------------------------------------------ initialize
 

@@ -8,6 +8,7 @@ same dict with the SDK's `InitializeResponse`, so both answers are one answer).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from synapse_lsp import __version__
@@ -16,6 +17,11 @@ from synapse_lsp.config import Settings
 # The protocol version we speak (the SDK's `acp.PROTOCOL_VERSION`; a test checks).
 PROTOCOL_VERSION = 1
 AUTH_METHOD_ID = "anthropic-api-key"
+
+
+def has_api_key(settings: Settings) -> bool:
+    """Whether the key variable the settings name is set (what `ModelClient` reads)."""
+    return bool(os.environ.get(settings.api_key_env, "").strip())
 
 
 def initialize_result(settings: Settings, *, has_key: bool) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from synapse_lsp.acp.handshake import early_initialize, initialize_result
+from synapse_lsp.acp.handshake import early_initialize, has_api_key, initialize_result
 from synapse_lsp.acp.transport import BlockingWriter, NdjsonTransport, Writer
 from synapse_lsp.config import LiveSettings
 
@@ -199,14 +199,8 @@ async def _early_initialize(
         transport.unread(first)
         return None
     settings = live()
-    has_key = bool(os.environ.get(settings.api_key_env, "").strip())
-    await transport.send(
-        {
-            "jsonrpc": "2.0",
-            "id": first["id"],
-            "result": initialize_result(settings, has_key=has_key),
-        }
-    )
+    result = initialize_result(settings, has_key=has_api_key(settings))
+    await transport.send({"jsonrpc": "2.0", "id": first["id"], "result": result})
     return params
 
 
