@@ -91,6 +91,9 @@ class CommandContext:
     # stdout feeds another command (`read f | grep x`), not the model: plain text only
     # (no line numbers).
     piped: bool = False
+    # The session shell's workspace roots: what a program the session starts (a skill
+    # script) may write inside its sandbox. Empty: `cwd`.
+    roots: tuple[Path, ...] = ()
 
     def resolve(self, path: str) -> Path:
         p = Path(path).expanduser()

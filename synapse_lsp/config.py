@@ -196,7 +196,8 @@ class Settings:
         return out, problems
 
 
-_ZERO_OK = {"thinking_budget", "max_tool_failures", "max_sessions"}  # integer settings where 0 means "off"
+# Integer settings where 0 means "off".
+_ZERO_OK = {"thinking_budget", "max_tool_failures", "max_sessions"}
 
 
 def _snake(key: str) -> str:

@@ -579,6 +579,7 @@ class BashRouter:
             state=self.state,
             emit=emit,
             piped=piped,
+            roots=self.shell.roots,
         )
         args = argv if target.name == "task" or is_extension else argv[1:]
         return await target.run(args, ctx)

@@ -129,10 +129,10 @@ def bwrap_argv(
     sandbox: SandboxStatus,
     *,
     writable: Sequence[Path],
-    private_dir: Path,
-    private_tmp: Path,
+    private_dir: Path | None,
+    private_tmp: Path | None,
     synapse_home: Path,
-    info_fd: int,
+    info_fd: int | None,
 ) -> list[str]:
     """The bwrap prefix for bash (it ends with `--`). Later binds win over earlier ones
     on the same or an enclosing path, so the order below is the policy:
@@ -160,8 +160,9 @@ def bwrap_argv(
         "--ro-bind", "/", "/",
         "--dev", "/dev",
         "--proc", "/proc",
-        "--bind", str(private_tmp), "/tmp",
     ]  # fmt: skip
+    # A one-off process (a skill script) gets an empty /tmp of its own.
+    argv += ["--bind", str(private_tmp), "/tmp"] if private_tmp else ["--tmpfs", "/tmp"]
     roots = [Path(root) for root in writable]
     if sandbox.mode == "workspace-write":
         for root in roots:
@@ -182,8 +183,26 @@ def bwrap_argv(
         argv += ["--ro-bind", str(synapse_home), str(synapse_home)]
         if sessions.is_dir():
             argv += ["--tmpfs", str(sessions)]
-    argv += ["--ro-bind", str(private_dir), str(private_dir)]
+    if private_dir is not None:
+        argv += ["--ro-bind", str(private_dir), str(private_dir)]
     if sandbox.network != "on":
         argv.append("--unshare-net")
-    argv += ["--info-fd", str(info_fd), "--"]
-    return argv
+    if info_fd is not None:
+        argv += ["--info-fd", str(info_fd)]
+    return [*argv, "--"]
+
+
+def command_prefix(settings: Settings, writable: Sequence[Path]) -> list[str]:
+    """The bwrap prefix confining a one-off process (a skill script) the way the
+    session's shell is confined, or [] when the shell would not be sandboxed."""
+    confined = status(settings)
+    if not confined.sandboxed:
+        return []
+    return bwrap_argv(
+        confined,
+        writable=writable,
+        private_dir=None,
+        private_tmp=None,
+        synapse_home=settings.synapse_home,
+        info_fd=None,
+    )

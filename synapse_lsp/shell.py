@@ -226,6 +226,11 @@ class ShellSession:
         return sandbox.status(self.settings)
 
     @property
+    def roots(self) -> tuple[Path, ...]:
+        """The workspace roots the shell was given (writable in workspace-write)."""
+        return tuple(self._writable)
+
+    @property
     def writable_paths(self) -> tuple[Path, ...]:
         """Where a sandboxed command may write, as it spells paths: the writable roots
         (none in read-only mode; their `.git` excepted) and `/tmp` (`private_tmp`).

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from synapse_lsp import sandbox
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
 from synapse_lsp.output import BoundedCapture
 from synapse_lsp.secrets import child_env
@@ -315,8 +316,11 @@ async def run_script(
     env.setdefault("SYNAPSE_SKILL_DIR", str(script.path.parent.parent))
     # Shielded: a cancel while asyncio connects the pipes would otherwise wait for the
     # child to exit on its own; instead we let the spawn finish and kill the group.
+    # Confined like the session's shell (the sandbox mode applies to skills too).
+    confine = sandbox.command_prefix(ctx.settings, ctx.roots or (ctx.cwd,))
     spawn = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
+            *confine,
             *script.argv(args),
             cwd=str(ctx.cwd),
             env=env,

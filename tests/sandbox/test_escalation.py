@@ -195,3 +195,67 @@ def test_socket_connect_needs_no_network_namespace_to_fail_here() -> None:
         s.listen()
         with socket.create_connection(s.getsockname(), 5):
             pass
+
+
+async def test_a_changed_mode_takes_effect_at_the_next_command(
+    workdir: Path, settings: Settings, outside: Path
+) -> None:
+    """The mode is read at each command: a change (an editor setting, ACP's set_mode)
+    restarts bash under the new mounts, in the same directory, and says so."""
+    current = {"settings": settings}
+    shell = ShellSession(workdir, lambda: current["settings"])
+    await shell.start()
+    try:
+        (workdir / "sub").mkdir()
+        await shell.run("cd sub && export KEPT=no")
+        blocked = await shell.run(f"touch {outside}/x")
+        assert blocked.exit_code != 0 and not (outside / "x").exists()
+        current["settings"] = replace(settings, sandbox="full-access")
+        free = await shell.run(f'touch {outside}/x && echo "[$KEPT]" && pwd')
+        assert free.exit_code == 0 and (outside / "x").exists()
+        assert free.stdout == f"[]\n{workdir / 'sub'}\n"
+        assert "a fresh shell started" in free.stderr and "full-access" in free.stderr
+        assert not shell.sandbox.sandboxed
+        again = await shell.run("true")
+        assert again.stderr == ""  # nothing changed since
+        current["settings"] = replace(settings, sandbox="read-only")
+        ro = await shell.run("touch inside.txt")
+        assert ro.exit_code != 0 and shell.sandbox.mode == "read-only"
+    finally:
+        await shell.close()
+
+
+async def test_a_skill_script_is_confined_like_the_shell(
+    workdir: Path, settings: Settings, outside: Path
+) -> None:
+    import os
+
+    from synapse_lsp.commands import CommandContext
+    from synapse_lsp.extensions.skills import run_script, scan_skills
+    from synapse_lsp.files import DiskFiles
+
+    scripts = settings.synapse_home / "skills" / "maker" / "scripts"
+    scripts.mkdir(parents=True)
+    (scripts.parent / "SKILL.md").write_text("---\nname: maker\ndescription: Makes files\n---\n")
+    (scripts / "make.sh").write_text('touch "$1" && echo made\n')
+    skills, _ = scan_skills(settings.synapse_home / "skills")
+    script = next(s for k in skills for s in k.scripts)
+
+    async def run(mode: str, target: Path) -> int:
+        ctx = CommandContext(
+            cwd=workdir,
+            settings=replace(settings, sandbox=mode),
+            files=DiskFiles(),
+            env=dict(os.environ),
+            roots=(workdir,),
+        )
+        return (await run_script(script, [str(target)], ctx, timeout=30)).exit_code
+
+    assert await run("workspace-write", workdir / "in.txt") == 0
+    assert (workdir / "in.txt").exists()
+    assert await run("workspace-write", outside / "out.txt") != 0
+    assert not (outside / "out.txt").exists()
+    assert await run("read-only", workdir / "ro.txt") != 0
+    assert not (workdir / "ro.txt").exists()
+    assert await run("full-access", outside / "out.txt") == 0
+    assert (outside / "out.txt").exists()
