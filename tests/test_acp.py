@@ -219,7 +219,12 @@ async def test_cancel_stops_the_running_command_and_the_history_stays_valid(
     async with acp_agent(client, agent_env(home, api.base_url)) as (conn, _proc, _init):
         sid = (await conn.new_session(cwd=str(proj), mcp_servers=[])).session_id
         turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text("wait")]))
-        await client.wait_for(lambda: "started" in json.dumps(client.of(sid)) or turn.done())
+        await client.wait_for(  # the command runs: its output has arrived
+            lambda: any(u.get("status") == "in_progress" for u in client.of(sid)) or turn.done()
+        )
+        with pytest.raises(RequestError) as busy:
+            await conn.prompt(session_id=sid, prompt=[text("me too")])
+        assert busy.value.code == -32600
         await conn.cancel(session_id=sid)
         result = await turn
         assert result.stop_reason == "cancelled"
@@ -524,3 +529,26 @@ async def test_client_mcp_servers_inside_bash_expansions_are_per_session(
         finished(client.of(sid))[0]["content"][0]["content"]["text"] for sid in (first, second)
     ]
     assert shown[0].strip() != shown[1].strip()
+
+
+async def test_cancel_while_a_permission_question_is_open(
+    home: Path, proj: Path, api: FakeAnthropic
+) -> None:
+    api.add({"commands": ["touch asked.txt"]}, {"text": "after"})
+    client = AcpTestClient()
+    client.hold = True
+    async with acp_agent(client, agent_env(home, api.base_url)) as (conn, _proc, _init):
+        sid = (
+            await conn.new_session(
+                cwd=str(proj), mcp_servers=[], synapse={"permission": "ask-all-native"}
+            )
+        ).session_id
+        turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text("touch it")]))
+        await client.wait_for(lambda: bool(client.asked) or turn.done())
+        await conn.cancel(session_id=sid)
+        assert (await turn).stop_reason == "cancelled"
+        client.hold = False
+        again = await conn.prompt(session_id=sid, prompt=[text("go on")])
+        assert again.stop_reason == "end_turn"
+    assert not (proj / "asked.txt").exists()
+    assert finished(client.of(sid))[0]["status"] == "failed"

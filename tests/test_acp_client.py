@@ -44,6 +44,7 @@ class AcpTestClient:
     ) -> None:
         self.buffers = buffers  # None: no fs capability
         self.answers: deque[str] = deque(answers or [])
+        self.hold = False  # True: permission questions stay unanswered (a user away)
         self.updates: list[tuple[str, dict[str, Any]]] = []
         self.asked: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
         self.writes: list[tuple[str, str]] = []
@@ -70,6 +71,8 @@ class AcpTestClient:
             )
         )
         self._changed.set()
+        if self.hold:
+            await asyncio.Event().wait()
         if not self.answers:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(
