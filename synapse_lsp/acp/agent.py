@@ -81,6 +81,7 @@ from synapse_lsp.events import (
     TurnFinished,
     UsageUpdated,
 )
+from synapse_lsp.files import uri_to_path
 from synapse_lsp.permissions import ALLOW_ONCE, ALLOW_SESSION, ALWAYS, ALWAYS_DENY, DENY
 from synapse_lsp.summaries.tool_calls import tool_call_summary
 
@@ -349,8 +350,10 @@ class SynapseAcpAgent:
             stored = []
         for info in stored:
             where = info.workspace or ""
-            if want is not None and _real(where) != want:
-                continue
+            if where.startswith("file:"):  # stored as a URI by an older face
+                where = str(uri_to_path(where, resolve=False) or "")
+            if not Path(where).is_absolute() or (want is not None and _real(where) != want):
+                continue  # ACP lists a session with its (absolute) folder
             rows[info.id] = SessionInfo(
                 session_id=info.id, cwd=where, title=info.title, updated_at=info.updated_at
             )
