@@ -276,7 +276,12 @@ def test_deny_prevents_the_command(runs: dict[str, Scenario]) -> None:
     assert len(result["asked"]) == 1
     ask = result["asked"][0]
     assert "touch created.txt" in ask["message"]
-    assert [a["title"] for a in ask["actions"]] == ["Allow once", "Allow for this session", "Deny"]
+    assert [a["title"] for a in ask["actions"]] == [
+        "Allow once",
+        "Allow for this session",
+        "Always allow `touch` here",
+        "Deny",
+    ]
     title = summary_title("touch created.txt")
     transcript = result["transcript"]
     header = transcript.index(f"#### Tool: {title} [Denied]")  # not "failed, exit 126"

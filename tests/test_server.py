@@ -228,6 +228,7 @@ async def test_permission_ask_deny_is_not_run_and_session_memory(home: Path, pro
         assert [a.title for a in ask.actions or []] == [
             "Allow once",
             "Allow for this session",
+            "Always allow `touch` here",
             "Deny",
         ]
         ed.answer = "Allow for this session"
