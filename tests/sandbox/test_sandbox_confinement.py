@@ -285,7 +285,7 @@ async def test_forward_input_reaches_a_command_reading_the_terminal(
     shell: ShellSession,
 ) -> None:
     task = asyncio.create_task(shell.run("head -n 1 </dev/tty | sed s/^/got=/", timeout=30))
-    for _ in range(500):
+    for _ in range(2000):  # until `head` is the terminal's foreground job
         if shell.forward_input(b"typed\n"):
             break
         await asyncio.sleep(0.01)
@@ -295,10 +295,13 @@ async def test_forward_input_reaches_a_command_reading_the_terminal(
 
 async def test_background_job_output_is_attributed(shell: ShellSession) -> None:
     await shell.run("(sleep 0.3; echo late-line) &")
-    await asyncio.sleep(0.6)
-    result = await shell.run("echo now")
-    assert result.stdout == "now\n"
-    assert "late-line" in result.stderr and "background jobs of command" in result.stderr
+    for _ in range(100):  # the job's line is reported by the next result after it
+        result = await shell.run("echo now")
+        assert result.stdout == "now\n"
+        if "late-line" in result.stderr:
+            break
+        await asyncio.sleep(0.05)
+    assert "late-line" in result.stderr and "background jobs of command 1" in result.stderr
 
 
 async def test_close_leaves_no_process_behind(workdir: Path, settings: Settings) -> None:
