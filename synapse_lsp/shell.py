@@ -1142,6 +1142,11 @@ class ShellSession:
             self._pump_pty(run)
             if run.done.done() or self._run is not run:
                 return
+            if run.marker is not None and run.confirm is None:
+                # This read took the marker `_on_pty` would have seen (the command ended
+                # right now): settle it here, or nothing will (the PTY is drained).
+                self._settle(run)
+                return
             if run.marker is None and not self._input_pending() and self._at_prompt(strict=True):
                 run.silent += 1
                 if run.silent >= 2:
