@@ -49,14 +49,10 @@ async def run_subagent(
 ) -> CommandOutput:
     """Run `prompt` in a child of `parent`, nested under the `task:*` call running in
     this task (`CURRENT_TOOL_CALL`)."""
-    try:
-        shell = await _own_shell(parent)
-    except Exception as exc:  # bash could not start: the task fails, the turn goes on
-        return CommandOutput(
-            stderr=f"task:{task_type} ({description}): cannot start its shell: {exc}\n",
-            exit_code=1,
-            category=FailureCategory.EXECUTION_ERROR,
-        )
+    shell = _own_shell(parent)
+    # bash starts while the sub-agent's first model call runs (its first command waits
+    # for it: `run` takes the shell's lock); a bash that cannot start fails that command.
+    starting = asyncio.ensure_future(shell.start())
     gate: Any = parent.router.permission
     if gate is not None:
         gate = SerialGate(gate, parent.ask_lock)
@@ -84,7 +80,7 @@ async def run_subagent(
         parent.turn_usage = parent.turn_usage + child.turn_usage
         raise
     finally:
-        await _close(shell)
+        await _close(shell, starting)
     parent.turn_usage = parent.turn_usage + result.usage
     data = {
         "subagent": {
@@ -108,27 +104,29 @@ async def run_subagent(
     )
 
 
-async def _own_shell(parent: Loop) -> ShellSession:
-    """A fresh bash for one sub-agent: in the parent shell's directory, with its
-    writable roots (the sandbox is the settings', as for every shell)."""
+def _own_shell(parent: Loop) -> ShellSession:
+    """A bash of its own for one sub-agent (not started): in the parent shell's
+    directory, with its writable roots (the sandbox is the settings', as for every
+    shell)."""
     from synapse_lsp.shell import ShellSession
 
     home = parent.router.shell
     writable = getattr(home, "writable_paths", None)
-    shell = ShellSession(
+    return ShellSession(
         home.cwd, parent.settings_source, writable=list(writable) if writable else None
     )
-    try:
-        await shell.start()
-    except BaseException:
-        await _close(shell)
-        raise
-    return shell
 
 
-async def _close(shell: ShellSession) -> None:
-    """Close a sub-agent's shell, even while its task is being cancelled."""
-    closing = asyncio.ensure_future(shell.close())
+async def _close(shell: ShellSession, starting: asyncio.Future[None]) -> None:
+    """Close a sub-agent's shell (once its start is over), even while its task is
+    being cancelled."""
+
+    async def close() -> None:
+        with contextlib.suppress(BaseException):
+            await starting  # a start still running ends first (close kills what it made)
+        await shell.close()
+
+    closing = asyncio.ensure_future(close())
     try:
         await asyncio.shield(closing)
     except asyncio.CancelledError:
