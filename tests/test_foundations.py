@@ -81,7 +81,9 @@ async def test_the_same_assembly_serves_every_face(tmp_path: Path) -> None:
         await workspace.registry_ready()
         for name in ("read", "write", "edit", "plan", "command:search", "skill:search"):
             assert name in router.builtins, name
-        assert workspace.gate is None  # a face that cannot ask gets no gate
+        # a face that cannot ask: its gate denies what it would ask, saying why
+        denied = await router.route(f"rm -f {tmp_path.parent}/elsewhere")
+        assert denied.exit_code == 126 and "cannot ask" in denied.stderr
         asked: list[str] = []
 
         async def ask(message: str, actions: tuple[str, ...]) -> str | None:

@@ -23,6 +23,7 @@ SCRIPT: list[Any] = [
 
 PIPE_GOLDEN = """\
 Synapse chat \u2014 session SID. /help for help.
+Sandbox: full-access (no sandbox)
 You (1)> show me
 Let me look.
 \u25b8 Run `seq 1 12`
