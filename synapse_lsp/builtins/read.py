@@ -191,13 +191,26 @@ def _page_text(
         if "\r" in body:
             selected = [line.rstrip("\r") for line in selected]
             body = "\n".join(selected)
+        rendered = selected
         if numbered:
-            body = _number(selected, offset + 1)
+            rendered = [f"{n:>6}\t{line}" for n, line in enumerate(selected, offset + 1)]
+            body = "\n".join(rendered)
         if len(body) * 4 < MAX_OUTPUT_BYTES or len(body.encode("utf-8")) < MAX_OUTPUT_BYTES:
             if len(lines) > offset + limit:
                 more = f"read {shown} --offset {offset + limit}"
                 body += f"\n[more lines follow; continue with: {more}]"
             return CommandOutput(body + "\n", paged=True)
+        if body.isascii():  # one byte a character: cut where `_page` would, in one pass
+            size = 0
+            for i, text in enumerate(rendered):
+                size += len(text) + 1
+                if size > MAX_OUTPUT_BYTES and i:
+                    rendered = rendered[:i]
+                    rendered.append(
+                        f"[output stopped at {MAX_OUTPUT_BYTES // 1024} KiB; continue with: "
+                        f"read {shown} --offset {offset + i}]"
+                    )
+                    return CommandOutput("\n".join(rendered) + "\n", paged=True)
     return _page(shown, (line + "\n" for line in lines), offset, limit, numbered)
 
 
