@@ -116,19 +116,20 @@ def command_processes(
     table: dict[int, ProcInfo],
     roots: Iterable[int],
     since: int,
-    before: set[int] | None,
+    *,
+    after_pid: int | None = None,
 ) -> set[int]:
-    """The processes a command started: new ones (start tick >= `since`, or absent
-    from the `before` snapshot when there is one) whose nearest older ancestor is one
-    of `roots` (bash, the supervisor)."""
+    """The processes a command started: new ones (a pid above `after_pid`, the last
+    pid given out before it started; without it, a start tick >= `since`) whose
+    nearest older ancestor is one of `roots` (bash, the supervisor)."""
     root_set = set(roots)
     children: dict[int, list[int]] = {}
     for pid, info in table.items():
         children.setdefault(info.ppid, []).append(pid)
 
     def new(pid: int) -> bool:
-        if before is not None:
-            return pid not in before
+        if after_pid is not None:
+            return pid > after_pid
         return table[pid].start >= since
 
     out: set[int] = set()

@@ -116,10 +116,12 @@ class _Run:
     )
     pending: bytearray = field(default_factory=bytearray)  # PTY bytes not yet classified
     pgrps: set[int] = field(default_factory=set)  # process groups we signalled
-    # What the command started: processes newer than this tick (or absent from the
-    # snapshot) below bash or the supervisor (`proctree.command_processes`).
+    # What the command started: processes below bash or the supervisor with a pid
+    # above `last_pid` (else newer than this tick; `proctree.command_processes`).
     since: int = 0
-    before: set[int] | None = None
+    # The last pid the kernel gave out before the command: pids grow until they wrap,
+    # so the command's processes are exactly those above it (None: unknown).
+    last_pid: int | None = None
     out_fd: int = -1  # this command's own stdout FIFO (read end)
     err_fd: int = -1  # and stderr FIFO
     fifo_paths: tuple[str, ...] = ()
@@ -187,7 +189,6 @@ class ShellSession:
         self._pidfd = -1
         self._bash_pid: int | None = None  # bash runs under a supervisor (`proctree`)
         self._parent_w = -1  # its end-of-file tells the supervisor that we are gone
-        self._last_end = 0.0
         self._script_fd = -1
         self._script_len = 0
         self._reading: set[int] = set()
@@ -498,18 +499,11 @@ class ShellSession:
         self._kill_command_tree(run)
 
     def _mark_start(self, run: _Run) -> None:
-        """Remember what exists before the command, to kill only what it started. The
-        start tick suffices unless the last command ended under two ticks ago (a process
-        it left could share this tick): then a snapshot of the session's processes."""
+        """Remember where the command starts, to kill only what it started: the last
+        pid given out (one read of /proc/loadavg; the processes above it are new) and,
+        for when pids wrapped meanwhile, the start tick."""
         run.since = proctree.boot_ticks()
-        if time.monotonic() - self._last_end < 2.0 / proctree.CLK_TCK:
-            root = self.supervisor_pid
-            if root is not None:
-                # Pids grow until they wrap: unless they wrapped since the supervisor
-                # started, its descendants all have larger pids (far fewer to read).
-                last = proctree.last_pid()
-                low = root if last is not None and last >= root else 0
-                run.before = proctree.descendants(root, proctree.scan(low))
+        run.last_pid = proctree.last_pid()
 
     def _kill_command_tree(self, run: _Run) -> None:
         """SIGKILL every process the command started, background jobs and `setsid`
@@ -519,8 +513,12 @@ class ShellSession:
         if root is None:
             return
         roots = {root} if bash is None else {root, bash}
+        mark = run.last_pid
+        now = proctree.last_pid()
+        if mark is not None and (now is None or now < mark):
+            mark = None  # pids wrapped since the command started: the start tick decides
         count = proctree.kill_all(
-            lambda table: proctree.command_processes(table, roots, run.since, run.before)
+            lambda table: proctree.command_processes(table, roots, run.since, after_pid=mark)
         )
         if count:
             log.debug("killed %d processes of command %d", count, run.seq)
@@ -835,7 +833,6 @@ class ShellSession:
         self._attach()
 
     def _end(self, run: _Run) -> None:
-        self._last_end = time.monotonic()
         if run.watch is not None:
             run.watch.cancel()
         if run.confirm is not None and run.confirm is not asyncio.current_task():
