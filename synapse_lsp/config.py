@@ -74,6 +74,13 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
+def default_sandbox(env: Mapping[str, str] | None = None) -> str:
+    """`$SYNAPSE_SANDBOX` when it names a mode, else `workspace-write` (a bad value is
+    reported where the environment's settings are read: `Settings.from_env`)."""
+    value = (os.environ if env is None else env).get("SYNAPSE_SANDBOX", "")
+    return value if value in SANDBOX_MODES else "workspace-write"
+
+
 def synapse_home(env: Mapping[str, str] | None = None) -> Path:
     """`$SYNAPSE_HOME`, else `~/.synapse`."""
     source = os.environ if env is None else env
@@ -119,7 +126,7 @@ class Settings:
     # What the agent's commands may write (`SANDBOX_MODES`) and whether they reach the
     # network; `workspace-write` falls back to the parsing gate alone where bubblewrap
     # cannot run (reported as not sandboxed).
-    sandbox: str = "workspace-write"
+    sandbox: str = field(default_factory=default_sandbox)
     network: str = "off"
     # How long a permission question waits for an answer before the command is denied.
     permission_timeout: float = DEFAULT_PERMISSION_TIMEOUT_S

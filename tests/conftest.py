@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,21 +13,10 @@ from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
 
 # The suites run their shells unsandboxed (full-access), as they did before the
-# sandbox: servers and CLIs started by tests read $SYNAPSE_SANDBOX, and a `Settings(...)`
-# built in a test defaults to full-access too. tests/sandbox/ sets its modes explicitly.
+# sandbox: servers and CLIs started by tests read $SYNAPSE_SANDBOX, and so does the
+# default of a `Settings(...)` built in a test (config.default_sandbox).
+# tests/sandbox/ sets its modes explicitly.
 os.environ["SYNAPSE_SANDBOX"] = "full-access"
-
-
-def _default_full_access() -> None:
-    params = list(inspect.signature(Settings.__init__).parameters.values())[1:]
-    defaults = [p.default for p in params if p.default is not inspect.Parameter.empty]
-    names = [p.name for p in params if p.default is not inspect.Parameter.empty]
-    if Settings.__init__.__defaults__ is not None and "sandbox" in names:
-        defaults[names.index("sandbox")] = "full-access"
-        Settings.__init__.__defaults__ = tuple(defaults)
-
-
-_default_full_access()
 
 
 @pytest.fixture
