@@ -29,8 +29,8 @@ from pathlib import Path
 
 from ptyprocess import PtyProcess  # type: ignore[import-untyped]
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_peers import KEY, MINIMAL_LOOP, ROOT, TimedApi  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.bench_peers import KEY, MINIMAL_LOOP, ROOT, TimedApi  # noqa: E402
 
 PROMPT = b"You (1)> "
 
@@ -91,7 +91,8 @@ def minimal_first_request(
     asyncio.run_coroutine_threadsafe(reset(), loop).result()
     started = time.monotonic()
     subprocess.run([sys.executable, str(script), "hi"], env=env, capture_output=True, check=True)
-    return api.arrivals[0] - started
+    first: float = api.arrivals[0]
+    return first - started
 
 
 def main() -> int:
