@@ -88,7 +88,8 @@ describe.skipIf(skipReason !== null)('real Synapse server over LSP', () => {
         ANTHROPIC_API_KEY: 'sk-test-dummy',
         SYNAPSE_HOME: path.join(dir, 'home'),
       },
-      settings: { permission: 'auto', commandTimeout: 60 },
+      // No reminder about the plan's pending steps: the script's next answer is the cancel test's.
+      settings: { permission: 'auto', commandTimeout: 60, todoReminder: false },
     });
     // Replayed history is recorded by the replay test, after its loadStarted.
     client.onUpdate((params: SessionUpdateParams) => {
