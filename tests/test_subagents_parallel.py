@@ -60,7 +60,8 @@ class SubAgentAPI(FakeAnthropic):
 
 @pytest.fixture
 async def api() -> AsyncIterator[SubAgentAPI]:
-    async with SubAgentAPI() as server:
+    server = SubAgentAPI()
+    async with server:
         yield server
 
 
@@ -272,12 +273,12 @@ async def test_cancel_stops_every_parallel_subagent(
         sleeping = [e for e in events if isinstance(e, ToolCallStarted) and e.parent_tool_call_id]
         if isinstance(event, ToolCallStarted) and len(sleeping) == 3:
             for _ in range(200):  # each sleep is running (its pid written)
-                pids = (
+                written = (
                     (workdir / "pids.txt").read_text().split()
                     if (workdir / "pids.txt").exists()
                     else []
                 )
-                if len(pids) == 3:
+                if len(written) == 3:
                     break
                 await asyncio.sleep(0.02)
             session.cancel()
@@ -331,7 +332,8 @@ async def test_lsp_updates_nest_each_subagent_under_its_call(tmp_path: Path) -> 
 
     proj = tmp_path / "proj"
     proj.mkdir()
-    async with SubAgentAPI() as api:
+    api = SubAgentAPI()
+    async with api:
         api.sub_command = "echo hello from $$"
         api.add({"commands": [task("left"), task("right")]}, "both done")
         env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": api.base_url}

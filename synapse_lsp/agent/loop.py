@@ -23,8 +23,9 @@ import contextvars
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from synapse_lsp.agent import prompts
@@ -46,7 +47,7 @@ from synapse_lsp.agent.model import StreamDone, StreamRetry, StreamText, StreamT
 from synapse_lsp.agent.tool_names import unknown_tool_result
 from synapse_lsp.builtins.plan import current_plan
 from synapse_lsp.cmdline import first_word
-from synapse_lsp.commands import FailureCategory
+from synapse_lsp.commands import FailureCategory, Layer, Step
 from synapse_lsp.config import as_source
 from synapse_lsp.errors import ModelError
 from synapse_lsp.events import (
@@ -139,6 +140,33 @@ def call_groups(tool_uses: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return groups
 
 
+class SerialGate:
+    """A permission gate whose questions are asked one at a time: concurrent callers
+    (parallel `task:*` calls and their sub-agents) wait for the `lock`."""
+
+    def __init__(self, inner: Any, lock: asyncio.Lock) -> None:
+        self.inner = inner
+        self.lock = lock
+
+    async def check(
+        self, command: str, layer: Layer, cwd: Path, steps: Sequence[Step] = ()
+    ) -> str | None:
+        async with self.lock:
+            result: str | None = await self.inner.check(command, layer, cwd, steps)
+            return result
+
+    def runs_outside(self, command: str) -> bool:
+        method = getattr(self.inner, "runs_outside", None)
+        return bool(method(command)) if method is not None else False
+
+    async def escalate(self, command: str, cwd: Path, why: str) -> bool:
+        method = getattr(self.inner, "escalate", None)
+        if method is None:
+            return False
+        async with self.lock:
+            return bool(await method(command, cwd, why))
+
+
 @dataclass
 class _Outcome:
     result: dict[str, Any]
@@ -189,6 +217,7 @@ class Loop:
         # Permission questions of concurrent calls (and their sub-agents) one at a time.
         self.ask_lock = asyncio.Lock()
         self._failures = 0  # failing tool calls in a row, this turn
+        self._tripped = False  # the breaker tripped this turn: no more commands run
         self._reminded: Any = None  # the plan the last reminder was about
 
     def add(self, message: Message) -> None:
@@ -213,6 +242,7 @@ class Loop:
     async def run(self, user_content: list[dict[str, Any]], emit: Emit) -> LoopResult:
         self.turn_usage = Usage()
         self._failures = 0
+        self._tripped = False
         self.add({"role": "user", "content": user_content})
         final_text = ""
         reminded = False
@@ -293,8 +323,7 @@ class Loop:
         return self._result("max_turns", final_text)
 
     def _breaker_tripped(self) -> bool:
-        limit = self.settings.max_tool_failures
-        return limit > 0 and self._failures >= limit
+        return self._tripped
 
     def _remind(self, emit: Emit) -> bool:
         """Once per turn, when the plan has steps not completed (and this plan was not
@@ -458,13 +487,15 @@ class Loop:
     def _count(self, outcome: _Outcome) -> None:
         """The breaker's count: a failing call adds one, any other resets it (a denial or
         a cancel is the user's word, not a failure, and leaves it as it is)."""
-        if outcome.status in ("denied", "cancelled"):
-            return
+        if self._tripped or outcome.status in ("denied", "cancelled"):
+            return  # once tripped, the count stays (calls of its group that ran after)
         if not outcome.result.get("is_error"):
             self._failures = 0
             return
         self._failures += 1
-        if self._breaker_tripped() and self._failures == self.settings.max_tool_failures:
+        limit = self.settings.max_tool_failures
+        if limit > 0 and self._failures >= limit:
+            self._tripped = True
             outcome.result["content"] = str(outcome.result["content"]) + breaker_note(
                 self._failures
             )
@@ -480,8 +511,6 @@ class Loop:
         """Run adjacent `task:*` calls concurrently (at most `maxParallelTasks` at once);
         their permission questions go through one lock, so they are asked one at a time.
         Cancelled, every one of them is cancelled and waited for."""
-        from synapse_lsp.agent.subagents import SerialGate
-
         slots = asyncio.Semaphore(max(1, self.settings.max_parallel_tasks))
         router = self.router
         if router.permission is not None:

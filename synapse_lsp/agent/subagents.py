@@ -8,7 +8,7 @@ when the sub-agent ends (before issue 19 sub-agents shared the parent's shell, s
 concurrent ones would have queued on it and changed each other's cwd) — its own plan
 state, and a router derived with `in_subagent=True` (so `task:*` is refused inside
 it); `task:explore` also gets a read-only permission gate. Its permission questions
-go through the parent loop's `ask_lock` (`SerialGate`): parallel sub-agents ask one
+go through the parent loop's `ask_lock` (`loop.SerialGate`): parallel sub-agents ask one
 at a time. Its events go to the parent's consumer tagged with the `task:*` call's id
 (`CURRENT_TOOL_CALL`), its usage counts toward the parent's turn, and its final text
 is the tool result.
@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from synapse_lsp.agent.loop import CURRENT_TOOL_CALL, Emit, Loop
+from synapse_lsp.agent.loop import CURRENT_TOOL_CALL, Emit, Loop, SerialGate
 from synapse_lsp.agent.readonly import denial
 from synapse_lsp.commands import CommandOutput, FailureCategory, Layer, Step
 from synapse_lsp.errors import ModelError
@@ -135,33 +135,6 @@ async def _close(shell: ShellSession, starting: asyncio.Future[None]) -> None:
         raise
     except Exception as exc:
         log.warning("closing a sub-agent's shell: %s", exc)
-
-
-class SerialGate:
-    """A permission gate whose questions are asked one at a time: concurrent callers
-    (parallel `task:*` calls and their sub-agents) wait for the `lock`."""
-
-    def __init__(self, inner: Any, lock: asyncio.Lock) -> None:
-        self.inner = inner
-        self.lock = lock
-
-    async def check(
-        self, command: str, layer: Layer, cwd: Path, steps: Sequence[Step] = ()
-    ) -> str | None:
-        async with self.lock:
-            result: str | None = await self.inner.check(command, layer, cwd, steps)
-            return result
-
-    def runs_outside(self, command: str) -> bool:
-        method = getattr(self.inner, "runs_outside", None)
-        return bool(method(command)) if method is not None else False
-
-    async def escalate(self, command: str, cwd: Path, why: str) -> bool:
-        method = getattr(self.inner, "escalate", None)
-        if method is None:
-            return False
-        async with self.lock:
-            return bool(await method(command, cwd, why))
 
 
 # Sub-agent types that only look: reading, listing, searching (and extension commands'
