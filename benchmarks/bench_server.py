@@ -31,11 +31,15 @@ Prints:
   with the background warm-up of the model SDK on (default) and off
   (`SYNAPSE_LSP_PREWARM=0`), alternating; and `shutdown` + `exit` sent right after
   `initialized` (while the warm-up runs) -> process gone.
+- memory (`--only memory`): idle RSS right after `initialize`, then after the
+  background warm-up and a first `synapse.shell.run` (the server, and its whole
+  process tree), with the warm-up on and off (`SYNAPSE_LSP_PREWARM=0`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -253,6 +257,43 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def tree_rss_mb(pid: int) -> float:
+    """RSS of `pid` and every descendant (the shells' supervisors, bash, bwrap)."""
+    from synapse_lsp import proctree
+
+    pids = {pid} | proctree.descendants(pid, proctree.scan())
+    total = 0.0
+    for p in pids:
+        with contextlib.suppress(OSError):
+            total += rss_mb(p)
+    return total
+
+
+def print_memory(env: dict[str, str], root: Path) -> None:
+    """Idle memory as users meet it: right after `initialize`, then once the background
+    warm-up (model SDK import) has run and a first `synapse.shell.run` started the
+    folder's shell; the server alone and with its process tree; warm-up on and off."""
+    for label, extra in (("warm-up on", {}), ("warm-up off", {"SYNAPSE_LSP_PREWARM": "0"})):
+        rpc = Rpc([sys.executable, "-m", "synapse_lsp"], {**env, **extra}, root)
+        try:
+            initialize(rpc, root)
+            before = rss_mb(rpc.proc.pid)
+            rpc.notify("initialized", {})
+            wait_idle(rpc.proc.pid)
+            rpc.request(
+                "workspace/executeCommand",
+                {"command": "synapse.shell.run", "arguments": [{"command": "true"}]},
+            )
+            wait_idle(rpc.proc.pid)
+            print(
+                f"idle RSS ({label}): {before:.1f} MB after initialize; after the warm-up and "
+                f"a first shell command {rss_mb(rpc.proc.pid):.1f} MB, process tree "
+                f"{tree_rss_mb(rpc.proc.pid):.1f} MB"
+            )
+        finally:
+            rpc.close()
 
 
 def shell_round_trips(rpc: Rpc, iterations: int) -> list[float]:
@@ -498,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--only",
-        choices=["cold", "first-prompt", "steady", "shell"],
+        choices=["cold", "first-prompt", "steady", "shell", "memory"],
         help="run one group of figures",
     )
     args = parser.parse_args(argv)
@@ -558,6 +599,8 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 synapse_rpc.close()
                 bare_rpc.close()
+        if args.only in (None, "memory"):
+            print_memory(env, root)
         if args.only not in (None, "steady"):
             return 0
 
