@@ -4,7 +4,8 @@ It owns the MCP manager (servers connect in the background), the skills index,
 the wrappers in `$SYNAPSE_HOME/bin/`, the file watcher and the Unix socket that
 MCP wrappers use to reach the live sessions. The router asks it `get(name)`;
 faces register `registry.builtins()` (command:search, skill:search, skill:load,
-skill:reinforce).
+skill:reinforce and the lifecycle: skill:list, skill:info, skill:import,
+skill:rollback, skill:delete).
 """
 
 from __future__ import annotations
@@ -32,8 +33,13 @@ from synapse_lsp.extensions.mcp2bash import McpToolCommand
 from synapse_lsp.extensions.mcp_client import McpManager, McpServer
 from synapse_lsp.extensions.search import CommandSearchCommand, SearchIndex
 from synapse_lsp.extensions.skill_commands import (
+    SkillDeleteCommand,
+    SkillImportCommand,
+    SkillInfoCommand,
+    SkillListCommand,
     SkillLoadCommand,
     SkillReinforceCommand,
+    SkillRollbackCommand,
     SkillSearchCommand,
 )
 from synapse_lsp.extensions.skills import SkillInfo, SkillScriptCommand, scan_skills, skills_dir
@@ -209,6 +215,11 @@ class ExtensionRegistry:
             SkillSearchCommand(self),
             SkillLoadCommand(self),
             SkillReinforceCommand(self),
+            SkillListCommand(self),
+            SkillInfoCommand(self),
+            SkillImportCommand(self),
+            SkillRollbackCommand(self),
+            SkillDeleteCommand(self),
         ]
 
     # ------------------------------------------------------------ internals

@@ -1,21 +1,42 @@
-"""`skill:search`, `skill:load`, `skill:reinforce` (aliases `skill search|load|reinforce`).
+"""`skill:search`, `skill:load`, `skill:reinforce` (aliases `skill search|load|reinforce`)
+and the lifecycle: `skill:list`, `skill:info`, `skill:import`, `skill:rollback`,
+`skill:delete`.
 
 Skills live in `$SYNAPSE_HOME/skills/<name>/` (SKILL.md + scripts/); the registry
 keeps the index current (the watcher refreshes it), these commands read it through
-`SkillSource` (so this module never imports the registry, which imports it).
+`SkillSource` (so this module never imports the registry, which imports it). A
+command that changes skills keeps the previous version first (`skills.save_version`)
+and asks the registry to rescan at once (`SkillStore.refresh`), so the skill's
+`skill:<skill>:<script>` commands and wrappers follow before it returns.
 """
 
 from __future__ import annotations
 
+import asyncio
 import difflib
+import hashlib
+import os
 import re
+import shutil
 from collections.abc import Mapping
-from typing import Protocol
+from pathlib import Path
+from typing import Literal, Protocol
 
 from synapse_lsp.builtins.args import ArgError, non_negative_int, parse_args
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
 from synapse_lsp.extensions.search import query_mode
-from synapse_lsp.extensions.skills import SkillInfo, skills_dir
+from synapse_lsp.extensions.skills import (
+    MAX_VERSIONS,
+    SAFE_NAME,
+    SkillInfo,
+    SkillStoreError,
+    delete_skill,
+    import_skill,
+    list_versions,
+    rollback_skill,
+    save_version,
+    skills_dir,
+)
 
 DEFAULT_LIMIT = 10
 
@@ -27,11 +48,17 @@ class SkillSource(Protocol):
     def skills(self) -> Mapping[str, SkillInfo]: ...
 
 
+class SkillStore(SkillSource, Protocol):
+    """A source the lifecycle commands can ask to rescan after a change (the registry)."""
+
+    async def refresh(self, kind: Literal["mcp", "skills", "all"] = "all") -> None: ...
+
+
 def score_skill(skill: SkillInfo, words: list[str]) -> int:
-    """3 per word in the name, 2 in the description or a script name, 1 in SKILL.md text;
-    0 when any word is found nowhere."""
+    """3 per word in the name, 2 in the description, domain, tags, tools or a script
+    name, 1 in SKILL.md text; 0 when any word is found nowhere."""
     name = skill.name.lower()
-    desc = skill.description.lower()
+    desc = " ".join([skill.description, skill.domain, *skill.tags, *skill.tools]).lower()
     scripts = " ".join(s.stem.lower() + " " + s.summary.lower() for s in skill.scripts)
     body = skill.body.lower()
     total = 0
@@ -52,13 +79,14 @@ def _regex_score(skill: SkillInfo, pattern: re.Pattern[str]) -> int:
     if pattern.search(skill.name.lower()):
         return 2
     scripts = " ".join(s.stem + " " + s.summary for s in skill.scripts)
-    text = f"{skill.description}\n{scripts}\n{skill.body}".lower()
+    meta = " ".join([skill.domain, *skill.tags, *skill.tools])
+    text = f"{skill.description}\n{meta}\n{scripts}\n{skill.body}".lower()
     return 1 if pattern.search(text) else 0
 
 
 class SkillSearchCommand:
     name = "skill:search"
-    summary = "Find skills by what they do (name, description, SKILL.md text)."
+    summary = "Find skills by what they do (name, description, tags, SKILL.md text)."
     usage = 'skill:search ["<what you need>"] [--regex] [--limit N]'
 
     def __init__(self, source: SkillSource) -> None:
@@ -69,8 +97,9 @@ class SkillSearchCommand:
 {self.usage}
   {self.summary}
   Alias: skill search "<what you need>"
-  Every word must appear in the skill's name, description, script names or SKILL.md;
-  name matches rank first. Prints `name: description` and the skill's commands.
+  Every word must appear in the skill's name, description, domain, tags, tools, script
+  names or SKILL.md; name matches rank first, then description and metadata. Prints
+  `name: description` and the skill's commands.
   No query (or "") lists every skill; a query whose only special characters are * and ?
   is a glob on the skill's name ("pdf*"); one with other regex characters, or --regex,
   is a regular expression (case-insensitive) over the same text. The same rule as
@@ -181,7 +210,7 @@ class SkillReinforceCommand:
     summary = "After a task: have a skill sub-agent improve or create a skill from it."
     usage = 'skill:reinforce "<what was done and what worked>" [--skill NAME]'
 
-    def __init__(self, source: SkillSource) -> None:
+    def __init__(self, source: SkillStore) -> None:
         self.source = source
 
     def help(self) -> str:
@@ -193,7 +222,8 @@ class SkillReinforceCommand:
                 sub-agent sees nothing else of this conversation
   --skill NAME  improve this existing skill (default: the sub-agent decides)
   Runs a task:skill:enhance sub-agent that edits SKILL.md / scripts under
-  $SYNAPSE_HOME/skills/; new scripts become skill:* commands at once.
+  $SYNAPSE_HOME/skills/; new scripts become skill:* commands at once. Each skill it
+  changes or deletes is kept as it was first (undo: skill:rollback <name>).
 Example:
   skill:reinforce "Converted CSV to Parquet with pandas; needed pyarrow" --skill data-tools"""
 
@@ -256,4 +286,377 @@ Existing skills:
 {goal}
 Keep skills small and general; do not copy secrets or task-specific data. End with a short
 list of the files you changed."""
-        return await ctx.subagent("skill:enhance", prompt, "improve skills")
+        names = [target] if target else list(self.source.skills)
+        before = await asyncio.to_thread(_copies, root, names)
+        try:
+            out = await ctx.subagent("skill:enhance", prompt, "improve skills")
+        finally:
+            saved = await asyncio.to_thread(_keep_changed, root, before)
+            await self.source.refresh("skills")
+        if saved:
+            note = ", ".join(f"{name} (version {n})" for name, n in saved)
+            out.stdout += f"[previous versions kept: {note}; undo: skill:rollback <name>]\n"
+        return out
+
+
+def _fingerprint(folder: Path) -> str | None:
+    """A hash of a skill folder's paths and contents; None when it is gone."""
+    if not folder.is_dir():
+        return None
+    digest = hashlib.sha256()
+    for here, dirs, files in sorted(os.walk(folder)):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(here) / name
+            digest.update(str(path.relative_to(folder)).encode() + b"\0")
+            try:
+                digest.update(path.read_bytes() if not path.is_symlink() else b"link")
+            except OSError:
+                digest.update(b"unreadable")
+    return digest.hexdigest()
+
+
+def _copies(root: Path, names: list[str]) -> list[tuple[str, str, Path]]:
+    """(name, fingerprint, copy) of each existing skill, copied under skills/.staging."""
+    import tempfile
+
+    out: list[tuple[str, str, Path]] = []
+    for name in names:
+        folder = root / name
+        fingerprint = _fingerprint(folder)
+        if fingerprint is None:
+            continue
+        (root / ".staging").mkdir(parents=True, exist_ok=True)
+        holder = Path(tempfile.mkdtemp(dir=root / ".staging"))
+        try:
+            shutil.copytree(folder, holder / name, symlinks=True)
+        except OSError:
+            shutil.rmtree(holder, ignore_errors=True)
+            continue
+        out.append((name, fingerprint, holder / name))
+    return out
+
+
+def _keep_changed(root: Path, before: list[tuple[str, str, Path]]) -> list[tuple[str, int]]:
+    """Keep the copy of every skill that changed (or vanished) as its version; drop the
+    rest. Returns (name, version number) of those kept."""
+    saved: list[tuple[str, int]] = []
+    for name, fingerprint, copy in before:
+        try:
+            if _fingerprint(root / name) != fingerprint:
+                saved.append((name, save_version(root, name, "reinforce", source=copy).number))
+        except OSError:
+            pass
+        finally:
+            shutil.rmtree(copy.parent, ignore_errors=True)
+    return saved
+
+
+# ------------------------------------------------------------ lifecycle
+
+
+def _versions_line(root: Path, name: str) -> str:
+    kept = list_versions(root, name)
+    return f"{len(kept)} version{'s' if len(kept) != 1 else ''} kept" if kept else ""
+
+
+def _meta_bits(skill: SkillInfo) -> str:
+    bits = [f"domain: {skill.domain}"] if skill.domain else []
+    if skill.tags:
+        bits.append(f"tags: {', '.join(skill.tags)}")
+    return f"  [{'; '.join(bits)}]" if bits else ""
+
+
+def list_text(skills: Mapping[str, SkillInfo], root: Path) -> str:
+    """What `skill:list` (and the REPL's /skills) prints."""
+    if not skills:
+        return (
+            f"No skills in {root}. Add one with skill:import <folder|.zip|.tar.gz>, or "
+            "create <name>/SKILL.md there.\n"
+        )
+    lines: list[str] = []
+    for skill in sorted(skills.values(), key=lambda s: s.name):
+        count = len(skill.scripts)
+        extra = [f"{count} command{'s' if count != 1 else ''}"]
+        if kept := _versions_line(root, skill.name):
+            extra.append(kept)
+        described = skill.description or "(no description)"
+        lines.append(f"{skill.name}: {described}{_meta_bits(skill)}  ({', '.join(extra)})")
+    lines.append("Details: skill:info <name>; instructions: skill:load <name>")
+    return "\n".join(lines) + "\n"
+
+
+def _refuse_read_only(name: str, ctx: CommandContext) -> CommandOutput | None:
+    if ctx.settings.sandbox != "read-only":
+        return None
+    return CommandOutput(
+        stderr=f"{name}: refused: the sandbox mode is read-only (setting `sandbox`), and "
+        "this command changes $SYNAPSE_HOME/skills\n",
+        exit_code=126,
+        category=FailureCategory.PERMISSION_DENIED,
+    )
+
+
+def _store_error(name: str, exc: SkillStoreError) -> CommandOutput:
+    return CommandOutput(
+        stderr=f"{name}: {exc}\n", exit_code=1, category=FailureCategory.EXECUTION_ERROR
+    )
+
+
+class SkillListCommand:
+    name = "skill:list"
+    summary = "List the installed skills: description, domain, tags, commands, versions."
+    usage = "skill:list"
+
+    def __init__(self, source: SkillSource) -> None:
+        self.source = source
+
+    def help(self) -> str:
+        return f"""\
+{self.usage}
+  {self.summary}
+  One line per skill: `name: description  [domain: D; tags: T]  (N commands, M versions
+  kept)`. Versions are earlier states kept by skill:import, skill:reinforce,
+  skill:rollback and skill:delete (the newest {MAX_VERSIONS} per skill).
+  Next: skill:info <name> for one skill's details, skill:search <words> to find one.
+Example:
+  skill:list"""
+
+    async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
+        try:
+            args = parse_args(argv, options=set())
+            if args.positional:
+                raise ArgError("skill:list takes no arguments (find skills with skill:search)")
+        except ArgError as exc:
+            return CommandOutput.usage_error(self.name, str(exc))
+        root = skills_dir(ctx.settings.synapse_home)
+        skills = self.source.skills
+        return CommandOutput(list_text(skills, root), data={"skills": sorted(skills)})
+
+
+class SkillInfoCommand:
+    name = "skill:info"
+    summary = "Show a skill's metadata (description, domain, tags, tools), commands, versions."
+    usage = "skill:info <name>"
+
+    def __init__(self, source: SkillSource) -> None:
+        self.source = source
+
+    def help(self) -> str:
+        return f"""\
+{self.usage}
+  {self.summary}
+  <name>   the skill's folder name, as skill:list prints it
+  Metadata comes from SKILL.md's front-matter: description, domain, tags (a list) and
+  tools (programs the skill needs; each is looked up on PATH and shown as found or
+  missing). Versions are listed newest first with why they were kept; a deleted skill
+  whose versions remain is shown too (restore it with skill:rollback <name>).
+Example:
+  skill:info pdf-editor"""
+
+    async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
+        try:
+            args = parse_args(argv, options=set())
+            if len(args.positional) != 1:
+                raise ArgError("expected exactly one skill name")
+        except ArgError as exc:
+            return CommandOutput.usage_error(self.name, str(exc))
+        wanted = args.positional[0]
+        root = skills_dir(ctx.settings.synapse_home)
+        skill = self.source.skills.get(wanted)
+        kept = list_versions(root, wanted) if SAFE_NAME.match(wanted) else []
+        if skill is None and not kept:
+            return _not_found(self.name, wanted, self.source)
+        lines: list[str] = [f"name: {wanted}"]
+        if skill is None:
+            lines.append("(not installed: deleted; its versions are kept)")
+        else:
+            lines.append(f"description: {skill.description or '(none)'}")
+            lines.append(f"domain: {skill.domain or '(none)'}")
+            lines.append(f"tags: {', '.join(skill.tags) or '(none)'}")
+            tools = [
+                f"{t} ({'found' if shutil.which(t) else 'missing from PATH'})" for t in skill.tools
+            ]
+            lines.append(f"tools: {', '.join(tools) or '(none)'}")
+            lines.append(f"folder: {skill.path}")
+            if skill.scripts:
+                lines.append("commands:")
+                lines += [f"  {s.command_name}  {s.summary}" for s in skill.scripts]
+            else:
+                lines.append("commands: (none)")
+        if kept:
+            lines.append(f"versions (newest first; at most {MAX_VERSIONS} kept):")
+            lines += [f"  {v.number}  {v.saved_at}  before {v.reason}" for v in reversed(kept)]
+            lines.append(f"Roll back with: skill:rollback {wanted} [version]")
+        else:
+            lines.append("versions: (none kept yet)")
+        data = {
+            "skill": wanted,
+            "installed": skill is not None,
+            "domain": skill.domain if skill else "",
+            "tags": list(skill.tags) if skill else [],
+            "tools": list(skill.tools) if skill else [],
+            "versions": [v.number for v in kept],
+        }
+        return CommandOutput("\n".join(lines) + "\n", data=data)
+
+
+def _not_found(command: str, wanted: str, source: SkillSource) -> CommandOutput:
+    close = difflib.get_close_matches(wanted, list(source.skills), n=3)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    return CommandOutput(
+        stderr=f"{command}: no skill named {wanted!r}.{hint} List them with `skill:list`.\n",
+        exit_code=1,
+        category=FailureCategory.NOT_FOUND,
+    )
+
+
+class SkillImportCommand:
+    name = "skill:import"
+    summary = "Install a skill from a folder, .zip or .tar.gz (checked; previous version kept)."
+    usage = "skill:import <folder|archive.zip|archive.tar.gz> [--name NAME]"
+
+    def __init__(self, source: SkillStore) -> None:
+        self.source = source
+
+    def help(self) -> str:
+        return f"""\
+{self.usage}
+  {self.summary}
+  <folder|archive>  a skill folder, or a .zip / .tar.gz / .tgz / .tar holding one:
+                    SKILL.md at its top or in its single top-level folder
+  --name NAME       the skill's name (default: SKILL.md's `name:`, else the folder's)
+  Archives are checked before anything is written and refused whole when a member
+  has an absolute path or `..`, is a symlink, hard link or device, or is too big
+  (20 MiB a file, 50 MiB and 2000 files in all); a folder may hold no symlinks.
+  The skill is assembled aside and renamed into $SYNAPSE_HOME/skills/<name> in one
+  step: never half a skill. Over an existing skill, that one is kept as a version
+  first (undo: skill:rollback <name>). Its scripts are skill:<name>:<script> at once.
+Examples:
+  skill:import ./pdf-editor
+  skill:import ~/Downloads/pdf-editor.zip --name pdf"""
+
+    async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
+        try:
+            args = parse_args(argv, options={"name"})
+            if len(args.positional) != 1:
+                raise ArgError("expected one folder or archive to import")
+        except ArgError as exc:
+            return CommandOutput.usage_error(self.name, str(exc))
+        if (refused := _refuse_read_only(self.name, ctx)) is not None:
+            return refused
+        root = skills_dir(ctx.settings.synapse_home)
+        source = ctx.resolve(args.positional[0])
+        try:
+            done = await asyncio.to_thread(import_skill, root, source, args.options.get("name"))
+        except SkillStoreError as exc:
+            return _store_error(self.name, exc)
+        await self.source.refresh("skills")
+        skill = self.source.skills.get(done.name)
+        lines = [f"Imported skill {done.name!r} ({done.files} files) into {done.path}."]
+        if done.replaced is not None:
+            lines.append(
+                f"The skill it replaced is kept as version {done.replaced.number} "
+                f"(undo: skill:rollback {done.name})."
+            )
+        if skill is not None and skill.scripts:
+            lines.append("Commands:")
+            lines += [f"  {s.command_name}  {s.summary}" for s in skill.scripts]
+        lines.append(f"Next: skill:load {done.name}")
+        data = {"skill": done.name, "replaced_version": done.replaced and done.replaced.number}
+        return CommandOutput("\n".join(lines) + "\n", data=data)
+
+
+class SkillRollbackCommand:
+    name = "skill:rollback"
+    summary = "Restore a kept version of a skill (the newest by default); undoable."
+    usage = "skill:rollback <name> [version]"
+
+    def __init__(self, source: SkillStore) -> None:
+        self.source = source
+
+    def help(self) -> str:
+        return f"""\
+{self.usage}
+  {self.summary}
+  <name>     the skill (installed, or deleted with versions kept)
+  [version]  a number from skill:info <name> (default: the newest)
+  The skill as it is now is kept as a new version first, so a rollback can itself be
+  rolled back. Brings back a deleted skill and its skill:<name>:* commands.
+Examples:
+  skill:rollback pdf-editor
+  skill:rollback pdf-editor 3"""
+
+    async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
+        try:
+            args = parse_args(argv, options=set())
+            if len(args.positional) not in (1, 2):
+                raise ArgError("expected a skill name and optionally a version number")
+            number = None
+            if len(args.positional) == 2:
+                if not args.positional[1].isdigit():
+                    raise ArgError(f"version must be a number, not {args.positional[1]!r}")
+                number = int(args.positional[1])
+        except ArgError as exc:
+            return CommandOutput.usage_error(self.name, str(exc))
+        if (refused := _refuse_read_only(self.name, ctx)) is not None:
+            return refused
+        name = args.positional[0]
+        root = skills_dir(ctx.settings.synapse_home)
+        try:
+            restored, saved = await asyncio.to_thread(rollback_skill, root, name, number)
+        except SkillStoreError as exc:
+            return _store_error(self.name, exc)
+        await self.source.refresh("skills")
+        text = (
+            f"Restored skill {name!r} to version {restored.number} (kept before {restored.reason})."
+        )
+        if saved is not None:
+            text += f" What it replaced is version {saved.number}."
+        return CommandOutput(
+            text + "\n",
+            data={"skill": name, "restored": restored.number, "saved": saved and saved.number},
+        )
+
+
+class SkillDeleteCommand:
+    name = "skill:delete"
+    summary = "Remove a skill and its commands (kept as a version: skill:rollback restores it)."
+    usage = "skill:delete <name>"
+
+    def __init__(self, source: SkillStore) -> None:
+        self.source = source
+
+    def help(self) -> str:
+        return f"""\
+{self.usage}
+  {self.summary}
+  <name>   the skill's folder name, as skill:list prints it
+  Its skill:<name>:* commands and wrappers disappear at once; the folder is kept as
+  the skill's newest version (the newest {MAX_VERSIONS} are kept).
+Example:
+  skill:delete old-helper"""
+
+    async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
+        try:
+            args = parse_args(argv, options=set())
+            if len(args.positional) != 1:
+                raise ArgError("expected exactly one skill name")
+        except ArgError as exc:
+            return CommandOutput.usage_error(self.name, str(exc))
+        if (refused := _refuse_read_only(self.name, ctx)) is not None:
+            return refused
+        name = args.positional[0]
+        if name not in self.source.skills:
+            return _not_found(self.name, name, self.source)
+        root = skills_dir(ctx.settings.synapse_home)
+        try:
+            saved = await asyncio.to_thread(delete_skill, root, name)
+        except SkillStoreError as exc:
+            return _store_error(self.name, exc)
+        await self.source.refresh("skills")
+        return CommandOutput(
+            f"Deleted skill {name!r}; kept as version {saved.number} "
+            f"(restore: skill:rollback {name}).\n",
+            data={"skill": name, "version": saved.number},
+        )

@@ -1,10 +1,12 @@
 """Skill2Bash: scripts in `$SYNAPSE_HOME/skills/<skill>/scripts/` as `skill:<skill>:<stem>`.
 
-A skill is a folder with `SKILL.md` (front-matter `name`, `description`) and a
-`scripts/` folder. Each script runs with the interpreter its shebang names, else
-by extension (`.py` python3, `.sh`/`.bash` bash, `.js`/`.mjs`/`.cjs` node), else
-directly when it is executable. Names that are not safe command names are skipped
-with a warning; scripts are always started with an argv list, never shell text.
+A skill is a folder with `SKILL.md` (front-matter `name`, `description`, and
+optionally `domain`, `tags`, `tools`) and a `scripts/` folder. Each script runs
+with the interpreter its shebang names, else by extension (`.py` python3,
+`.sh`/`.bash` bash, `.js`/`.mjs`/`.cjs` node), else directly when it is executable.
+Names that are not safe command names are skipped with a warning; scripts are always
+started with an argv list, never shell text. The lifecycle (versions, import with its
+archive checks, rollback, delete) is at the end of this module.
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ class SkillInfo:
     skill_md: Path | None
     body: str
     scripts: tuple[ScriptInfo, ...]
+    domain: str = ""
+    tags: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()  # programs the skill needs (front-matter `tools`/`requires`)
 
 
 def skills_dir(synapse_home: Path) -> Path:
@@ -139,22 +144,42 @@ def _load_skill(folder: Path, warnings: list[str]) -> SkillInfo:
         skill_md=md if md.is_file() else None,
         body=body,
         scripts=tuple(scripts),
+        domain=meta.get("domain", ""),
+        tags=split_list(meta.get("tags", "")),
+        tools=split_list(meta.get("tools") or meta.get("requires", "")),
     )
 
 
 def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
-    """`---\\nname: x\\ndescription: y\\n---\\nbody` -> ({name, description}, body)."""
+    """`---\\nname: x\\ndescription: y\\n---\\nbody` -> ({name, description}, body).
+
+    Flat `key: value` lines; a key with no value followed by `  - item` lines (a YAML
+    block list) gets its items joined with ", " (`split_list` splits them again)."""
     if not text.startswith("---"):
         return {}, text
     lines = text.splitlines()
     meta: dict[str, str] = {}
+    last: str | None = None
     for index, line in enumerate(lines[1:], start=1):
         if line.strip() == "---":
             return meta, "\n".join(lines[index + 1 :])
+        item = line.strip()
+        if line.startswith((" ", "\t")) and item.startswith("- ") and last is not None:
+            value = item[2:].strip().strip("'\"")
+            meta[last] = f"{meta[last]}, {value}" if meta[last] else value
+            continue
         key, sep, value = line.partition(":")
         if sep and key.strip() and not line.startswith((" ", "\t")):
-            meta[key.strip()] = value.strip().strip("'\"")
+            last = key.strip()
+            meta[last] = value.strip().strip("'\"")
     return {}, text
+
+
+def split_list(value: str) -> tuple[str, ...]:
+    """`[a, b]`, `a, b` or `a b` -> ("a", "b") (front-matter tags and tools)."""
+    inner = value.strip().removeprefix("[").removesuffix("]")
+    words = inner.split(",") if "," in inner else inner.split()
+    return tuple(w.strip().strip("'\"") for w in words if w.strip().strip("'\""))
 
 
 def first_paragraph(text: str) -> str:
@@ -518,3 +543,367 @@ async def _kill_group(proc: asyncio.subprocess.Process) -> None:
             os.killpg(proc.pid, sig)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), wait)
+
+
+# ------------------------------------------------------------ lifecycle
+#
+# Every change made through Synapse (skill:import over an existing skill,
+# skill:reinforce, skill:rollback, skill:delete) first copies the skill as it was to
+# `skills/.versions/<name>/<n>/` (n counts up; `<n>.json` says why and when), keeping
+# the newest `MAX_VERSIONS`. New content is assembled under `skills/.staging/` (same
+# file system) and renamed into place, so a failure leaves the skill as it was and a
+# reader never sees half a skill. Both folders start with "." and are never skills.
+
+VERSIONS_DIR = ".versions"
+STAGING_DIR = ".staging"
+MAX_VERSIONS = 10
+MAX_IMPORT_BYTES = 50 * 1024 * 1024  # a whole skill, unpacked
+MAX_FILE_BYTES = 20 * 1024 * 1024  # one file of it
+MAX_IMPORT_FILES = 2000
+_CHUNK = 1024 * 1024
+
+
+class SkillStoreError(Exception):
+    """A lifecycle operation refused or failed; the message says why (nothing changed)."""
+
+
+@dataclass(frozen=True)
+class SkillVersion:
+    name: str
+    number: int
+    path: Path
+    reason: str
+    saved_at: str
+
+
+def versions_dir(root: Path, name: str) -> Path:
+    return root / VERSIONS_DIR / name
+
+
+def list_versions(root: Path, name: str) -> list[SkillVersion]:
+    """The kept versions of skill `name`, oldest first."""
+    import json
+
+    folder = versions_dir(root, name)
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return []
+    found: list[SkillVersion] = []
+    for entry in entries:
+        if not entry.name.isdigit() or not entry.is_dir():
+            continue
+        reason, saved_at = "", ""
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            meta = json.loads((folder / f"{entry.name}.json").read_text(encoding="utf-8"))
+            reason, saved_at = str(meta.get("reason", "")), str(meta.get("saved_at", ""))
+        found.append(SkillVersion(name, int(entry.name), entry, reason, saved_at))
+    return sorted(found, key=lambda v: v.number)
+
+
+def check_name(name: str) -> None:
+    if not SAFE_NAME.match(name) or name.startswith("."):
+        raise SkillStoreError(
+            f"{name!r} is not a valid skill name: letters, digits, '_', '.' and '-' only, "
+            "not starting with '.' or '-'"
+        )
+
+
+def _stage(root: Path) -> Path:
+    import tempfile
+
+    base = root / STAGING_DIR
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=base))
+
+
+def _discard(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()  # the staging folder, once empty
+
+
+def save_version(root: Path, name: str, reason: str, source: Path | None = None) -> SkillVersion:
+    """Keep a copy of skill `name` (or of `source`, a copy of it made earlier) as its
+    next version; prune to `MAX_VERSIONS`."""
+    import json
+    from datetime import UTC, datetime
+
+    folder = versions_dir(root, name)
+    folder.mkdir(parents=True, exist_ok=True)
+    kept = list_versions(root, name)
+    number = kept[-1].number + 1 if kept else 1
+    target = folder / str(number)
+    if source is None:
+        staged = _stage(root)
+        try:
+            shutil.copytree(root / name, staged / "copy", symlinks=True)
+            (staged / "copy").replace(target)
+        finally:
+            _discard(staged)
+    else:
+        source.replace(target)
+    saved_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    (folder / f"{number}.json").write_text(
+        json.dumps({"reason": reason, "saved_at": saved_at}) + "\n", encoding="utf-8"
+    )
+    for old in list_versions(root, name)[:-MAX_VERSIONS]:
+        shutil.rmtree(old.path, ignore_errors=True)
+        (folder / f"{old.number}.json").unlink(missing_ok=True)
+    return SkillVersion(name, number, target, reason, saved_at)
+
+
+def _swap_in(root: Path, name: str, new: Path) -> None:
+    """Put the staged folder `new` in place of skill `name` (two renames: the old one
+    aside, the new one in; the old one back if the second fails)."""
+    target = root / name
+    aside: Path | None = None
+    if target.exists() or target.is_symlink():
+        aside = _stage(root)
+        target.replace(aside / "old")
+    try:
+        new.replace(target)
+    except OSError:
+        if aside is not None:
+            (aside / "old").replace(target)
+        raise
+    finally:
+        if aside is not None:
+            _discard(aside)
+
+
+def delete_skill(root: Path, name: str) -> SkillVersion:
+    """Remove skill `name`, kept first as a version (so `rollback` brings it back)."""
+    check_name(name)
+    if not (root / name).is_dir():
+        raise SkillStoreError(f"no skill named {name!r} in {root}")
+    saved = save_version(root, name, "delete")
+    staged = _stage(root)
+    try:
+        (root / name).replace(staged / name)
+    finally:
+        _discard(staged)
+    return saved
+
+
+def rollback_skill(
+    root: Path, name: str, number: int | None = None
+) -> tuple[SkillVersion, SkillVersion | None]:
+    """Restore version `number` (default: the newest) of skill `name`; what it replaced
+    is kept as a new version first. Returns (restored, saved or None)."""
+    check_name(name)
+    kept = list_versions(root, name)
+    if not kept:
+        raise SkillStoreError(f"skill {name!r} has no saved versions")
+    chosen = kept[-1] if number is None else next((v for v in kept if v.number == number), None)
+    if chosen is None:
+        numbers = ", ".join(str(v.number) for v in kept)
+        raise SkillStoreError(f"skill {name!r} has no version {number} (kept: {numbers})")
+    staged = _stage(root)
+    try:
+        shutil.copytree(chosen.path, staged / name, symlinks=True)
+        saved = save_version(root, name, "rollback") if (root / name).is_dir() else None
+        _swap_in(root, name, staged / name)
+    finally:
+        _discard(staged)
+    return chosen, saved
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    name: str
+    path: Path
+    replaced: SkillVersion | None  # the version saved of the skill it replaced
+    files: int
+
+
+def import_skill(root: Path, source: Path, name: str | None = None) -> ImportResult:
+    """Install the skill in `source` (a folder, `.zip`, `.tar.gz`/`.tgz`/`.tar`).
+
+    Archives are checked before anything is written: no absolute paths, no `..`, no
+    symlinks or hard links, no devices, at most `MAX_IMPORT_FILES` files of at most
+    `MAX_FILE_BYTES` each and `MAX_IMPORT_BYTES` in all (counted while unpacking too).
+    The skill is `SKILL.md` at the top or in the archive's single top-level folder;
+    its name is `name`, else SKILL.md's `name:`, else that folder's (or the archive's)
+    name. An existing skill of that name is kept as a version, then replaced."""
+    if not source.exists():
+        raise SkillStoreError(f"{source}: no such file or folder")
+    staged = _stage(root)
+    try:
+        unpacked = staged / "unpacked"
+        unpacked.mkdir()
+        lower = source.name.lower()
+        if source.is_dir():
+            files = _copy_folder(source, unpacked)
+            default = source.resolve().name
+        elif lower.endswith(".zip"):
+            files = _unzip(source, unpacked)
+            default = source.name[: -len(".zip")]
+        elif lower.endswith((".tar.gz", ".tgz", ".tar")):
+            files = _untar(source, unpacked)
+            default = source.name.split(".")[0]
+        else:
+            raise SkillStoreError(
+                f"{source}: not a folder, .zip, .tar.gz, .tgz or .tar (the formats "
+                "skill:import reads)"
+            )
+        top = unpacked
+        if not (top / "SKILL.md").is_file():
+            entries = [e for e in top.iterdir() if e.name != "__MACOSX"]
+            if len(entries) == 1 and (entries[0] / "SKILL.md").is_file():
+                top = entries[0]
+                default = top.name
+            else:
+                raise SkillStoreError(
+                    f"{source}: no SKILL.md at its top or in its single top-level folder "
+                    "(a skill is a folder with SKILL.md and scripts/)"
+                )
+        meta, _ = parse_front_matter(
+            (top / "SKILL.md").read_text(encoding="utf-8", errors="replace")
+        )
+        chosen = name or meta.get("name") or default
+        check_name(chosen)
+        replaced = save_version(root, chosen, "import") if (root / chosen).is_dir() else None
+        _swap_in(root, chosen, top)
+        return ImportResult(chosen, root / chosen, replaced, files)
+    except (OSError, UnicodeError, EOFError, RuntimeError, NotImplementedError) as exc:
+        raise SkillStoreError(f"{source}: cannot import: {exc}") from exc
+    finally:
+        _discard(staged)
+
+
+def _member_path(name: str, dest: Path) -> Path:
+    """Where archive member `name` goes under `dest`; SkillStoreError when it would
+    leave `dest` (absolute path, `..`)."""
+    clean = name.replace("\\", "/")
+    if clean.startswith("/") or re.match(r"^[A-Za-z]:", clean):
+        raise SkillStoreError(f"refused: member {name!r} has an absolute path")
+    parts = [p for p in clean.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise SkillStoreError(f"refused: member {name!r} leaves the skill folder ('..')")
+    target = dest.joinpath(*parts) if parts else dest
+    if not target.resolve().is_relative_to(dest.resolve()):
+        raise SkillStoreError(f"refused: member {name!r} leaves the skill folder")
+    return target
+
+
+class _Budget:
+    """The size limits of one import, checked on declared sizes and on bytes written."""
+
+    def __init__(self) -> None:
+        self.files = 0
+        self.total = 0
+
+    def declare(self, name: str, size: int) -> None:
+        self.files += 1
+        if self.files > MAX_IMPORT_FILES:
+            raise SkillStoreError(f"refused: more than {MAX_IMPORT_FILES} files")
+        if size > MAX_FILE_BYTES:
+            raise SkillStoreError(
+                f"refused: {name!r} is {size} bytes (the limit is {MAX_FILE_BYTES} per file)"
+            )
+        self.total += size
+        if self.total > MAX_IMPORT_BYTES:
+            raise SkillStoreError(f"refused: more than {MAX_IMPORT_BYTES} bytes in all")
+
+    def copy(self, name: str, src: Any, target: Path, executable: bool) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        written = 0
+        with target.open("xb") as out:
+            while chunk := src.read(_CHUNK):
+                written += len(chunk)
+                if written > MAX_FILE_BYTES:
+                    raise SkillStoreError(
+                        f"refused: {name!r} unpacks to more than {MAX_FILE_BYTES} bytes"
+                    )
+                out.write(chunk)
+        target.chmod(0o755 if executable else 0o644)
+
+
+def _unzip(archive: Path, dest: Path) -> int:
+    import stat
+    import zipfile
+
+    budget = _Budget()
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            members = zf.infolist()
+            plan: list[tuple[zipfile.ZipInfo, Path]] = []
+            for info in members:  # every member checked before anything is written
+                target = _member_path(info.filename, dest)
+                mode = info.external_attr >> 16
+                if stat.S_ISLNK(mode):
+                    raise SkillStoreError(f"refused: member {info.filename!r} is a symlink")
+                if not info.is_dir():
+                    budget.declare(info.filename, info.file_size)
+                plan.append((info, target))
+            for info, target in plan:
+                if info.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                with zf.open(info) as src:
+                    executable = bool((info.external_attr >> 16) & 0o111)
+                    budget.copy(info.filename, src, target, executable)
+    except zipfile.BadZipFile as exc:
+        raise SkillStoreError(f"{archive}: not a valid zip archive ({exc})") from exc
+    return budget.files
+
+
+def _untar(archive: Path, dest: Path) -> int:
+    import tarfile
+
+    budget = _Budget()
+    try:
+        with tarfile.open(archive, "r:*") as tf:
+            members = tf.getmembers()
+            for member in members:  # every member checked before anything is written
+                _member_path(member.name, dest)
+                if member.issym() or member.islnk():
+                    kind = "a symlink" if member.issym() else "a hard link"
+                    raise SkillStoreError(f"refused: member {member.name!r} is {kind}")
+                if not (member.isfile() or member.isdir()):
+                    raise SkillStoreError(
+                        f"refused: member {member.name!r} is not a regular file or folder"
+                    )
+                if member.isfile():
+                    budget.declare(member.name, member.size)
+            for member in members:
+                target = _member_path(member.name, dest)
+                if member.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                src = tf.extractfile(member)
+                if src is None:
+                    continue
+                with src:
+                    budget.copy(member.name, src, target, bool(member.mode & 0o111))
+    except tarfile.TarError as exc:
+        raise SkillStoreError(f"{archive}: not a valid tar archive ({exc})") from exc
+    return budget.files
+
+
+def _copy_folder(source: Path, dest: Path) -> int:
+    """Copy a skill folder: regular files and folders only (a symlink is refused: it
+    could point anywhere), within the same limits as an archive."""
+    import stat
+
+    budget = _Budget()
+    plan: list[tuple[Path, Path, os.stat_result]] = []
+    for here, dirs, files in os.walk(source, followlinks=False):
+        base = Path(here)
+        for entry in [*dirs, *files]:
+            path = base / entry
+            info = path.lstat()
+            rel = path.relative_to(source).as_posix()
+            if stat.S_ISLNK(info.st_mode):
+                raise SkillStoreError(f"refused: {rel!r} is a symlink")
+            if stat.S_ISDIR(info.st_mode):
+                continue
+            if not stat.S_ISREG(info.st_mode):
+                raise SkillStoreError(f"refused: {rel!r} is not a regular file or folder")
+            budget.declare(rel, info.st_size)
+            plan.append((path, dest / rel, info))
+    for path, target, info in plan:
+        with path.open("rb") as src:
+            budget.copy(path.name, src, target, bool(info.st_mode & 0o111))
+    return budget.files
