@@ -143,6 +143,12 @@ async def test_list_info_and_search_use_the_front_matter(
     # `extraction` is only a tag: search finds the skill by it, ranked above body text.
     found = await ext.route("skill:search extraction")
     assert found.data["matches"] == ["pdf-tools"]
+    # command:search matches a skill script by its skill's tags and domain too.
+    commands = await ext.route("command:search extraction --type skill")
+    assert commands.data["matches"] == ["skill:pdf-tools:hello"]
+    assert (await ext.route("command:search documents")).data["matches"] == [
+        "skill:pdf-tools:hello"
+    ]
     missing = await ext.route("skill:info pdf-tool")
     assert missing.exit_code == 1 and "Did you mean: pdf-tools?" in missing.stderr
 

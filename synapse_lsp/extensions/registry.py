@@ -234,7 +234,9 @@ class ExtensionRegistry:
             log.warning("%s", warning)
         self.skills = {s.name: s for s in skills}
         self._skill_cmds = {
-            script.command_name: SkillScriptCommand(script)
+            script.command_name: SkillScriptCommand(
+                script, " ".join([skill.description, skill.domain, *skill.tags])
+            )
             for skill in skills
             for script in skill.scripts
         }

@@ -16,7 +16,8 @@ The rule:
   regular expression (Python `re`, `search` semantics, case-insensitive, `^`/`$`
   anchor at the start/end of the name or of the description); anything else is
   keywords, each of which must appear (case-insensitively) in the name or the
-  description.
+  description (for a skill's script: also its skill's description, domain and tags
+  from SKILL.md, which rank as description).
 - Ranking, best first: 0 the name equals the query; 1 the name starts with the query
   text; 2 the query matches the name (a regex matches it, or the one keyword / every
   keyword is in it); 3 it matches only through the description. Ties are broken by
@@ -108,9 +109,12 @@ class IndexEntry:
     usage: str = ""
 
     @classmethod
-    def of(cls, name: str, summary: str, usage: str = "") -> IndexEntry:
+    def of(cls, name: str, summary: str, usage: str = "", keywords: str = "") -> IndexEntry:
+        """`keywords`: more text matched like the description (a skill script's skill's
+        description, domain and tags), never shown."""
         lowered = name.lower()
-        return cls(name, summary, kind_of(name), lowered, f"{lowered}\n{summary.lower()}", usage)
+        text = f"{summary} {keywords}" if keywords else summary
+        return cls(name, summary, kind_of(name), lowered, f"{lowered}\n{text.lower()}", usage)
 
     def match(self, rank: int) -> Match:
         return Match(self.name, self.kind, self.summary, self.usage or self.name, rank)
@@ -127,7 +131,9 @@ class SearchIndex:
 
     @classmethod
     def of(cls, commands: Iterable[Searchable]) -> SearchIndex:
-        entries = [IndexEntry.of(c.name, c.summary, c.usage) for c in commands]
+        entries = [
+            IndexEntry.of(c.name, c.summary, c.usage, getattr(c, "keywords", "")) for c in commands
+        ]
         entries.sort(key=lambda e: e.name)
         return cls(entries)
 

@@ -298,11 +298,13 @@ def script_doc(path: Path) -> str | None:
 class SkillScriptCommand:
     """`skill:<skill>:<stem>`: runs the script as a subprocess in the session's cwd."""
 
-    def __init__(self, script: ScriptInfo) -> None:
+    def __init__(self, script: ScriptInfo, keywords: str = "") -> None:
         self.script = script
         self.name = script.command_name
         self.summary = script.summary
         self.usage = script.usage
+        # The skill's description, domain and tags: command:search matches them too.
+        self.keywords = keywords
 
     def help(self) -> str:
         s = self.script
