@@ -63,8 +63,11 @@ from typing import Any, Literal
 from synapse_lsp import cmdline
 from synapse_lsp.trust import folder_key
 
-Decision = Literal["allow", "deny"]
-DECISIONS: tuple[Decision, ...] = ("allow", "deny")
+# "outside": allowed, and run outside the sandbox (the answer "Always run … outside the
+# sandbox here" to a command the sandbox blocked); a plain "allow" only spares the
+# question: the command still runs in the sandbox.
+Decision = Literal["allow", "deny", "outside"]
+DECISIONS: tuple[Decision, ...] = ("allow", "deny", "outside")
 STORE_NAME = "permissions.json"
 FOLDER_FILE = Path(".synapse") / "permissions.json"
 VERSION = 1
@@ -393,7 +396,7 @@ class Rules:
 
     @property
     def allows(self) -> tuple[Rule, ...]:
-        return tuple(r for r in self.rules if r.decision == "allow")
+        return tuple(r for r in self.rules if r.decision != "deny")
 
     @property
     def denies(self) -> tuple[Rule, ...]:
@@ -422,6 +425,15 @@ class Rules:
             return "deny"
         rule = self.match(simple_command)
         return None if rule is None else rule.decision
+
+    def outside_line(self, commands: str | Sequence[str]) -> bool:
+        """Whether every command of the line is remembered to run outside the sandbox
+        (and none is denied)."""
+        parts = cmdline.simple_commands(commands) if isinstance(commands, str) else commands
+        parts = [p.strip() for p in parts if p.strip()]
+        if not parts or self.closed is not None:
+            return False
+        return all((r := self.match(p)) is not None and r.decision == "outside" for p in parts)
 
     def decide_line(self, commands: str | Sequence[str]) -> tuple[Decision | None, str | None]:
         """(decision, rule) for a line: a str is walked with `cmdline.simple_commands`,
@@ -462,9 +474,10 @@ class FolderRules:
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     problem: str | None = None  # the entry cannot be read: its folder fails closed
+    outside: tuple[str, ...] = ()
 
     def __len__(self) -> int:
-        return len(self.allow) + len(self.deny)
+        return len(self.allow) + len(self.deny) + len(self.outside)
 
 
 @dataclass(frozen=True)
@@ -517,7 +530,7 @@ def _parse_entry(key: str, entry: object) -> FolderRules:
         lists[decision], problem = _prefix_list(entry.get(decision, []), f"{where}.{decision}")
         if problem is not None:
             return FolderRules(problem=problem)
-    return FolderRules(tuple(lists["allow"]), tuple(lists["deny"]))
+    return FolderRules(tuple(lists["allow"]), tuple(lists["deny"]), outside=tuple(lists["outside"]))
 
 
 def read_store(home: Path) -> Store:
@@ -567,9 +580,9 @@ def read_folder_file(root: Path) -> tuple[list[str], list[str]]:
     if not isinstance(raw, dict):
         return [], [f"{path} is not a JSON object; its denies do not apply"]
     problems: list[str] = []
-    if "allow" in raw:
+    if "allow" in raw or "outside" in raw:
         problems.append(
-            f"{path}: `allow` ignored: a folder cannot grant itself permissions "
+            f"{path}: `allow`/`outside` ignored: a folder cannot grant itself permissions "
             "(use `synapse permissions allow PREFIX`)"
         )
     unknown = sorted(set(raw) - {"deny", "allow", "version"})
@@ -592,6 +605,7 @@ def load(home: Path, root: Path) -> Rules:
     entry = store.folders.get(key, FolderRules())
     rules = [_rule(p, "allow", store.path) for p in entry.allow]
     rules += [_rule(p, "deny", store.path) for p in entry.deny]
+    rules += [_rule(p, "outside", store.path) for p in entry.outside]
     denies, problems = read_folder_file(root)
     rules += [_rule(p, "deny", folder_file(root)) for p in denies]
     closed = store.problem or entry.problem
@@ -654,6 +668,7 @@ def _save(home: Path, folders: dict[str, FolderRules]) -> None:
         "version": VERSION,
         "folders": {
             key: {"allow": list(entry.allow), "deny": list(entry.deny)}
+            | ({"outside": list(entry.outside)} if entry.outside else {})
             for key, entry in sorted(folders.items())
             if len(entry)
         },
@@ -666,19 +681,23 @@ def remember(home: Path, root: Path, prefix: str, decision: Decision) -> bool:
     for the same prefix. False when it was already remembered. Raises ValueError for
     a bad prefix or decision, `UnreadableRulesError` when the file cannot be read."""
     if decision not in DECISIONS:
-        raise ValueError(f"{decision!r}: the decision is 'allow' or 'deny'")
+        raise ValueError(f"{decision!r}: the decision is 'allow', 'deny' or 'outside'")
     text = normalize_prefix(prefix)
     key = folder_key(root)
     with _locked(home):
         folders = _writable(read_store(home))
         entry = folders.get(key, FolderRules())
-        lists = {"allow": list(entry.allow), "deny": list(entry.deny)}
+        lists = {d: list(getattr(entry, d)) for d in DECISIONS}
         if text in lists[decision]:
             return False
         lists[decision].append(text)
-        other = "deny" if decision == "allow" else "allow"
-        lists[other] = [p for p in lists[other] if p != text]
-        folders[key] = FolderRules(tuple(lists["allow"]), tuple(lists["deny"]))
+        # One decision per prefix: it replaces any other for the same prefix.
+        for other in DECISIONS:
+            if other != decision:
+                lists[other] = [p for p in lists[other] if p != text]
+        folders[key] = FolderRules(
+            tuple(lists["allow"]), tuple(lists["deny"]), outside=tuple(lists["outside"])
+        )
         _save(home, folders)
     return True
 
@@ -696,8 +715,10 @@ def revoke(home: Path, root: Path | None, prefix: str | None) -> int:
                 continue
             keep = {d: [p for p in getattr(entry, d) if text is not None and p != text]
                     for d in DECISIONS}  # fmt: skip
-            removed += len(entry) - len(keep["allow"]) - len(keep["deny"])
-            folders[name] = FolderRules(tuple(keep["allow"]), tuple(keep["deny"]))
+            removed += len(entry) - sum(len(v) for v in keep.values())
+            folders[name] = FolderRules(
+                tuple(keep["allow"]), tuple(keep["deny"]), outside=tuple(keep["outside"])
+            )
         if removed:
             _save(home, folders)
     return removed
@@ -724,8 +745,8 @@ class RuleFile:
 
     def remember(self, root: Path, prefix: str, decision: str) -> None:
         if decision not in DECISIONS:
-            raise ValueError(f"{decision!r}: the decision is 'allow' or 'deny'")
-        remember(self.home, root, prefix, "allow" if decision == "allow" else "deny")
+            raise ValueError(f"{decision!r}: the decision is 'allow', 'deny' or 'outside'")
+        remember(self.home, root, prefix, decision)  # type: ignore[arg-type]
 
     def prefix(self, simple_command: str) -> str:
         return command_prefix(simple_command)

@@ -189,6 +189,8 @@ class Rules(Protocol):
     @property
     def closed(self) -> str | None: ...
 
+    def outside_line(self, commands: Sequence[str]) -> bool: ...
+
     def decide_line(self, commands: Sequence[str]) -> tuple[str | None, str | None]: ...
 
 
@@ -203,6 +205,9 @@ class RuleStore(Protocol):
 
 
 ALWAYS = "Always allow"
+# The "always" answer to a command the sandbox blocked: a rule of its own ("outside"),
+# since running outside the sandbox is more than not being asked.
+ALWAYS_OUTSIDE = "Always run"
 # Not offered as a button; a face whose protocol has "reject always" (ACP) answers the
 # "Always allow …" title with ALWAYS replaced by this to remember denies.
 ALWAYS_DENY = "Always deny"
@@ -210,6 +215,17 @@ NO_ASKING = (
     "this face cannot ask (run it again with --yes to allow what would be asked, or "
     "change the `sandbox`/`permission` settings)"
 )
+
+
+def always_deny_title(always: str) -> str:
+    """The answer that remembers denies, for a question whose "always" action is
+    `always` ("Always allow `x` here" or "Always run `x` outside the sandbox here"):
+    "Always deny `x` here". Not offered as a button; ACP's "reject always" sends it."""
+    if always.startswith(ALWAYS_OUTSIDE):
+        always = ALWAYS + always[len(ALWAYS_OUTSIDE) :].replace(
+            " outside the sandbox here", " here"
+        )
+    return always.replace(ALWAYS, ALWAYS_DENY, 1)
 
 
 @dataclass
@@ -378,7 +394,7 @@ class AskingGate:
         if not self._sandboxed() or self._typed_by_user:
             return False
         parts = _parts([Step(line, Layer.NATIVE)])
-        if line in self._outside_session or self._remembered(parts)[0] == "allow":
+        if line in self._outside_session or self._outside_rule(parts):
             return True
         message = (
             f"The sandbox blocked:\n  {_shorten(line, 2000)}\nin {cwd}\n({why})\n"
@@ -399,7 +415,7 @@ class AskingGate:
             return True
         if line in self._outside_session:
             return True
-        return self._remembered(_parts([Step(line, Layer.NATIVE)]))[0] == "allow"
+        return self._outside_rule(_parts([Step(line, Layer.NATIVE)]))
 
     # ---------------------------------------------------------------- asking
 
@@ -410,7 +426,14 @@ class AskingGate:
         if self._ask is None:
             return f"denied: {question.reason}; {self._cannot_ask}"
         prefixes = self._prefixes(parts)
-        always = f"{ALWAYS} {', '.join(f'`{p}`' for p in prefixes)} here" if prefixes else None
+        always: str | None = None
+        if question.outside:
+            # One prefix at most: "always run X outside" must never carry a second
+            # command (`npm install && rm …`) along.
+            if len(prefixes) == 1:
+                always = f"{ALWAYS_OUTSIDE} `{prefixes[0]}` outside the sandbox here"
+        elif prefixes:
+            always = f"{ALWAYS} {', '.join(f'`{p}`' for p in prefixes)} here"
         actions = (ALLOW_ONCE, ALLOW_SESSION, *([always] if always else []), DENY)
         wait = self._settings().permission_timeout
         try:
@@ -430,7 +453,9 @@ class AskingGate:
             assert self._rules is not None
             for prefix in prefixes:
                 try:
-                    self._rules.remember(self._root, prefix, "allow")
+                    self._rules.remember(
+                        self._root, prefix, "outside" if question.outside else "allow"
+                    )
                 except OSError as exc:
                     return f"denied: the answer could not be remembered ({exc})"
             if question.outside:
@@ -438,7 +463,7 @@ class AskingGate:
             else:
                 self.remembered.add(line)
             return None
-        if always is not None and answer == always.replace(ALWAYS, ALWAYS_DENY, 1):
+        if always is not None and answer == always_deny_title(always):
             assert self._rules is not None
             for prefix in prefixes:
                 with contextlib.suppress(OSError):
@@ -460,6 +485,15 @@ class AskingGate:
             if prefix not in found:
                 found.append(prefix)
         return found if 0 < len(found) <= 3 else []
+
+    def _outside_rule(self, parts: Sequence[str]) -> bool:
+        """Every command of the line is remembered to run outside the sandbox."""
+        if self._rules is None:
+            return False
+        try:
+            return self._rules.load(self._root).outside_line(parts)
+        except OSError:
+            return False
 
     def _remembered(self, parts: Sequence[str]) -> tuple[str | None, str | None]:
         """("allow", rules) / ("deny", why) from the remembered rules, or (None, None).

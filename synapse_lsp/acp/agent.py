@@ -82,7 +82,14 @@ from synapse_lsp.events import (
     UsageUpdated,
 )
 from synapse_lsp.files import uri_to_path
-from synapse_lsp.permissions import ALLOW_ONCE, ALLOW_SESSION, ALWAYS, ALWAYS_DENY, DENY
+from synapse_lsp.permissions import (
+    ALLOW_ONCE,
+    ALLOW_SESSION,
+    ALWAYS,
+    ALWAYS_OUTSIDE,
+    DENY,
+    always_deny_title,
+)
 from synapse_lsp.summaries.tool_calls import tool_call_summary
 
 if TYPE_CHECKING:
@@ -599,7 +606,7 @@ def permission_options(
         options.append(PermissionOption(option_id=option_id, name=name, kind=kind))  # type: ignore[arg-type]
         titles[option_id] = name
 
-    always = next((a for a in actions if a.startswith(ALWAYS)), None)
+    always = next((a for a in actions if a.startswith((ALWAYS, ALWAYS_OUTSIDE))), None)
     if ALLOW_ONCE in actions:
         add("allow_once", ALLOW_ONCE, "allow_once")
     if always is not None:
@@ -609,7 +616,7 @@ def permission_options(
     if DENY in actions:
         add("reject_once", DENY, "reject_once")
     if always is not None:
-        add("reject_always", always.replace(ALWAYS, ALWAYS_DENY, 1), "reject_always")
+        add("reject_always", always_deny_title(always), "reject_always")
     known = {ALLOW_ONCE, ALLOW_SESSION, DENY, always}
     for index, action in enumerate(a for a in actions if a not in known):
         add(f"other_{index}", action, "allow_once" if action.startswith("Allow") else "reject_once")

@@ -107,7 +107,7 @@ def _show(home: Path, folder: Path) -> int:
     width = max((len(r.prefix) for r in rules.rules), default=0)
     for rule in sorted(rules.rules, key=lambda r: (r.decision != "deny", r.prefix)):
         where = "remembered" if rule.source == pr.store_path(home) else "folder file"
-        print(f"  {rule.decision:<5}  {rule.prefix:<{width}}  {where}: {rule.source}")
+        print(f"  {rule.decision:<7}  {rule.prefix:<{width}}  {where}: {rule.source}")
     return code
 
 
@@ -127,7 +127,7 @@ def _list_all(home: Path) -> int:
         print(f"{key}:")
         for decision in pr.DECISIONS:
             for prefix in getattr(entry, decision):
-                print(f"  {decision:<5}  {prefix}")
+                print(f"  {decision:<7}  {prefix}")
     return code
 
 

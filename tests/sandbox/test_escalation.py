@@ -107,37 +107,48 @@ async def test_the_network_is_off_and_a_loopback_connection_escalates(
         await server.wait_closed()
 
 
-async def test_always_allow_remembers_the_prefix_not_the_line(
+async def test_always_run_outside_remembers_one_prefix_not_the_line(
     shell: ShellSession, settings: Settings, workdir: Path, outside: Path
 ) -> None:
-    asker = Recorder()
-    router = _router(shell, settings, workdir, asker)
-    first = Recorder()
-    router.permission = AskingGate(
-        settings,
-        workdir,
-        first,
-        sandboxed=lambda: shell.sandbox.sandboxed,
-        rules=permission_rules.RuleFile(settings.synapse_home),
-    )
+    asked: list[tuple[str, tuple[str, ...]]] = []
 
     async def always(message: str, actions: tuple[str, ...]) -> str | None:
-        first.questions.append((message, actions))
-        return next(a for a in actions if a.startswith("Always allow"))
+        asked.append((message, actions))
+        return next(a for a in actions if a.startswith("Always run"))
 
+    router = _router(shell, settings, workdir, Recorder())
     router.permission._ask = always  # type: ignore[union-attr]
     result = await router.route(f"touch {outside}/a")
     assert result.exit_code == 0 and (outside / "a").exists()
-    assert "Always allow `touch` here" in first.questions[0][1]
+    assert "Always run `touch` outside the sandbox here" in asked[0][1]
     rules = permission_rules.load(settings.synapse_home, workdir)
-    assert [r.prefix for r in rules.allows] == ["touch"]
+    assert [(r.prefix, r.decision) for r in rules.rules] == [("touch", "outside")]
     # remembered: `touch` runs outside without a question; a line with more in it asks
+    asker = Recorder()
     fresh = _router(shell, settings, workdir, asker)
     assert (await fresh.route(f"touch {outside}/b")).exit_code == 0
     assert (outside / "b").exists() and asker.questions == []
     chained = await fresh.route(f"touch {outside}/c && rm -f {outside}/a")
     assert chained.exit_code != 0 and (outside / "a").exists()
     assert len(asker.questions) == 1
+    # an escalation of a line with two commands offers no "always" at all
+    assert not any(a.startswith(("Always", "Always run")) for a in asker.questions[0][1][2:-1])
+
+
+async def test_a_plain_remembered_allow_never_leaves_the_sandbox(
+    shell: ShellSession, settings: Settings, workdir: Path, outside: Path
+) -> None:
+    """ "Always allow" (a policy question's answer, or `synapse permissions allow`)
+    spares the question; the command still runs in the sandbox, and a refusal there
+    is asked about, not re-run outside on its own."""
+    permission_rules.remember(settings.synapse_home, workdir, "python3", "allow")
+    asker = Recorder(DENY)
+    router = _router(shell, settings, workdir, asker, policy="ask-all-native")
+    ok = await router.route("python3 -c 'print(1)'")
+    assert ok.exit_code == 0 and asker.questions == []  # not asked: remembered
+    escape = await router.route(f"python3 -c \"open('{outside}/x', 'w')\"")
+    assert escape.exit_code != 0 and not (outside / "x").exists()
+    assert len(asker.questions) == 1 and "The sandbox blocked" in asker.questions[0][0]
 
 
 async def test_asked_first_an_outside_write_runs_outside_the_sandbox(
