@@ -384,7 +384,10 @@ class AskingGate:
         outside = sandboxed and reason.startswith("writes outside") and _has_native(plan)
         if outside:
             reason += "; allowing runs it outside the sandbox"
-        message = f"Synapse wants to run:\n  {_shorten(line, 2000)}\nin {cwd}\n({reason})"
+        shown = _showable(line, parts)
+        if shown is None:
+            return f"denied: {reason}; the line has too many commands to show in a question"
+        message = f"Synapse wants to run:\n  {shown}\nin {cwd}\n({reason})"
         return await self._question(line, parts, message, _Question(reason, outside))
 
     async def escalate(self, command: str, cwd: Path, why: str) -> bool:
@@ -396,8 +399,11 @@ class AskingGate:
         parts = _parts([Step(line, Layer.NATIVE)])
         if line in self._outside_session or self._outside_rule(parts):
             return True
+        shown = _showable(line, parts)
+        if shown is None:
+            return False
         message = (
-            f"The sandbox blocked:\n  {_shorten(line, 2000)}\nin {cwd}\n({why})\n"
+            f"The sandbox blocked:\n  {shown}\nin {cwd}\n({why})\n"
             "Re-run it outside the sandbox? It may have partly run already."
         )
         denied = await self._question(line, parts, message, _Question(why, True))
@@ -512,6 +518,25 @@ class AskingGate:
 
 _FILE_WRITERS = frozenset({"write", "edit"})
 _ALL_BUILTIN_WORDS = frozenset({"read", "write", "edit", "plan", "todo"})
+
+
+SHOWN_CHARS = 2000
+SHOWN_COMMANDS = 40
+
+
+def _showable(line: str, parts: Sequence[str]) -> str | None:
+    """The line as a question shows it: whole when short; else its head and every
+    command in it (a long line must not hide a command past what is shown). None when
+    it has too many commands to show: such a line is not asked about, it is denied."""
+    if len(line) <= SHOWN_CHARS:
+        return line
+    if len(parts) > SHOWN_COMMANDS:
+        return None
+    listed = "\n".join(f"  - {_shorten(p.strip(), 160)}" for p in parts)
+    return (
+        f"{_shorten(line, 300)}\n  The line is {len(line):,} characters long; its "
+        f"{len(parts)} command(s):\n{listed}"
+    )
 
 
 def _first(text: str) -> str:

@@ -119,18 +119,22 @@ def command_processes(
     *,
     after_pid: int | None = None,
 ) -> set[int]:
-    """The processes a command started: new ones (a pid above `after_pid`, the last
-    pid given out before it started; without it, a start tick >= `since`) whose
-    nearest older ancestor is one of `roots` (bash, the supervisor)."""
+    """The processes a command started: new ones (a start tick after `since`, the
+    command's; in that very tick, a pid above `after_pid`, the last pid given out
+    before it started) whose nearest older ancestor is one of `roots` (bash, the
+    supervisor). Pids alone would mislead after a wrap; ticks alone within a tick."""
     root_set = set(roots)
     children: dict[int, list[int]] = {}
     for pid, info in table.items():
         children.setdefault(info.ppid, []).append(pid)
 
     def new(pid: int) -> bool:
-        if after_pid is not None:
+        start = table[pid].start
+        if after_pid is not None and start == since:
+            # Started in the command's first tick, like what an earlier command left
+            # running there may have: the pid, above the mark or not, decides.
             return pid > after_pid
-        return table[pid].start >= since
+        return start >= since
 
     out: set[int] = set()
     todo = list(root_set)

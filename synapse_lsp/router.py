@@ -44,6 +44,14 @@ from synapse_lsp.shell import ShellResult, ShellSession
 
 # Variables a fresh bash sets itself: not carried into a re-run outside the sandbox.
 _SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "PROMPT_COMMAND", "PS1", "PS2"})
+# Nor variables that change which program runs or what it loads: the user allowed the
+# command line they were shown, not one a sandboxed `export` redirected (a `git`
+# function, PATH=./bin:…, GIT_CONFIG_* hooks, LD_PRELOAD, BASH_ENV…).
+_NOT_CARRIED = re.compile(
+    r"PATH|BASH_FUNC_.*|LD_.*|GIT_.*|BASH_ENV|ENV|SHELLOPTS|BASHOPTS|PS4|CDPATH|IFS|"
+    r"GLOBIGNORE|PYTHON.*|NODE_OPTIONS|NODE_PATH|PERL5?LIB|PERL5OPT|RUBYOPT|RUBYLIB|"
+    r"JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|npm_config_.*|NPM_CONFIG_.*|PIP_.*|HOME|TMPDIR"
+)
 
 _BASH_WRAPPED = re.compile(
     r"^Bash\s*\(\s*command\s*=\s*(?P<q>[\"'])(?P<inner>.*)(?P=q)"
@@ -480,7 +488,8 @@ class BashRouter:
             await outside.close()
 
     async def _exported_env(self) -> dict[str, str]:
-        """The sandboxed shell's exported variables, through a file in its private /tmp."""
+        """The sandboxed shell's exported variables (those that cannot change what runs:
+        `_NOT_CARRIED`), through a file in its private /tmp."""
         tmp = self.shell.private_tmp
         if tmp is None:
             return {}
@@ -496,7 +505,7 @@ class BashRouter:
         env: dict[str, str] = {}
         for item in raw.split(b"\0"):
             key, sep, value = item.decode("utf-8", "surrogateescape").partition("=")
-            if sep and key and key not in _SHELL_OWN:
+            if sep and key and key not in _SHELL_OWN and not _NOT_CARRIED.fullmatch(key):
                 env[key] = value
         return env
 

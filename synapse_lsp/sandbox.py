@@ -169,7 +169,9 @@ def bwrap_argv(
             argv += ["--bind", str(root), str(root)]
         for root in roots:
             git = root / ".git"
-            if git.exists() and not git.is_symlink():
+            if git.is_symlink() and git.exists():
+                git = git.resolve()  # a linked .git: its target is what must not change
+            if git.exists():
                 argv += ["--ro-bind", str(git), str(git)]
     else:  # read-only: bound anyway, a root under /tmp would be hidden by the private one
         for root in roots:

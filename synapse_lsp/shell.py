@@ -499,9 +499,9 @@ class ShellSession:
         self._kill_command_tree(run)
 
     def _mark_start(self, run: _Run) -> None:
-        """Remember where the command starts, to kill only what it started: the last
-        pid given out (one read of /proc/loadavg; the processes above it are new) and,
-        for when pids wrapped meanwhile, the start tick."""
+        """Remember where the command starts, to kill only what it started: the start
+        tick and, for processes started within that tick, the last pid given out (one
+        read of /proc/loadavg; pids above it are new)."""
         run.since = proctree.boot_ticks()
         run.last_pid = proctree.last_pid()
 
@@ -516,7 +516,7 @@ class ShellSession:
         mark = run.last_pid
         now = proctree.last_pid()
         if mark is not None and (now is None or now < mark):
-            mark = None  # pids wrapped since the command started: the start tick decides
+            mark = None  # pids wrapped since the command started: the tick alone decides
         count = proctree.kill_all(
             lambda table: proctree.command_processes(table, roots, run.since, after_pid=mark)
         )
@@ -576,10 +576,10 @@ class ShellSession:
         # nothing the model runs inherits them (`synapse_lsp.secrets`).
         from synapse_lsp.secrets import child_env
 
-        env = dict(os.environ)
+        env = child_env({**os.environ, **self._extra_env}, self.settings)
+        # After the merge: `env=` may not bring back what bash would run or trip on.
         for name in ("BASH_ENV", "ENV", "PROMPT_COMMAND", "MAILCHECK", "HISTFILE", "CDPATH"):
             env.pop(name, None)
-        env = child_env({**env, **self._extra_env}, self.settings)
         env.update(
             {
                 "TERM": "dumb",

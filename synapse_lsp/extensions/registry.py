@@ -16,7 +16,7 @@ import json
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -374,7 +374,14 @@ class ExtensionRegistry:
             }
         env = child_env(os.environ, self.settings)
         env["PATH"] = f"{self.settings.bin_dir}{os.pathsep}{env.get('PATH', '')}"
-        ctx = CommandContext(cwd=cwd, settings=self.settings, files=DiskFiles(), env=env)
+        # A skill script called from inside a command is confined to the workspace this
+        # registry serves, never to the directory the caller names (no workspace: it
+        # may write nothing).
+        settings = self.settings
+        if self.workspace_root is None and settings.sandbox == "workspace-write":
+            settings = replace(settings, sandbox="read-only")
+        roots = (self.workspace_root,) if self.workspace_root is not None else (cwd,)
+        ctx = CommandContext(cwd=cwd, settings=settings, files=DiskFiles(), env=env, roots=roots)
         out = await command.run(argv, ctx)
         stdout, stderr = out.stdout, out.stderr
         # A wrapper is a program in a pipeline (`mcp:fs:read x | jq`): it prints the whole

@@ -270,3 +270,32 @@ async def test_a_skill_script_is_confined_like_the_shell(
     assert not (workdir / "ro.txt").exists()
     assert await run("full-access", outside / "out.txt") == 0
     assert (outside / "out.txt").exists()
+
+
+async def test_a_rerun_outside_carries_no_variable_that_changes_what_runs(
+    shell: ShellSession, settings: Settings, workdir: Path, outside: Path
+) -> None:
+    """The user allows the line they were shown: a sandboxed `export` cannot swap the
+    program (PATH, an exported function) or load code (GIT_CONFIG_*, LD_PRELOAD)."""
+    (workdir / "bin").mkdir()
+    fake = workdir / "bin" / "touch"
+    fake.write_text(f"#!/bin/sh\necho hijacked > {workdir}/hijacked\n")
+    fake.chmod(0o755)
+    router = _router(shell, settings, workdir, Recorder(ALLOW_ONCE))
+    setup = (
+        'export PATH="$PWD/bin:$PATH" KEPT=yes GIT_CONFIG_COUNT=1 LD_PRELOAD=/nonexistent.so; '
+        f"cat() {{ echo function-ran > {workdir}/fn; }}; export -f cat"
+    )
+    assert (await router.route(setup)).exit_code == 0
+    # mkdir is refused in the sandbox (so nothing after it runs there); the re-run
+    # outside must use the real touch and cat
+    line = (
+        f"mkdir {outside}/d && touch {outside}/d/f && cat /dev/null && "
+        'echo "[$KEPT][$GIT_CONFIG_COUNT]"'
+    )
+    result = await router.route(line)
+    assert result.exit_code == 0, result.text
+    assert (outside / "d" / "f").exists()
+    assert not (workdir / "hijacked").exists() and not (workdir / "fn").exists()
+    assert "[yes][]" in result.stdout
+    assert "LD_PRELOAD" not in result.stderr  # the loader never saw it
