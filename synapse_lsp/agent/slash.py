@@ -3,13 +3,18 @@
 The REPL lists and runs them today; an editor or ACP client can list the same
 table (`SlashRegistry.describe()`) and run them on its own `SlashHost`. Names are
 case-insensitive and the leading `/` is optional when looking one up.
+
+`/tools`, `/skills` and `/model` need more of their host (`ExtensionsHost`,
+`ModelHost`, which `cli.chat.Runtime` is); a face whose host lacks them answers
+that the command is not available there. `/resume` takes a full id, a unique id
+prefix or `--latest`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from synapse_lsp.errors import SynapseError
 
@@ -30,6 +35,40 @@ class SlashHost(Protocol):
         ...
 
     def request_exit(self) -> None: ...
+
+
+@runtime_checkable
+class CurrentSessionHost(Protocol):
+    """A host that knows its current session (`/resume --latest` skips it)."""
+
+    def current_session_id(self) -> str | None: ...
+
+
+@runtime_checkable
+class ExtensionsHost(Protocol):
+    """A host with the folder's extension registry (`/tools`, `/skills`). It formats
+    the listings itself (agent/ does not import extensions/)."""
+
+    async def list_tools(self, query: str) -> str:
+        """The folder's extension commands matching `query` ("" = all), one
+        `name  summary` line each, as `synapse tools list` / `search` print them."""
+        ...
+
+    async def list_skills(self) -> str:
+        """What `skill:list` prints."""
+        ...
+
+
+@runtime_checkable
+class ModelHost(Protocol):
+    """A host whose model can be shown and switched for this session (`/model`)."""
+
+    def model_name(self) -> str: ...
+
+    def set_model(self, name: str) -> str:
+        """Use `name` from the next model call on; the model now in use (SynapseError
+        when refused, the current one kept)."""
+        ...
 
 
 Handler = Callable[[SlashHost, str], Awaitable[str]]
@@ -109,14 +148,73 @@ async def _new(host: SlashHost, arg: str) -> str:
     return f"New session {await host.new_session()}."
 
 
+RESUME_USAGE = "Usage: /resume ID (see /sessions)"
+
+
+def _newest_first(host: SlashHost) -> list[tuple[str, str, str]]:
+    return sorted(host.list_sessions(), key=lambda row: (row[1], row[0]), reverse=True)
+
+
+def _rows(rows: list[tuple[str, str, str]]) -> str:
+    return "\n".join(f"  {sid}  {updated}  {title}" for sid, updated, title in rows)
+
+
 async def _resume(host: SlashHost, arg: str) -> str:
+    """`/resume ID`, a unique prefix of one, or `--latest` (the most recently updated
+    session other than the current one); an ambiguous prefix lists its candidates."""
+    current = host.current_session_id() if isinstance(host, CurrentSessionHost) else None
+    rows = _newest_first(host)
     if not arg:
-        return "Usage: /resume ID (see /sessions)"
+        return RESUME_USAGE
+    if arg == "--latest":
+        others = [r for r in rows if r[0] != current]
+        if not others:
+            return "No other stored session to resume."
+        target = others[0][0]
+    elif arg.startswith("-"):
+        return f"Unknown option {arg}. Usage: /resume ID|PREFIX|--latest"
+    elif any(r[0] == arg for r in rows):
+        target = arg
+    else:
+        matches = [r for r in rows if r[0].startswith(arg)]
+        if len(matches) > 1:
+            return f"{len(matches)} sessions start with {arg!r}; type more of the id:\n" + _rows(
+                matches
+            )
+        target = matches[0][0] if matches else arg  # unknown: the host says so
     try:
-        title = await host.resume(arg)
+        title = await host.resume(target)
     except SynapseError as exc:
         return f"{exc.message} (the current session goes on)"
-    return f"Resumed {arg}: {title}"
+    return f"Resumed {target}: {title}"
+
+
+async def _tools(host: SlashHost, arg: str) -> str:
+    """The folder's extension commands, as `synapse tools list` (or `search`) shows them."""
+    if not isinstance(host, ExtensionsHost):
+        return "/tools is not available here."
+    return (await host.list_tools(arg)).rstrip("\n")
+
+
+async def _skills(host: SlashHost, arg: str) -> str:
+    """`skill:list`'s listing."""
+    if not isinstance(host, ExtensionsHost):
+        return "/skills is not available here."
+    return (await host.list_skills()).rstrip("\n")
+
+
+async def _model(host: SlashHost, arg: str) -> str:
+    if not isinstance(host, ModelHost):
+        return "/model is not available here."
+    if not arg:
+        return f"Model: {host.model_name()} (switch with /model NAME, for this session)"
+    if len(arg.split()) != 1:
+        return "Usage: /model [NAME] (one model name, e.g. /model claude-opus-4-1)"
+    try:
+        now = host.set_model(arg)
+    except SynapseError as exc:
+        return f"{exc.message} (the model stays {host.model_name()})"
+    return f"Model: {now} from the next request on (this session only)."
 
 
 SESSION_COMMANDS = SlashRegistry(
@@ -124,7 +222,17 @@ SESSION_COMMANDS = SlashRegistry(
         SlashCommand("help", "/help", "this help", _help, aliases=("h", "?")),
         SlashCommand("exit", "/exit", "leave", _exit, aliases=("quit", "q")),
         SlashCommand("sessions", "/sessions", "list stored sessions", _sessions),
-        SlashCommand("resume", "/resume ID", "continue a stored session", _resume),
+        SlashCommand(
+            "resume",
+            "/resume ID|PREFIX|--latest",
+            "continue a stored session (a unique id prefix will do)",
+            _resume,
+        ),
         SlashCommand("clear", "/clear", "start a new session", _new, aliases=("new",)),
+        SlashCommand(
+            "tools", "/tools [QUERY]", "list this folder's mcp:* and skill:* commands", _tools
+        ),
+        SlashCommand("skills", "/skills", "list the installed skills (skill:list)", _skills),
+        SlashCommand("model", "/model [NAME]", "show or switch the model for this session", _model),
     ]
 )

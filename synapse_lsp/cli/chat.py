@@ -135,6 +135,7 @@ class Runtime:
     cannot_ask: str = ""
     sandbox_line: str = ""
     questions: TerminalQuestions = field(default_factory=lambda: TerminalQuestions(sys.stdout))
+    face: dict[str, Any] = field(default_factory=dict)  # the face layer main() set (flags)
 
     async def start(self, *, demo: bool, allow_demo_fallback: bool) -> None:
         from synapse_lsp.core import Workspace
@@ -206,6 +207,54 @@ class Runtime:
 
     def request_exit(self) -> None:
         self.exit_requested = True
+
+    def current_session_id(self) -> str | None:
+        return self.session.id if self.session is not None else None
+
+    async def list_tools(self, query: str) -> str:
+        """`/tools [QUERY]`: the folder's extension commands as `synapse tools list`
+        (`search QUERY`) prints them, then the registry's notes."""
+        from synapse_lsp.extensions.search import no_match_line, search_commands
+
+        registry = await self.workspace.registry_ready() if self.workspace else None
+        if registry is None:
+            return "Extensions are unavailable in this session (see the warning at start).\n"
+        try:
+            found = search_commands(registry.search_index(), query)
+        except ValueError as exc:
+            return f"{exc}\n"
+        lines = [m.line() for m in found]
+        if not found.total:
+            empty = "No extension commands: no MCP server configured, no skill scripts."
+            lines.append(no_match_line(query, None) if query else empty)
+        return "\n".join([*lines, *registry.notes()]) + "\n"
+
+    async def list_skills(self) -> str:
+        """`/skills`: what `skill:list` prints."""
+        from synapse_lsp.extensions.skill_commands import list_text
+        from synapse_lsp.extensions.skills import skills_dir
+
+        registry = await self.workspace.registry_ready() if self.workspace else None
+        if registry is None:
+            return "Extensions are unavailable in this session (see the warning at start).\n"
+        return list_text(registry.skills, skills_dir(self.settings().synapse_home))
+
+    def model_name(self) -> str:
+        return self.model.model if self.model is not None else self.settings().model
+
+    def set_model(self, name: str) -> str:
+        """`/model NAME`: the face layer gets `model` (this process only, never written to
+        a settings file) and the client asks for it from the next call on."""
+        layer = {**self.face, "model": name}
+        before = set(self.settings.problems)
+        problems = [p for p in self.settings.set_face(layer) if p not in before]
+        if problems:
+            self.settings.set_face(self.face)
+            raise SynapseError("; ".join(problems))
+        self.face = layer
+        if self.model is not None:
+            self.model.model = self.settings().model
+        return self.model_name()
 
     def _api_model(self, *, demo: bool, allow_demo_fallback: bool) -> ModelClient | None:
         """The API's model client; None when the demo model is to be used."""
@@ -359,7 +408,7 @@ def main(argv: list[str]) -> int:
         except SynapseError as exc:
             print(f"synapse chat: {exc.message}", file=sys.stderr)
             return 2
-    runtime = Runtime(settings, cwd, store)
+    runtime = Runtime(settings, cwd, store, face=overrides)
     if args.yes:
         runtime.ask = yes_asker
     elif one_shot:
