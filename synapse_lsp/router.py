@@ -47,6 +47,7 @@ _SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "PROMPT_COMMAND", "PS1", 
 # Nor variables that change which program runs or what it loads: the user allowed the
 # command line they were shown, not one a sandboxed `export` redirected (a `git`
 # function, PATH=./bin:…, GIT_CONFIG_* hooks, LD_PRELOAD, BASH_ENV…).
+_LOADER = re.compile(r"LD_.*|GCONV_PATH|LOCPATH|NLSPATH|HOSTALIASES|RESOLV_HOST_CONF|MALLOC_.*")
 _NOT_CARRIED = re.compile(
     r"PATH|BASH_FUNC_.*|LD_.*|GIT_.*|BASH_ENV|ENV|SHELLOPTS|BASHOPTS|PS4|CDPATH|IFS|"
     r"GLOBIGNORE|PYTHON.*|NODE_OPTIONS|NODE_PATH|PERL5?LIB|PERL5OPT|RUBYOPT|RUBYLIB|"
@@ -697,13 +698,16 @@ class BashRouter:
         bash can't say. Secrets are left out either way (`synapse_lsp.secrets`)."""
         from synapse_lsp.secrets import child_env
 
-        folder = tempfile.mkdtemp(prefix="synapse-env-")
-        names, values = Path(folder, "names"), Path(folder, "values")
+        # A sandboxed bash sees its private /tmp only: the file goes there.
+        private = self.shell.private_tmp
+        folder = tempfile.mkdtemp(prefix="synapse-env-", dir=private)
+        values = Path(folder, "values")
+        seen = Path("/tmp", Path(folder).name) if private is not None else Path(folder)  # noqa: S108
         script = (
-            f"compgen -e > {cmdline.quote(str(names))}; "
+            f"compgen -e > {cmdline.quote(str(seen / 'names'))}; "
             "while IFS= read -r __synapse_n; do "
             'printf "%s=%s\\0" "$__synapse_n" "${!__synapse_n}"; '
-            f"done < {cmdline.quote(str(names))} > {cmdline.quote(str(values))}; "
+            f"done < {cmdline.quote(str(seen / 'names'))} > {cmdline.quote(str(seen / 'values'))}; "
             "unset __synapse_n"
         )
         try:
@@ -716,7 +720,9 @@ class BashRouter:
         env: dict[str, str] = {}
         for entry in raw.decode("utf-8", errors="surrogateescape").split("\0"):
             key, sep, value = entry.partition("=")
-            if sep and key:
+            # Sandboxed, the script starts through bwrap, which runs outside the sandbox:
+            # nothing the sandbox exported may change what the loader does there.
+            if sep and key and not (private is not None and _LOADER.fullmatch(key)):
                 env[key] = value
         return child_env(env, self.settings) if env else self._env()
 

@@ -299,3 +299,16 @@ async def test_a_rerun_outside_carries_no_variable_that_changes_what_runs(
     assert not (workdir / "hijacked").exists() and not (workdir / "fn").exists()
     assert "[yes][]" in result.stdout
     assert "LD_PRELOAD" not in result.stderr  # the loader never saw it
+
+
+async def test_a_skill_sees_the_sandboxed_sessions_exports_but_not_loader_variables(
+    shell: ShellSession, settings: Settings, workdir: Path
+) -> None:
+    """What a skill script gets (the session's exports), read through the sandbox's own
+    /tmp; loader variables are left out, since the script starts through bwrap, which
+    runs outside the sandbox."""
+    router = _router(shell, settings, workdir, Recorder())
+    await router.route("export SKILL_INPUT=hello LD_PRELOAD=/nonexistent.so; unset HOME")
+    env = await router._session_env()
+    assert env.get("SKILL_INPUT") == "hello"
+    assert "LD_PRELOAD" not in env and "HOME" not in env  # unset there: gone here too
