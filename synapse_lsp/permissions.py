@@ -329,6 +329,7 @@ class AskingGate:
     ) -> str | None:
         settings = self._settings()
         line = command.strip()
+        self._outside_once.discard(line)  # a grant left unused by an earlier run lapses
         plan = list(steps) or [Step(line, layer)]
         if len(line) > 64 * 1024:  # scanning a long line is linear, but keep it off the loop
             parts = await asyncio.to_thread(_parts, plan)
