@@ -159,3 +159,55 @@ def test_tools_skills_model_and_resume_latest_in_the_repl(tmp_path: Path, workdi
     assert [m["role"] for m in sent] == ["user", "assistant", "user"]
     assert "first question" in str(sent[0]["content"])
     assert sent[-1]["content"][-1]["text"] == "hello again"
+
+
+async def test_a_bare_resume_on_a_terminal_offers_the_recent_sessions() -> None:
+    class Picking(Host):
+        def __init__(self, answer: int | None) -> None:
+            super().__init__()
+            self.answer = answer
+            self.offered: list[str] = []
+
+        def can_pick(self) -> bool:
+            return True
+
+        async def pick(self, title: str, options: list[str]) -> int | None:
+            self.offered = options
+            return self.answer
+
+    host = Picking(1)
+    shown = await SESSION_COMMANDS.run(host, "/resume")
+    assert [o.split()[0] for o in host.offered] == [  # newest first, not the current one
+        "2026-11-21T08-00-00-dddd",
+        "2026-11-20T09-30-00-bbbb",
+        "2026-11-20T09-00-00-aaaa",
+    ]
+    assert shown == "Resumed 2026-11-20T09-30-00-bbbb: middle"
+    cancelled = Picking(None)
+    assert "Not resumed" in await SESSION_COMMANDS.run(cancelled, "/resume")
+    assert cancelled.resumed == []
+
+
+def test_the_resume_picker_in_a_terminal(tmp_path: Path, workdir: Path) -> None:
+    from tests.test_repl_bang import PtyChat
+
+    script: list[Any] = [{"text": "first answer"}]
+    with FakeApiProcess(script, tmp_path / "api") as api:
+        env = home_env(tmp_path / "home", api.env())
+        first = finish(spawn(["-p", "picked question"], env, workdir))
+        assert first.returncode == 0, first.stderr
+        (stored,) = [
+            line.split()[0] for line in finish(spawn(["--list"], env, workdir)).stdout.splitlines()
+        ]
+        chat = PtyChat(env, workdir)
+        try:
+            at = chat.wait_for("You (1)> ")
+            chat.type("/resume\r")
+            at = chat.wait_for("Resume which session?", at)
+            at = chat.wait_for(f"[1] {stored}", at)
+            chat.type("1\r")
+            chat.wait_for(f"Resumed {stored}: picked question", at)
+            chat.type("/exit\r")
+            assert chat.wait_exit() == 0
+        finally:
+            chat.close()

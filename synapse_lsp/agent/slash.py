@@ -7,7 +7,7 @@ case-insensitive and the leading `/` is optional when looking one up.
 `/tools`, `/skills` and `/model` need more of their host (`ExtensionsHost`,
 `ModelHost`, which `cli.chat.Runtime` is); a face whose host lacks them answers
 that the command is not available there. `/resume` takes a full id, a unique id
-prefix or `--latest`.
+prefix or `--latest`; bare, on a terminal (`PickerHost`), it offers a numbered list.
 """
 
 from __future__ import annotations
@@ -42,6 +42,18 @@ class CurrentSessionHost(Protocol):
     """A host that knows its current session (`/resume --latest` skips it)."""
 
     def current_session_id(self) -> str | None: ...
+
+
+@runtime_checkable
+class PickerHost(Protocol):
+    """A host that can ask the user to pick one of a list (a terminal): a bare
+    `/resume` there offers the recent sessions."""
+
+    def can_pick(self) -> bool: ...
+
+    async def pick(self, title: str, options: list[str]) -> int | None:
+        """The index chosen, or None (nothing chosen)."""
+        ...
 
 
 @runtime_checkable
@@ -149,6 +161,7 @@ async def _new(host: SlashHost, arg: str) -> str:
 
 
 RESUME_USAGE = "Usage: /resume ID (see /sessions)"
+PICKER_ROWS = 10
 
 
 def _newest_first(host: SlashHost) -> list[tuple[str, str, str]]:
@@ -165,7 +178,16 @@ async def _resume(host: SlashHost, arg: str) -> str:
     current = host.current_session_id() if isinstance(host, CurrentSessionHost) else None
     rows = _newest_first(host)
     if not arg:
-        return RESUME_USAGE
+        if not isinstance(host, PickerHost) or not host.can_pick():
+            return RESUME_USAGE
+        others = [r for r in rows if r[0] != current][:PICKER_ROWS]
+        if not others:
+            return "No other stored session to resume."
+        options = [f"{sid}  {updated}  {title}" for sid, updated, title in others]
+        chosen = await host.pick("Resume which session? (newest first)", options)
+        if chosen is None:
+            return "Not resumed (the current session goes on)."
+        arg = others[chosen][0]
     if arg == "--latest":
         others = [r for r in rows if r[0] != current]
         if not others:

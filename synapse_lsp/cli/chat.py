@@ -239,6 +239,26 @@ class Runtime:
             return "Extensions are unavailable in this session (see the warning at start).\n"
         return list_text(registry.skills, skills_dir(self.settings().synapse_home))
 
+    def can_pick(self) -> bool:
+        """A bare `/resume` offers a list to pick from: only with a terminal to ask in."""
+        return sys.stdin.isatty() and sys.stdout.isatty()
+
+    async def pick(self, title: str, options: list[str]) -> int | None:
+        """Numbered options, a number read from the terminal; Enter or Ctrl-C/D: None."""
+        out = sys.stdout
+        out.write(title + "\n" + "".join(f"  [{i}] {o}\n" for i, o in enumerate(options, 1)))
+        while True:
+            try:
+                text = await asyncio.to_thread(input, f"1-{len(options)} (Enter = none)> ")
+            except (EOFError, KeyboardInterrupt):
+                out.write("\n")
+                return None
+            text = text.strip()
+            if not text:
+                return None
+            if text.isdigit() and 1 <= int(text) <= len(options):
+                return int(text) - 1
+
     def model_name(self) -> str:
         return self.model.model if self.model is not None else self.settings().model
 
