@@ -215,7 +215,15 @@ async def test_delete_then_rollback_brings_the_skill_and_its_wrappers_back(
     ext: BashRouter, registry: ExtensionRegistry, home: Path, tmp_path: Path
 ) -> None:
     source = skill_folder(tmp_path / "src", "temp-skill", "temporary", script="run")
-    assert (await ext.route(f"skill:import {source}")).exit_code == 0
+    write(source / "scripts" / "direct", "#!/bin/sh\necho direct\n", 0o755)
+    archive = tmp_path / "temp-skill.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:  # SKILL.md at the top, no folder
+        for path in sorted(source.rglob("*")):
+            tf.add(path, arcname=path.relative_to(source).as_posix(), recursive=False)
+    imported = await ext.route(f"skill:import {archive} --name temp-skill")
+    assert imported.exit_code == 0, imported.stderr
+    assert os.access(home / "skills" / "temp-skill" / "scripts" / "direct", os.X_OK)
+    assert (await ext.route("skill:temp-skill:direct")).stdout == "direct\n"
     assert "skill:temp-skill:run" in wrappers(home)
     deleted = await ext.route("skill:delete temp-skill")
     assert deleted.exit_code == 0, deleted.stderr
@@ -343,6 +351,14 @@ def _hostile(tmp_path: Path) -> dict[str, tuple[Path, str]]:
             {"SKILL.md": ok_md, "a/../../escaped-tar.txt": b"pwned"},
         ),
         "leaves the skill folder",
+    )
+    out["big-tar"] = (
+        make_tar(
+            tmp_path / "big.tar.gz",
+            [tar_file("SKILL.md"), tar_file("blob")],
+            {"SKILL.md": ok_md, "blob": b"0" * 5000},
+        ),
+        "limit is 4096 per file",
     )
     fifo = tarfile.TarInfo("pipe")
     fifo.type = tarfile.FIFOTYPE

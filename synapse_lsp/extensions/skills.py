@@ -857,8 +857,12 @@ def _untar(archive: Path, dest: Path) -> int:
     budget = _Budget()
     try:
         with tarfile.open(archive, "r:*") as tf:
-            members = tf.getmembers()
-            for member in members:  # every member checked before anything is written
+            # Every member checked before anything is written, each as soon as its
+            # header is read: reading on past a member means decompressing its data,
+            # which must not happen for one too big (a compressed "bomb").
+            members: list[tarfile.TarInfo] = []
+            while (member := tf.next()) is not None:
+                members.append(member)
                 _member_path(member.name, dest)
                 if member.issym() or member.islnk():
                     kind = "a symlink" if member.issym() else "a hard link"
