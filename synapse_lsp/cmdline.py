@@ -403,3 +403,14 @@ def simple_commands(line: str) -> list[str]:
                 continue
             out.append(part)
     return out
+
+
+def shell_c_script(words: list[str]) -> str | None:
+    """The script of `bash -c SCRIPT` / `sh -lc SCRIPT` when `words` is such a call
+    (options up to the one holding `c`), else None. The caller checks the name."""
+    for i, word in enumerate(words[1:], start=1):
+        if not word.startswith("-") or word.startswith("--"):
+            return None
+        if "c" in word[1:]:
+            return words[i + 1] if i + 1 < len(words) else None
+    return None

@@ -231,14 +231,7 @@ def _shell_script(words: list[str]) -> str | None:
     name = Path(words[0]).name if words else ""
     if name == "eval":
         return " ".join(words[1:]) or None
-    if name not in SHELLS:
-        return None
-    for i, word in enumerate(words[1:], start=1):
-        if not word.startswith("-") or word.startswith("--"):
-            return None
-        if "c" in word[1:]:
-            return words[i + 1] if i + 1 < len(words) else None
-    return None
+    return cmdline.shell_c_script(words) if name in SHELLS else None
 
 
 def _skip_tool_options(words: list[str]) -> list[str] | None:

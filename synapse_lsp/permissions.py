@@ -98,16 +98,6 @@ def writes_outside(line: str, layer: Layer, cwd: Path, root: Path) -> list[str]:
     return _writes(line, layer, cwd, root)
 
 
-def _shell_script(words: list[str]) -> str | None:
-    """The script of `bash -c SCRIPT` / `sh -lc SCRIPT`, if that is what `words` is."""
-    for i, word in enumerate(words[1:], start=1):
-        if not word.startswith("-") or word.startswith("--"):
-            return None
-        if "c" in word[1:]:
-            return words[i + 1] if i + 1 < len(words) else None
-    return None
-
-
 def _writes(line: str, layer: Layer, cwd: Path | None, root: Path) -> list[str]:
     outside: list[str] = []
     here = cwd  # None: the line moved somewhere we cannot know
@@ -163,7 +153,7 @@ def _writes(line: str, layer: Layer, cwd: Path | None, root: Path) -> list[str]:
             targets = [w for w in words[1:] if w == "-" or not w.startswith("-")]
             target = targets[0] if targets else "~"
             here = None if target == "-" else resolve(target)
-        elif name in ("bash", "sh", "zsh", "dash") and (script := _shell_script(words)):
+        elif name in ("bash", "sh", "zsh", "dash") and (script := cmdline.shell_c_script(words)):
             outside += _writes(script, layer, here, root)
         elif name == "eval" and len(words) > 1:
             outside += _writes(" ".join(words[1:]), layer, here, root)
