@@ -171,13 +171,9 @@ Example:
   skill:load pdf-editor"""
 
     async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
-        try:
-            args = parse_args(argv, options=set())
-            if len(args.positional) != 1:
-                raise ArgError("expected exactly one skill name")
-        except ArgError as exc:
-            return CommandOutput.usage_error(self.name, str(exc))
-        wanted = args.positional[0]
+        wanted = _one_skill_name(self.name, argv)
+        if isinstance(wanted, CommandOutput):
+            return wanted
         skill = self.source.skills.get(wanted)
         if skill is None:
             close = difflib.get_close_matches(wanted, list(self.source.skills), n=3)
@@ -455,13 +451,9 @@ Example:
   skill:info pdf-editor"""
 
     async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
-        try:
-            args = parse_args(argv, options=set())
-            if len(args.positional) != 1:
-                raise ArgError("expected exactly one skill name")
-        except ArgError as exc:
-            return CommandOutput.usage_error(self.name, str(exc))
-        wanted = args.positional[0]
+        wanted = _one_skill_name(self.name, argv)
+        if isinstance(wanted, CommandOutput):
+            return wanted
         root = skills_dir(ctx.settings.synapse_home)
         skill = self.source.skills.get(wanted)
         kept = list_versions(root, wanted) if SAFE_NAME.match(wanted) else []
@@ -638,15 +630,11 @@ Example:
   skill:delete old-helper"""
 
     async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
-        try:
-            args = parse_args(argv, options=set())
-            if len(args.positional) != 1:
-                raise ArgError("expected exactly one skill name")
-        except ArgError as exc:
-            return CommandOutput.usage_error(self.name, str(exc))
+        name = _one_skill_name(self.name, argv)
+        if isinstance(name, CommandOutput):
+            return name
         if (refused := _refuse_read_only(self.name, ctx)) is not None:
             return refused
-        name = args.positional[0]
         if name not in self.source.skills:
             return _not_found(self.name, name, self.source)
         root = skills_dir(ctx.settings.synapse_home)
@@ -660,3 +648,14 @@ Example:
             f"(restore: skill:rollback {name}).\n",
             data={"skill": name, "version": saved.number},
         )
+
+
+def _one_skill_name(command: str, argv: list[str]) -> str | CommandOutput:
+    """The one skill name `command` takes, or its usage error."""
+    try:
+        args = parse_args(argv, options=set())
+        if len(args.positional) != 1:
+            raise ArgError("expected exactly one skill name")
+    except ArgError as exc:
+        return CommandOutput.usage_error(command, str(exc))
+    return args.positional[0]
