@@ -146,7 +146,8 @@ class Runtime:
         start_sdk_import()
         self.model = model if model is not None else await self._demo_model()
         after_import(self.model.prepare)  # the API client too, while nobody waits
-        # The terminal asks nothing (no gate) until terminal asks exist.
+        # The gate asks through `ask` (this terminal; none for -p or a pipe: the gate then
+        # denies what it would ask, saying `cannot_ask`).
         self.workspace = Workspace(
             self.cwd, self.settings, trusted=self.trusted, ask=self.ask,
             cannot_ask=self.cannot_ask or None,
