@@ -64,6 +64,32 @@ class ToolOutput:
 
 
 @dataclass(frozen=True)
+class FileDiff:
+    """What one tool call changed in one file through a built-in (`edit`, `write`):
+    the text before (None: the file was new) and after. Several changes of one file
+    in one call make one diff, from the first text to the last."""
+
+    path: str
+    old_text: str | None
+    new_text: str
+
+    def line_counts(self) -> tuple[int, int]:
+        """(lines added, lines removed), as `git diff --numstat` counts them."""
+        import difflib
+
+        old = (self.old_text or "").splitlines()
+        new = self.new_text.splitlines()
+        added = removed = 0
+        matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag in ("replace", "delete"):
+                removed += i2 - i1
+            if tag in ("replace", "insert"):
+                added += j2 - j1
+        return added, removed
+
+
+@dataclass(frozen=True)
 class ToolCallFinished:
     tool_call_id: str
     status: ToolStatus
@@ -74,6 +100,9 @@ class ToolCallFinished:
     category: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
     parent_tool_call_id: str | None = None
+    # The files the call's built-ins changed (edit/write), whole old and new text; what
+    # native commands change is not here (checkpoints see that).
+    diffs: tuple[FileDiff, ...] = ()
 
 
 @dataclass(frozen=True)

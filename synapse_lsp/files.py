@@ -25,6 +25,7 @@ from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 from synapse_lsp.errors import SynapseError
+from synapse_lsp.events import FileDiff
 
 
 class FileError(SynapseError):
@@ -274,3 +275,65 @@ class DiskFiles:
         make_parents(path)  # the lock file lives in the parent
         async with file_lock(path):
             atomic_write(path, text)
+
+
+# A diff keeps both whole texts; past this many characters on either side a change is
+# made as usual but carries no diff (the result still names the file).
+MAX_DIFF_CHARS = 512 * 1024
+_UNRECORDED = "\0unrecorded"  # a side too big or not text: the file gets no diff
+
+
+class ChangeRecorder:
+    """A `FileGateway` that passes every call on and remembers what changed.
+
+    The router puts one around the session's gateway (disk, editor buffers, an ACP
+    client) for each tool call, so every face gets the same diffs from the one place
+    changes go through (`diffs()`, carried by `ToolCallFinished`)."""
+
+    def __init__(self, inner: FileGateway) -> None:
+        self.inner = inner
+        self._changes: dict[str, tuple[str | None, str]] = {}
+
+    async def document_text(self, path: Path) -> str | None:
+        return await self.inner.document_text(path)
+
+    async def apply_change(self, path: Path, before: str, after: str) -> None:
+        await self.inner.apply_change(path, before, after)
+        self._record(path, before, after)
+
+    async def write(self, path: Path, text: str) -> None:
+        old = await self._old_text(path)
+        await self.inner.write(path, text)
+        self._record(path, old, text)
+
+    async def _old_text(self, path: Path) -> str | None:
+        """What `path` held before a write: the editor's text, else the disk's (None:
+        no such file)."""
+        try:
+            held = await self.inner.document_text(path)
+        except FileError:
+            held = None
+        if held is not None:
+            return held
+        if not path.exists():
+            return None
+        try:
+            if path.stat().st_size > 4 * MAX_DIFF_CHARS:
+                return _UNRECORDED
+            return read_disk_text(path)
+        except (FileError, OSError):
+            return _UNRECORDED
+
+    def _record(self, path: Path, old: str | None, new: str) -> None:
+        key = str(path)
+        if key in self._changes:  # a second change of the file: keep the first old text
+            old = self._changes[key][0]
+        self._changes[key] = (old, new)
+
+    def diffs(self) -> tuple[FileDiff, ...]:
+        out: list[FileDiff] = []
+        for path, (old, new) in self._changes.items():
+            if old == _UNRECORDED or max(len(old or ""), len(new)) > MAX_DIFF_CHARS:
+                continue
+            out.append(FileDiff(path, old, new))
+        return tuple(out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import difflib
 import os
 import re
@@ -38,7 +39,8 @@ from synapse_lsp.commands import (
 )
 from synapse_lsp.config import Settings, SettingsSource, as_source
 from synapse_lsp.errors import ShellError
-from synapse_lsp.files import DiskFiles, FileGateway
+from synapse_lsp.events import FileDiff
+from synapse_lsp.files import ChangeRecorder, DiskFiles, FileGateway
 from synapse_lsp.output import bound_text
 from synapse_lsp.shell import ShellResult, ShellSession
 
@@ -47,6 +49,11 @@ _SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "PROMPT_COMMAND", "PS1", 
 # Nor variables that change which program runs or what it loads: the user allowed the
 # command line they were shown, not one a sandboxed `export` redirected (a `git`
 # function, PATH=./bin:…, GIT_CONFIG_* hooks, LD_PRELOAD, BASH_ENV…).
+# The recorder of the tool call this task is running (set by `route`; built-ins write
+# through it, so the call's diffs are known without asking each command).
+_RECORDER: contextvars.ContextVar[ChangeRecorder | None] = contextvars.ContextVar(
+    "synapse_change_recorder", default=None
+)
 _LOADER = re.compile(r"LD_.*|GCONV_PATH|LOCPATH|NLSPATH|HOSTALIASES|RESOLV_HOST_CONF|MALLOC_.*")
 _NOT_CARRIED = re.compile(
     r"PATH|BASH_FUNC_.*|LD_.*|GIT_.*|BASH_ENV|ENV|SHELLOPTS|BASHOPTS|PS4|CDPATH|IFS|"
@@ -103,6 +110,7 @@ class RouteResult:
     text: str
     data: dict[str, Any] = field(default_factory=dict)
     full_output_path: Path | None = None
+    diffs: tuple[FileDiff, ...] = ()
 
 
 class BashRouter:
@@ -182,7 +190,27 @@ class BashRouter:
         """Run one command line. Cancelling the awaiting task cancels the inner work,
         including a restart in progress, and leaves the session usable. The permission
         gate is asked once, before anything runs, about every step of the line
-        (`_checked`: the rest of a line already asked about)."""
+        (`_checked`: the rest of a line already asked about). The result's `diffs` are
+        what the line's built-ins changed (`edit a … && write b …`: both files)."""
+        if _checked:
+            return await self._route(command, restart, on_output, emit, _checked)
+        recorder = ChangeRecorder(self.files)
+        token = _RECORDER.set(recorder)  # per task: parallel task:* calls keep theirs
+        try:
+            routed = await self._route(command, restart, on_output, emit, _checked)
+        finally:
+            _RECORDER.reset(token)
+        routed.diffs = recorder.diffs()
+        return routed
+
+    async def _route(
+        self,
+        command: str,
+        restart: bool,
+        on_output: OutputSink | None,
+        emit: Callable[[Any], None] | None,
+        _checked: bool,
+    ) -> RouteResult:
         started = time.perf_counter()
         if restart:
             await self.shell.restart()
@@ -580,7 +608,7 @@ class BashRouter:
         ctx = CommandContext(
             cwd=self.shell.cwd,
             settings=self.settings,
-            files=self.files,
+            files=_RECORDER.get() or self.files,
             env=await self._session_env() if is_script else self._env(),
             stdin=stdin,
             on_output=on_output,

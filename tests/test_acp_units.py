@@ -27,10 +27,10 @@ from acp.schema import (
 from synapse_lsp.acp.agent import permission_options, prompt_text
 from synapse_lsp.acp.files import ClientFiles
 from synapse_lsp.acp.session import SessionSettings, mcp_config
-from synapse_lsp.acp.updates import FileDiff
 from synapse_lsp.agent.session import context_text
 from synapse_lsp.config import Settings
-from synapse_lsp.files import FileError
+from synapse_lsp.events import FileDiff
+from synapse_lsp.files import ChangeRecorder, FileError
 
 
 class Editor:
@@ -59,44 +59,42 @@ async def test_edits_go_to_the_client_buffer_with_a_staleness_check(tmp_path: Pa
     path = tmp_path / "a.py"
     path.write_text("on disk\n")
     editor = Editor({str(path): "in the buffer\n"})
-    files = ClientFiles(editor, "s1", can_read=True, can_write=True)
+    files = ChangeRecorder(ClientFiles(editor, "s1", can_read=True, can_write=True))
     assert await files.document_text(path) == "in the buffer\n"
     with pytest.raises(FileError, match="changed since it was read"):
         await files.apply_change(path, "what we read earlier\n", "new\n")
-    assert editor.writes == [] and files.take_diffs() == []
+    assert editor.writes == [] and files.diffs() == ()
     await files.apply_change(path, "in the buffer\n", "changed\n")
     await files.apply_change(path, "changed\n", "changed twice\n")
     assert editor.buffers[str(path)] == "changed twice\n"
     assert path.read_text() == "on disk\n"  # the editor saves, not us
     # Two changes of one file in one command: one diff from the first old text.
-    assert files.take_diffs(str(path)) == [
-        FileDiff(str(path), "in the buffer\n", "changed twice\n")
-    ]
-    assert files.take_diffs(str(path)) == []
+    assert files.diffs() == (FileDiff(str(path), "in the buffer\n", "changed twice\n"),)
 
 
 async def test_a_new_file_is_written_through_the_client_with_no_old_text(tmp_path: Path) -> None:
     editor = Editor({})
-    files = ClientFiles(editor, "s1", can_read=True, can_write=True)
+    files = ChangeRecorder(ClientFiles(editor, "s1", can_read=True, can_write=True))
     target = tmp_path / "sub" / "new.txt"
     await files.write(target, "hello\n")
     assert editor.writes == [(str(target), "hello\n")]
     assert target.parent.is_dir() and not target.exists()
-    assert files.take_diffs() == [FileDiff(str(target), None, "hello\n")]
+    assert files.diffs() == (FileDiff(str(target), None, "hello\n"),)
 
 
 async def test_without_fs_capabilities_the_disk_is_written(tmp_path: Path) -> None:
     path = tmp_path / "a.py"
     path.write_text("x = 1\n")
-    files = ClientFiles(None, "s1", can_read=True, can_write=True)  # no client: disk
-    assert not files.can_read and not files.can_write
+    client_files = ClientFiles(None, "s1", can_read=True, can_write=True)  # no client: disk
+    assert not client_files.can_read and not client_files.can_write
+    files = ChangeRecorder(client_files)
     assert await files.document_text(path) is None
     await files.apply_change(path, "x = 1\n", "x = 2\n")
     assert path.read_text() == "x = 2\n"
     with pytest.raises(FileError, match="changed on disk"):
         await files.apply_change(path, "x = 1\n", "x = 3\n")
     await files.write(tmp_path / "b.py", "y\n")
-    assert sorted(files.take_diffs(), key=lambda d: d.path) == [
+    assert sorted(files.diffs(), key=lambda d: d.path) == [
         FileDiff(str(path), "x = 1\n", "x = 2\n"),
         FileDiff(str(tmp_path / "b.py"), None, "y\n"),
     ]

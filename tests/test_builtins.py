@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from synapse_lsp.commands import FailureCategory
-from synapse_lsp.files import FileError, atomic_write
+from synapse_lsp.events import FileDiff
+from synapse_lsp.files import MAX_DIFF_CHARS, FileError, atomic_write
 from synapse_lsp.router import BashRouter
 
 FIVE = "line 1\nline 2\nline 3\nline 4\nline 5\n"
@@ -303,3 +304,37 @@ async def test_edit_keeps_mode(router: BashRouter, workdir: Path) -> None:
     await router.route('edit x.sh "a" "b"')
     assert stat.S_IMODE(target.stat().st_mode) == 0o755
     assert target.read_text() == "echo b\n"
+
+
+# ------------------------------------------------------------- diffs of a tool call
+
+
+async def test_route_result_carries_one_diff_per_changed_file(
+    router: BashRouter, workdir: Path
+) -> None:
+    (workdir / "a.txt").write_text("one\ntwo\n")
+    result = await router.route(
+        "edit a.txt one uno && edit a.txt two dos && write b.txt 'new\n' && cat a.txt | write c.txt"
+    )
+    assert result.exit_code == 0, result.text
+    assert result.diffs == (
+        FileDiff(str(workdir / "a.txt"), "one\ntwo\n", "uno\ndos\n"),
+        FileDiff(str(workdir / "b.txt"), None, "new\n"),
+        FileDiff(str(workdir / "c.txt"), None, "uno\ndos\n"),
+    )
+    assert result.diffs[0].line_counts() == (2, 2)
+    assert (await router.route("ls && cat a.txt")).diffs == ()
+    # The next call starts with nothing recorded.
+    again = await router.route("write b.txt 'newer\n'")
+    assert again.diffs == (FileDiff(str(workdir / "b.txt"), "new\n", "newer\n"),)
+
+
+async def test_no_diff_for_a_file_too_big_or_not_text(router: BashRouter, workdir: Path) -> None:
+    (workdir / "bin.dat").write_bytes(b"\0\1\2")
+    result = await router.route("write bin.dat 'now text'")
+    assert result.exit_code == 0 and result.diffs == ()
+    big = "x" * (MAX_DIFF_CHARS + 1)
+    (workdir / "big.txt").write_text(big)
+    result = await router.route("edit big.txt xxx yyy")
+    assert result.exit_code == 0 and result.diffs == ()
+    assert (workdir / "big.txt").read_text().startswith("yyy")

@@ -153,11 +153,50 @@ async def test_prompt_streams_text_runs_ls_and_edits_the_open_buffer(
     assert ls_out == "a.py\nnotes.txt\n"
     done = [u for u in updates if u.get("status") == "completed"]
     assert done[1]["rawOutput"]["edit"] == {"path": str(proj / "a.py"), "applied": True}
+    # The core's diff, ACP's shape: from the unsaved buffer to the edited one.
+    assert done[1]["content"][0] == {
+        "type": "diff",
+        "path": str(proj / "a.py"),
+        "oldText": "x = 1\ny = 2\n",
+        "newText": "x = 1\ny = 3\n",
+    }
+    assert [c["type"] for c in done[0]["content"]] == ["content"]  # `ls` changed nothing
     assert ed.docs[uri].text == "x = 1\ny = 3\n"
     assert (proj / "a.py").read_text() == "x = 1\n"
     assert updates[-1]["stopReason"] == "end_turn"
     # The model saw the unsaved buffer through the edit's success, and got 3 calls.
     assert len(api.message_requests) == 3
+
+
+async def test_one_line_that_writes_and_edits_sends_a_diff_per_file(
+    ed: Editor, proj: Path, api: FakeAnthropic
+) -> None:
+    api.add(
+        {"commands": ["write new.txt 'hello\n' && edit notes.txt 'hello' 'bye' && echo ok"]},
+        {"commands": ["edit notes.txt 'nothing like this' 'x'"]},
+        {"text": "done"},
+    )
+    before = (proj / "notes.txt").read_text()
+    sid = await new_session(ed, proj)
+    await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "go"})
+    finished = [
+        u
+        for u in ed.session_updates(sid)
+        if u["sessionUpdate"] == "tool_call_update" and "status" in u
+    ]
+    diffs = [c for c in finished[0]["content"] if c["type"] == "diff"]
+    assert diffs == [
+        {"type": "diff", "path": str(proj / "new.txt"), "oldText": None, "newText": "hello\n"},
+        {
+            "type": "diff",
+            "path": str(proj / "notes.txt"),
+            "oldText": before,
+            "newText": before.replace("hello", "bye"),
+        },
+    ]
+    # A failed edit changed nothing and has no diff.
+    assert finished[1]["status"] == "failed"
+    assert [c["type"] for c in finished[1]["content"]] == ["content"]
 
 
 async def _configure(ed: Editor, settings: dict[str, Any]) -> None:

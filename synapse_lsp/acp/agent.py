@@ -63,7 +63,6 @@ from synapse_lsp.acp.updates import (
     STOP_REASONS,
     AcpUpdate,
     acp_usage,
-    edited_path,
     event_update,
     live_output,
     text_block,
@@ -450,7 +449,6 @@ class SynapseAcpAgent:
             live.turn = None
             live.open_calls.clear()
             live.output.clear()
-            live.files.take_diffs()
         if finished is None:
             raise RequestError.internal_error({"details": "the turn ended without finishing"})
         reason = STOP_REASONS.get(finished.stop_reason)
@@ -479,9 +477,7 @@ class SynapseAcpAgent:
             live.open_calls.pop(event.tool_call_id, None)
             live.output.pop(event.tool_call_id, None)
             live.shown_at.pop(event.tool_call_id, None)
-            path = edited_path(event)
-            diffs = live.files.take_diffs(path) if path is not None else []
-            update = tool_call_finished(event, diffs)
+            update = tool_call_finished(event)
         elif isinstance(event, TurnFinished | UsageUpdated):
             return
         else:

@@ -7,8 +7,8 @@ staleness check: the file is read again (through the client when it can) and
 nothing is written unless it still holds what the edit was computed from. Without
 the capabilities it is `DiskFiles`: atomic writes under the file lock.
 
-Every change is recorded (`take_diffs`) so the tool call's update can carry a
-`diff` content block with the old and new text.
+The diff a tool call's update carries is not made here: the router records what
+goes through any gateway (`files.ChangeRecorder`), for every face alike.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import Protocol
 
 from acp.schema import ReadTextFileResponse, WriteTextFileResponse
 
-from synapse_lsp.acp.updates import FileDiff
 from synapse_lsp.files import DiskFiles, FileError, content_hash, make_parents, read_disk_text
 
 log = logging.getLogger(__name__)
@@ -58,22 +57,6 @@ class ClientFiles:
         self.can_write = bool(can_write and client is not None)
         self._timeout = timeout
         self._disk = DiskFiles()
-        self._diffs: dict[str, FileDiff] = {}
-
-    def take_diffs(self, path: str | None = None) -> list[FileDiff]:
-        """The changes recorded since the last call (of `path` only, if given)."""
-        if path is None:
-            diffs, self._diffs = list(self._diffs.values()), {}
-            return diffs
-        key = str(Path(path))
-        found = self._diffs.pop(key, None)
-        return [found] if found is not None else []
-
-    def _record(self, path: Path, old: str | None, new: str) -> None:
-        key = str(path)
-        earlier = self._diffs.get(key)
-        first = earlier.old_text if earlier is not None else old
-        self._diffs[key] = FileDiff(key, first, new)
 
     async def _client_text(self, path: Path) -> str | None:
         """The client's text of `path`; None when it has none (no such file) or cannot say."""
@@ -118,7 +101,6 @@ class ClientFiles:
     async def apply_change(self, path: Path, before: str, after: str) -> None:
         if not self.can_write:
             await self._disk.apply_change(path, before, after)
-            self._record(path, before, after)
             return
         current = await self._current(path)
         if current is None or content_hash(current) != content_hash(before):
@@ -127,13 +109,10 @@ class ClientFiles:
                 "nothing changed: read it again and redo the edit"
             )
         await self._client_write(path, after)
-        self._record(path, before, after)
 
     async def write(self, path: Path, text: str) -> None:
-        old = await self._current(path)
         if not self.can_write:
             await self._disk.write(path, text)
         else:
             make_parents(path)  # an editor may not create directories
             await self._client_write(path, text)
-        self._record(path, old, text)

@@ -20,8 +20,6 @@ A sub-agent's events carry `_meta.synapse.parentToolCallId` (ACP has no nesting)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,15 +78,6 @@ AcpUpdate = (
 )
 
 
-@dataclass(frozen=True)
-class FileDiff:
-    """What one `edit`/`write` changed: the text before (None: a new file) and after."""
-
-    path: str
-    old_text: str | None
-    new_text: str
-
-
 def _meta(parent: str | None, **more: Any) -> dict[str, Any] | None:
     synapse: dict[str, Any] = {k: v for k, v in more.items() if v is not None}
     if parent is not None:
@@ -141,10 +130,10 @@ def live_output(tool_call_id: str, text: str, parent: str | None) -> ToolCallPro
     )
 
 
-def tool_call_finished(event: ToolCallFinished, diffs: Sequence[FileDiff] = ()) -> ToolCallProgress:
+def tool_call_finished(event: ToolCallFinished) -> ToolCallProgress:
     content: list[ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent] = [
         FileEditToolCallContent(type="diff", path=d.path, old_text=d.old_text, new_text=d.new_text)
-        for d in diffs
+        for d in event.diffs
     ]
     if event.text:
         content.append(
@@ -164,14 +153,6 @@ def tool_call_finished(event: ToolCallFinished, diffs: Sequence[FileDiff] = ()) 
         },
         field_meta=_meta(event.parent_tool_call_id),
     )
-
-
-def edited_path(event: ToolCallFinished) -> str | None:
-    """The file an `edit`/`write` changed (its `data.edit.path`), if any."""
-    edit = event.data.get("edit") if isinstance(event.data, dict) else None
-    if isinstance(edit, dict) and isinstance(edit.get("path"), str) and not event.is_error:
-        return str(edit["path"])
-    return None
 
 
 def event_update(event: Event, *, cwd: Path | None = None) -> AcpUpdate | None:

@@ -624,6 +624,7 @@ class Loop:
                 routed.category.value if routed.category else None,
                 routed.data,
                 parent,
+                routed.diffs,
             )
         )
         return _Outcome(tool_result(tool_id, routed.text, routed.is_error), status)

@@ -381,6 +381,17 @@ class ToolContent(Wire):
 
 
 @attrs.define(kw_only=True)
+class DiffContent(Wire):
+    """ACP's `diff` tool call content: what a built-in changed in one file, whole texts
+    (`oldText` null: the file is new)."""
+
+    type: Literal["diff"] = "diff"
+    path: str
+    old_text: str | None
+    new_text: str
+
+
+@attrs.define(kw_only=True)
 class EditOutcome(Wire):
     path: str
     applied: bool
@@ -402,7 +413,7 @@ class ToolCallUpdate(Wire):
     session_update: Literal["tool_call_update"] = kind("tool_call_update")
     tool_call_id: str
     status: Literal["completed", "failed", "cancelled", "denied"] | None = omitted()
-    content: list[ToolContent] | None = omitted()
+    content: list[ToolContent | DiffContent] | None = omitted()
     raw_output: RawOutput | None = omitted()
     output: OutputChunk | None = omitted()
     parent_tool_call_id: str | None = omitted()

@@ -95,7 +95,13 @@ def event_to_update(
             return wire.ToolCallUpdate(
                 tool_call_id=event.tool_call_id,
                 status=event.status,
-                content=[wire.ToolContent(content=_text(event.text))],
+                content=[
+                    *(
+                        wire.DiffContent(path=d.path, old_text=d.old_text, new_text=d.new_text)
+                        for d in event.diffs
+                    ),
+                    wire.ToolContent(content=_text(event.text)),
+                ],
                 raw_output=wire.RawOutput(
                     exit_code=event.exit_code,
                     is_error=event.is_error,

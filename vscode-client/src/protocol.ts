@@ -134,6 +134,14 @@ export interface ToolCallUpdateStart extends UpdateBase {
   rawInput?: { command?: string; restart?: boolean; [key: string]: unknown };
   locations?: ToolLocation[];
 }
+/** What a built-in changed in one file (ACP's `diff` content); `oldText` null: a new file. */
+export interface DiffContent {
+  type: 'diff';
+  path: string;
+  oldText: string | null;
+  newText: string;
+}
+export type ToolCallContent = { type: 'content'; content: TextContent } | DiffContent;
 export interface ToolCallUpdate extends UpdateBase {
   sessionUpdate: 'tool_call_update';
   toolCallId: string;
@@ -141,7 +149,7 @@ export interface ToolCallUpdate extends UpdateBase {
   kind?: ToolKind;
   status?: ToolStatus;
   output?: { stream: 'stdout' | 'stderr'; text: string };
-  content?: { type: 'content'; content: TextContent }[];
+  content?: ToolCallContent[];
   rawOutput?: RawOutput;
   locations?: ToolLocation[];
 }

@@ -477,7 +477,7 @@ function applyUpdate(state: ChatState, params: SessionUpdateParams, change: Chan
       if (update.output) appendOutput(tool, update.output.stream, update.output.text ?? '');
       if (update.content) {
         tool.result = update.content
-          .map((c) => (c?.content?.type === 'text' ? c.content.text : ''))
+          .map((c) => (c?.type === 'content' && c.content?.type === 'text' ? c.content.text : ''))
           .join('');
       }
       if (update.rawOutput) {
