@@ -66,6 +66,7 @@ import {
   sandboxLabel,
 } from './protocol';
 import { apply, busySessions, initialState, questionTarget, type Action, type ChatState, type ServerPhase } from './state';
+import { EditDiffs } from './editDiffs';
 import { makeNonce, webviewHtml } from './webview/html';
 import { promptContext, type Attachment, type FromWebview, type ToWebview } from './webview/messages';
 
@@ -102,6 +103,8 @@ class SynapseController implements vscode.WebviewViewProvider {
   /** Why the last start failed (for the status bar text). */
   private problemKind: ProblemKind | null = null;
   private view: vscode.WebviewView | undefined;
+  /** Edit cards' "Open diff" and "Revert this edit". */
+  private readonly editDiffs: EditDiffs;
 
   constructor(private readonly context: vscode.ExtensionContext) {
     this.log = vscode.window.createOutputChannel('Synapse', { log: true });
@@ -109,12 +112,14 @@ class SynapseController implements vscode.WebviewViewProvider {
     this.statusItem.name = 'Synapse';
     context.subscriptions.push(this.log, this.statusItem);
     this.lifecycle = this.newLifecycle();
+    this.editDiffs = new EditDiffs((sid, tid, i) => this.state.byId[sid]?.tools[tid]?.diffs?.[i] ?? null, this.log);
   }
 
   async activate(): Promise<void> {
     const ctx = this.context;
     ctx.subscriptions.push(
       vscode.window.registerWebviewViewProvider(VIEW_ID, this),
+      this.editDiffs.register(),
       vscode.commands.registerCommand('synapse.newChat', () => this.newChat()),
       vscode.commands.registerCommand('synapse.openSession', () => this.openSessionPicker()),
       vscode.commands.registerCommand('synapse.sendSelection', () => this.attach('selection', true)),
@@ -857,6 +862,12 @@ class SynapseController implements vscode.WebviewViewProvider {
         break;
       case 'permissionAnswer':
         this.answerQuestion(m.id, m.answer);
+        break;
+      case 'openDiff':
+        await this.editDiffs.open(m.sessionId, m.toolCallId, m.index);
+        break;
+      case 'revertEdit':
+        await this.editDiffs.revert(m.sessionId, m.toolCallId, m.index);
         break;
       case 'setApiKey':
         await this.setApiKey();

@@ -13,7 +13,9 @@
  * webview and stored with `setState`.
  */
 
+import { lineCounts } from './diff';
 import type {
+  DiffContent,
   PlanEntry,
   PromptResult,
   SessionInfo,
@@ -56,6 +58,8 @@ export interface ToolCallState {
   layer: string | null;
   category: string | null;
   edit: { path: string; applied: boolean } | null;
+  /** Files the call changed, whole texts (absent in snapshots older than diffs). */
+  diffs?: FileDiffState[];
   parentToolCallId: string | null;
   /** A permission question about this call waiting for the user's answer. */
   question: PermissionQuestion | null;
@@ -63,6 +67,24 @@ export interface ToolCallState {
   children: Item[];
   /** Key of the top-level transcript item that displays this call. */
   rootKey: number;
+}
+
+/** What a tool call's built-ins changed in one file (the server's `diff` block), counted. */
+export interface FileDiffState {
+  path: string;
+  /** The whole text before; null: the call created the file. */
+  oldText: string | null;
+  newText: string;
+  added: number;
+  removed: number;
+}
+
+/** One line of a turn's summary: a file the turn's tool calls changed. */
+export interface ChangedFile {
+  path: string;
+  added: number;
+  removed: number;
+  created: boolean;
 }
 
 /** The server's `window/showMessageRequest` permission question, shown in the card too. */
@@ -85,6 +107,8 @@ export type Item =
       stopReason: StopReason;
       usage: Usage | null;
       error: string | null;
+      /** Files the turn's tool calls changed (first text before → last text after). */
+      changes?: ChangedFile[];
     };
 
 export interface PlanState {
@@ -479,6 +503,8 @@ function applyUpdate(state: ChatState, params: SessionUpdateParams, change: Chan
         tool.result = update.content
           .map((c) => (c?.type === 'content' && c.content?.type === 'text' ? c.content.text : ''))
           .join('');
+        const diffs = update.content.filter((c): c is DiffContent => c?.type === 'diff' && typeof c.path === 'string');
+        if (diffs.length > 0) tool.diffs = diffs.map(fileDiff);
       }
       if (update.rawOutput) {
         const raw = update.rawOutput;
@@ -595,14 +621,66 @@ function finishTurn(
       change.items.add(tool.rootKey);
     }
   }
+  const changes = turnChanges(session);
   session.items.push({
     kind: 'turn',
     key: session.nextKey++,
     stopReason,
     usage: finalUsage ? { ...finalUsage } : null,
     error,
+    ...(changes.length > 0 ? { changes } : {}),
   });
   change.structure = true;
+}
+
+function fileDiff(d: DiffContent): FileDiffState {
+  const oldText = typeof d.oldText === 'string' ? d.oldText : null;
+  const newText = typeof d.newText === 'string' ? d.newText : '';
+  return { path: d.path, oldText, newText, ...lineCounts(oldText, newText) };
+}
+
+/**
+ * The files the current turn's tool calls (sub-agents' included) changed: the
+ * tool items since the last turn end, merged per file from the first text before
+ * to the last text after, in the order first changed. A file changed and changed
+ * back is left out.
+ */
+function turnChanges(session: SessionState): ChangedFile[] {
+  const tools: ToolCallState[] = [];
+  const collect = (items: Item[]): void => {
+    for (const item of items) {
+      if (item.kind !== 'tool') continue;
+      const tool = session.tools[item.toolCallId];
+      if (!tool) continue;
+      tools.push(tool);
+      collect(tool.children);
+    }
+  };
+  let start = session.items.length;
+  while (start > 0 && session.items[start - 1].kind !== 'turn') start--;
+  collect(session.items.slice(start));
+  const merged = new Map<string, { oldText: string | null; newText: string }>();
+  for (const tool of tools) {
+    for (const d of tool.diffs ?? []) {
+      const seen = merged.get(d.path);
+      if (seen) seen.newText = d.newText;
+      else merged.set(d.path, { oldText: d.oldText, newText: d.newText });
+    }
+  }
+  const out: ChangedFile[] = [];
+  for (const [path, { oldText, newText }] of merged) {
+    if (oldText === newText) continue;
+    out.push({ path, created: oldText === null, ...lineCounts(oldText, newText) });
+  }
+  return out;
+}
+
+/** A diff's counts as the chat shows them: "+3 −1" (a side that is 0 left out, "+0" when nothing). */
+export function countsText(added: number, removed: number): string {
+  const parts: string[] = [];
+  if (added > 0 || removed === 0) parts.push(`+${added}`);
+  if (removed > 0) parts.push(`\u2212${removed}`);
+  return parts.join(' ');
 }
 
 function toolFor(
@@ -633,6 +711,7 @@ function toolFor(
     layer: null,
     category: null,
     edit: null,
+    diffs: [],
     parentToolCallId: parentId,
     question: null,
     children: [],

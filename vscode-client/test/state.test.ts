@@ -439,3 +439,94 @@ describe('paths as the chat shows them', () => {
     expect(displayPath('/a/b', null)).toBe('/a/b');
   });
 });
+
+describe('state: edit diffs and the turn summary', () => {
+  const diff = (path: string, oldText: string | null, newText: string) => ({ type: 'diff' as const, path, oldText, newText });
+  function editTurn(): Action[] {
+    return [
+      { type: 'sessionCreated', session: { sessionId: SID, title: 'New chat', workspaceUri: 'file:///p' } },
+      { type: 'promptStarted', sessionId: SID, text: 'edit' },
+      u({ sessionUpdate: 'user_message_chunk', content: text('edit') }),
+      u({ sessionUpdate: 'tool_call', toolCallId: 'e1', title: 'Edit a.py', kind: 'edit', status: 'in_progress', rawInput: { command: "edit a.py '1' '2'" } }),
+      u({
+        sessionUpdate: 'tool_call_update',
+        toolCallId: 'e1',
+        status: 'completed',
+        content: [diff('/p/a.py', 'x = 1\ny = 1\n', 'x = 2\ny = 1\nz = 3\n'), { type: 'content', content: text('edited a.py') }],
+        rawOutput: { exitCode: 0, isError: false },
+      }),
+      u({ sessionUpdate: 'tool_call', toolCallId: 'e2', title: 'Write files', kind: 'edit', status: 'in_progress', rawInput: { command: 'write new.txt hi && edit a.py y Y' } }),
+      u({
+        sessionUpdate: 'tool_call_update',
+        toolCallId: 'e2',
+        status: 'completed',
+        content: [diff('/p/new.txt', null, 'hi\n'), diff('/p/a.py', 'x = 2\ny = 1\nz = 3\n', 'x = 2\nY = 1\nz = 3\n'), { type: 'content', content: text('ok') }],
+      }),
+      u({ sessionUpdate: 'tool_call', toolCallId: 'r1', title: 'List', kind: 'execute', status: 'in_progress', rawInput: { command: 'ls' } }),
+      u({ sessionUpdate: 'tool_call_update', toolCallId: 'r1', status: 'completed', content: [{ type: 'content', content: text('a.py\n') }] }),
+      u({ sessionUpdate: 'turn_finished', stopReason: 'end_turn' }),
+      { type: 'promptFinished', sessionId: SID, result: { stopReason: 'end_turn' } },
+    ];
+  }
+
+  it('keeps each call\'s diffs with their +/- counts; the result text leaves them out', () => {
+    const session = activeSession(foldAll(editTurn()))!;
+    expect(session.tools.e1.diffs).toEqual([{ path: '/p/a.py', oldText: 'x = 1\ny = 1\n', newText: 'x = 2\ny = 1\nz = 3\n', added: 2, removed: 1 }]);
+    expect(session.tools.e1.result).toBe('edited a.py');
+    expect(session.tools.e2.diffs?.map((d) => [d.path, d.oldText, d.added, d.removed])).toEqual([
+      ['/p/new.txt', null, 1, 0],
+      ['/p/a.py', 'x = 2\ny = 1\nz = 3\n', 1, 1],
+    ]);
+    expect(session.tools.r1.diffs).toEqual([]);
+  });
+
+  it('ends a turn that changed files with the changed files, merged per file from first to last text', () => {
+    const session = activeSession(foldAll(editTurn()))!;
+    const turn = session.items.at(-1);
+    expect(turn?.kind).toBe('turn');
+    // a.py: 'x = 1\ny = 1\n' -> 'x = 2\nY = 1\nz = 3\n' is +3 -2; the turn end is folded once.
+    expect(turn?.kind === 'turn' && turn.changes).toEqual([
+      { path: '/p/a.py', created: false, added: 3, removed: 2 },
+      { path: '/p/new.txt', created: true, added: 1, removed: 0 },
+    ]);
+    expect(session.items.filter((i) => i.kind === 'turn')).toHaveLength(1);
+  });
+
+  it('counts only the turn\'s own calls, and none for a turn that changed nothing', () => {
+    const state = foldAll(editTurn());
+    foldAll(
+      [
+        { type: 'promptStarted', sessionId: SID, text: 'again' },
+        u({ sessionUpdate: 'user_message_chunk', content: text('again') }),
+        u({ sessionUpdate: 'tool_call', toolCallId: 'e3', title: 'Edit b', kind: 'edit', status: 'in_progress' }),
+        u({ sessionUpdate: 'tool_call_update', toolCallId: 'e3', status: 'completed', content: [diff('/p/b.txt', 'b\n', 'B\n')] }),
+        u({ sessionUpdate: 'turn_finished', stopReason: 'end_turn' }),
+        { type: 'promptStarted', sessionId: SID, text: 'talk' },
+        u({ sessionUpdate: 'user_message_chunk', content: text('talk') }),
+        u({ sessionUpdate: 'agent_message_chunk', content: text('nothing to change') }),
+        u({ sessionUpdate: 'turn_finished', stopReason: 'end_turn' }),
+      ],
+      state,
+    );
+    const turns = activeSession(state)!.items.filter((i) => i.kind === 'turn');
+    expect(turns.map((t) => (t.kind === 'turn' ? (t.changes ?? []).map((c) => c.path) : null))).toEqual([['/p/a.py', '/p/new.txt'], ['/p/b.txt'], []]);
+    expect(turns[2].kind === 'turn' && 'changes' in turns[2]).toBe(false);
+  });
+
+  it('counts a sub-agent\'s edits in its parent turn and leaves out a file changed and changed back', () => {
+    const state = foldAll([
+      { type: 'sessionCreated', session: { sessionId: SID, title: 'New chat', workspaceUri: 'file:///p' } },
+      { type: 'promptStarted', sessionId: SID, text: 'go' },
+      u({ sessionUpdate: 'user_message_chunk', content: text('go') }),
+      u({ sessionUpdate: 'tool_call', toolCallId: 't1', title: 'Task', kind: 'other', status: 'in_progress' }),
+      u({ sessionUpdate: 'tool_call', toolCallId: 's1', parentToolCallId: 't1', title: 'Edit', kind: 'edit', status: 'in_progress' }),
+      u({ sessionUpdate: 'tool_call_update', toolCallId: 's1', parentToolCallId: 't1', status: 'completed', content: [diff('/p/c.txt', 'c\n', 'C\n'), diff('/p/d.txt', 'd\n', 'D\n')] }),
+      u({ sessionUpdate: 'tool_call_update', toolCallId: 't1', status: 'completed' }),
+      u({ sessionUpdate: 'tool_call', toolCallId: 'e9', title: 'Edit', kind: 'edit', status: 'in_progress' }),
+      u({ sessionUpdate: 'tool_call_update', toolCallId: 'e9', status: 'completed', content: [diff('/p/d.txt', 'D\n', 'd\n')] }),
+      u({ sessionUpdate: 'turn_finished', stopReason: 'end_turn' }),
+    ]);
+    const turn = activeSession(state)!.items.at(-1);
+    expect(turn?.kind === 'turn' && turn.changes).toEqual([{ path: '/p/c.txt', created: false, added: 1, removed: 1 }]);
+  });
+});

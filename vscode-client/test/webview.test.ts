@@ -303,6 +303,87 @@ describe.skipIf(skipReason !== null)('chat webview in headless Chromium', () => 
     expect(await card.locator('[data-testid="permission-question"]').count()).toBe(0);
   });
 
+  it('shows an edit card\'s diff inline with +/− counts, Open diff and Revert buttons, and the turn\'s changed files', async () => {
+    const sid = 'diff-session';
+    const upd = (update: Record<string, unknown>): unknown => ({ type: 'update', params: { sessionId: sid, update } });
+    const long = Array.from({ length: 60 }, (_, i) => `line ${i + 1}`).join('\n') + '\n';
+    await post(page, [
+      {
+        type: 'actions',
+        actions: [
+          { type: 'server', phase: 'running', message: null },
+          { type: 'sessionCreated', session: { sessionId: sid, title: 'diffs', workspaceUri: 'file:///home/me/ws' } },
+          { type: 'promptStarted', sessionId: sid, text: 'edit things' },
+          upd({ sessionUpdate: 'user_message_chunk', content: { type: 'text', text: 'edit things' } }),
+          upd({ sessionUpdate: 'tool_call', toolCallId: 'd1', title: 'Edit `a.py`', kind: 'edit', status: 'in_progress', rawInput: { command: "edit a.py 'y = 2' 'y = 3'" } }),
+          upd({
+            sessionUpdate: 'tool_call_update',
+            toolCallId: 'd1',
+            status: 'completed',
+            content: [
+              { type: 'diff', path: '/home/me/ws/a.py', oldText: 'x = 1\ny = 2\n', newText: 'x = 1\ny = 3\nz = <img src=x onerror=alert(1)>\n' },
+              { type: 'content', content: { type: 'text', text: 'edited' } },
+            ],
+            rawOutput: { exitCode: 0, isError: false },
+          }),
+          upd({ sessionUpdate: 'tool_call', toolCallId: 'd2', title: 'Write files', kind: 'edit', status: 'in_progress', rawInput: { command: 'write new.txt hi && write big.txt …' } }),
+          upd({
+            sessionUpdate: 'tool_call_update',
+            toolCallId: 'd2',
+            status: 'completed',
+            content: [
+              { type: 'diff', path: '/home/me/ws/new.txt', oldText: null, newText: 'hi\n' },
+              { type: 'diff', path: '/home/me/ws/big.txt', oldText: '', newText: long },
+              { type: 'content', content: { type: 'text', text: 'ok' } },
+            ],
+          }),
+          upd({ sessionUpdate: 'turn_finished', stopReason: 'end_turn' }),
+        ],
+      },
+    ]);
+    const card = page.locator('.tool[data-tool-call-id="d1"]');
+    // An edit card is open on its diff; the header has the counts.
+    expect(await card.evaluate((el) => (el as HTMLDetailsElement).open)).toBe(true);
+    expect(await card.locator('.tool-diffstat').textContent()).toBe('+2 −1');
+    const file = card.locator('[data-testid="diff-file"]');
+    expect(await file.locator('.diff-path').textContent()).toBe('a.py');
+    expect(await file.locator('.diff-line').allTextContents()).toEqual(['@@ -1,2 +1,3 @@', ' x = 1', '-y = 2', '+y = 3', '+z = <img src=x onerror=alert(1)>']);
+    expect(await file.locator('.diff-add').count()).toBe(2);
+    expect(await file.locator('.diff-del').count()).toBe(1);
+    expect(await page.locator('.diff-body img').count()).toBe(0); // text, never HTML
+    await file.locator('[data-testid="open-diff"]').click();
+    expect((await posted(page)).at(-1)).toEqual({ type: 'openDiff', sessionId: sid, toolCallId: 'd1', index: 0 });
+    await file.locator('[data-testid="revert-edit"]').click();
+    expect((await posted(page)).at(-1)).toEqual({ type: 'revertEdit', sessionId: sid, toolCallId: 'd1', index: 0 });
+
+    // Several files in one call: one diff each; a new file says so; a long diff is clipped.
+    const card2 = page.locator('.tool[data-tool-call-id="d2"]');
+    expect(await card2.locator('.tool-diffstat').textContent()).toBe('+61');
+    const files = card2.locator('[data-testid="diff-file"]');
+    expect(await files.count()).toBe(2);
+    expect(await files.nth(0).locator('.diff-new').textContent()).toBe('new file');
+    await files.nth(1).locator('[data-testid="revert-edit"]').click();
+    expect((await posted(page)).at(-1)).toEqual({ type: 'revertEdit', sessionId: sid, toolCallId: 'd2', index: 1 });
+    const big = files.nth(1);
+    expect(await big.locator('.diff-line').count()).toBe(30);
+    expect(await big.locator('.diff-more').textContent()).toContain('31 more lines');
+    await big.locator('[data-action="diffMore"]').click();
+    await post(page, []);
+    expect(await big.locator('.diff-line').count()).toBe(61);
+    await big.locator('[data-action="diffLess"]').click();
+    await post(page, []);
+    expect(await big.locator('.diff-line').count()).toBe(30);
+
+    // The turn's summary: every changed file with its counts.
+    const summary = page.locator('[data-testid="turn-changes"]').last();
+    expect(await summary.textContent()).toBe('Changed files: a.py +2 −1, new.txt +1, big.txt +60');
+    await summary.locator('a', { hasText: 'new.txt' }).click();
+    expect((await posted(page)).at(-1)).toEqual({ type: 'openFile', path: '/home/me/ws/new.txt' });
+    await card.scrollIntoViewIfNeeded();
+    await page.screenshot({ path: path.join(OUTPUT_DIR, 'webview-diff.png') });
+    expect(await page.evaluate(() => (window as unknown as { __errors: string[] }).__errors)).toEqual([]);
+  });
+
   it('shows the server state and offers a restart when it failed', async () => {
     const message = problemMessage({ kind: 'not-found', command: '/nope/synapse lsp', source: 'from synapse.server.command', detail: 'no such file (ENOENT)' });
     await post(page, [{ type: 'action', action: { type: 'server', phase: 'failed', message } }]);

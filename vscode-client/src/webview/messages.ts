@@ -43,6 +43,10 @@ export type FromWebview =
   | { type: 'openServerSettings' }
   /** The user answered a permission question in its tool card. */
   | { type: 'permissionAnswer'; id: string; answer: string }
+  /** An edit card's "Open diff": before the edit vs the file now (diff `index` of the call). */
+  | { type: 'openDiff'; sessionId: string; toolCallId: string; index: number }
+  /** An edit card's "Revert this edit" (refused with a reason when the text changed since). */
+  | { type: 'revertEdit'; sessionId: string; toolCallId: string; index: number }
   | { type: 'setApiKey' };
 
 /** Build the prompt `context` from the attachments the user added. */

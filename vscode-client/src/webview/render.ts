@@ -3,16 +3,19 @@
  * patches only what changed, at most once per animation frame.
  */
 
+import { hunks } from '../diff';
 import type { PlanEntry, ToolKind, ToolStatus, Usage } from '../protocol';
 import {
   activeSession,
   apply,
+  countsText,
   displayPath,
   emptyChange,
   initialState,
   type Action,
   type Change,
   type ChatState,
+  type FileDiffState,
   type Item,
   type SessionState,
   type ToolCallState,
@@ -29,6 +32,8 @@ export interface UiState {
   expanded: Record<string, boolean>;
   /** Tool calls whose whole output is shown. */
   fullOutput: Record<string, boolean>;
+  /** Diffs shown whole (`toolCallId:index`); others show their first lines. */
+  fullDiff?: Record<string, boolean>;
   snapshot: ChatState | null;
 }
 
@@ -38,6 +43,8 @@ export interface Host {
 }
 
 const OUTPUT_TAIL_LINES = 40;
+/** Diff lines an edit card shows before "Show all". */
+const DIFF_PREVIEW_LINES = 30;
 /**
  * Rendering work per animation frame before the rest waits for the next one:
  * with layout and paint on top, a frame stays well under 50 ms.
@@ -170,6 +177,7 @@ export class ChatView {
       attachments: saved?.attachments ?? [],
       expanded: saved?.expanded ?? {},
       fullOutput: saved?.fullOutput ?? {},
+      fullDiff: saved?.fullDiff ?? {},
       snapshot: null,
     };
 
@@ -550,6 +558,22 @@ export class ChatView {
     if (item.error) el.appendChild(h('div', { class: 'turn-error' }, item.error));
     const usage = usageText(item.usage);
     if (usage) el.appendChild(h('span', { class: 'turn-usage' }, usage));
+    if (item.changes && item.changes.length > 0) el.appendChild(this.changesLine(item.changes));
+  }
+
+  /** "Changed files: a.py +3 −1, new.txt +1", each name a link to the file. */
+  private changesLine(changes: NonNullable<Extract<Item, { kind: 'turn' }>['changes']>): HTMLElement {
+    const session = activeSession(this.state);
+    const line = h('div', { class: 'turn-changes', 'data-testid': 'turn-changes' });
+    line.appendChild(h('span', { class: 'turn-changes-label' }, 'Changed files: '));
+    changes.forEach((c, i) => {
+      if (i > 0) line.appendChild(document.createTextNode(', '));
+      const shown = displayPath(c.path, session?.workspaceUri ?? null);
+      line.appendChild(h('a', { class: 'location', href: '#', 'data-path': c.path, title: c.created ? `${c.path} (new)` : c.path }, shown));
+      line.appendChild(document.createTextNode(' '));
+      line.appendChild(countsEl(c.added, c.removed));
+    });
+    return line;
   }
 
   private toolSkeleton(toolCallId: string): HTMLDetailsElement {
@@ -559,6 +583,7 @@ export class ChatView {
     summary.append(
       icon('tools', 'tool-icon'),
       h('span', { class: 'tool-title' }),
+      h('span', { class: 'tool-diffstat', hidden: '' }),
       h('span', { class: 'tool-exit' }),
       h('span', { class: 'tool-status' }),
     );
@@ -568,6 +593,7 @@ export class ChatView {
     body.append(
       command,
       h('div', { class: 'tool-locations' }),
+      h('div', { class: 'tool-diffs', hidden: '' }),
       h('pre', { class: 'tool-output' }),
       h('div', { class: 'tool-more' }),
       h('div', { class: 'tool-meta' }),
@@ -613,10 +639,24 @@ export class ChatView {
     status.className = `tool-status badge badge-${tool.question ? 'waiting' : tool.status}`;
     el.classList.toggle('waiting', tool.question !== null);
     this.renderQuestion(el, tool);
+    const diffs = tool.diffs ?? [];
+    const diffstat = summary.querySelector('.tool-diffstat') as HTMLElement;
+    diffstat.hidden = diffs.length === 0;
+    if (diffs.length > 0) {
+      const added = diffs.reduce((n, d) => n + d.added, 0);
+      const removed = diffs.reduce((n, d) => n + d.removed, 0);
+      diffstat.textContent = '';
+      diffstat.appendChild(countsEl(added, removed));
+      diffstat.title = diffs.map((d) => `${displayPath(d.path, session.workspaceUri)} ${countsText(d.added, d.removed)}`).join('\n');
+    }
+    el.classList.toggle('has-diff', diffs.length > 0);
 
     const choice = this.ui.expanded[tool.id];
-    // A question waiting for an answer keeps its card open, whatever the user chose before.
-    const wantOpen = tool.question !== null || (choice ?? (tool.status === 'in_progress' || tool.status === 'pending' || tool.status === 'failed'));
+    // A question waiting for an answer keeps its card open, whatever the user chose before;
+    // an edit card opens on its diff.
+    const wantOpen =
+      tool.question !== null ||
+      (choice ?? (tool.status === 'in_progress' || tool.status === 'pending' || tool.status === 'failed' || diffs.length > 0));
     if (el.open !== wantOpen) el.open = wantOpen;
     // `toggle` fires asynchronously; clear the flag after it.
     setTimeout(() => {
@@ -692,6 +732,7 @@ export class ChatView {
       locations.dataset.src = locKey;
     }
 
+    this.renderDiffs(session, body, tool);
     this.renderOutput(body, tool);
 
     const meta = body.querySelector('.tool-meta') as HTMLElement;
@@ -715,6 +756,74 @@ export class ChatView {
     } else {
       children.hidden = true;
     }
+  }
+
+  /** An edit card's diffs: per file its name, +/− counts, buttons and a unified diff. */
+  private renderDiffs(session: SessionState, body: HTMLElement, tool: ToolCallState): void {
+    const box = body.querySelector(':scope > .tool-diffs') as HTMLElement;
+    const diffs = tool.diffs ?? [];
+    const full = this.ui.fullDiff ?? {};
+    const key = `${diffs.length}:${diffs.map((_, i) => (full[`${tool.id}:${i}`] ? 1 : 0)).join('')}`;
+    if (box.dataset.src === key) return;
+    box.dataset.src = key;
+    box.textContent = '';
+    box.hidden = diffs.length === 0;
+    diffs.forEach((d, i) => box.appendChild(this.diffView(session, tool, d, i, full[`${tool.id}:${i}`] === true)));
+  }
+
+  private diffView(session: SessionState, tool: ToolCallState, d: FileDiffState, index: number, full: boolean): HTMLElement {
+    const file = h('div', { class: 'diff-file', 'data-testid': 'diff-file' });
+    const head = h('div', { class: 'diff-head' });
+    const shown = displayPath(d.path, session.workspaceUri);
+    head.appendChild(h('a', { class: 'location diff-path', href: '#', 'data-path': d.path, title: d.path }, shown));
+    head.appendChild(countsEl(d.added, d.removed));
+    if (d.oldText === null) head.appendChild(h('span', { class: 'diff-new' }, 'new file'));
+    const actions = h('span', { class: 'diff-actions' });
+    const button = (action: string, label: string, testId: string, title: string): HTMLElement =>
+      h('button', { class: 'link-button', 'data-action': action, 'data-tool': tool.id, 'data-index': String(index), 'data-testid': testId, title }, label);
+    actions.append(
+      button('openDiff', 'Open diff', 'open-diff', 'Compare the text before this edit with the file as it is now'),
+      button(
+        'revertEdit',
+        'Revert this edit',
+        'revert-edit',
+        d.oldText === null
+          ? 'Delete the file this edit created (asks first; refused if it changed since)'
+          : 'Put the text from before this edit back in the editor (refused if that part changed since)',
+      ),
+    );
+    head.appendChild(actions);
+    file.appendChild(head);
+
+    const pre = h('pre', { class: 'diff-body' });
+    let total = 0;
+    let shownLines = 0;
+    const all = hunks(d.oldText, d.newText);
+    for (const hunk of all) total += hunk.lines.length + 1;
+    for (const hunk of all) {
+      if (!full && shownLines >= DIFF_PREVIEW_LINES) break;
+      pre.appendChild(h('span', { class: 'diff-line diff-hunk' }, `@@ -${hunk.oldStart},${hunk.oldCount} +${hunk.newStart},${hunk.newCount} @@`));
+      shownLines++;
+      for (const line of hunk.lines) {
+        if (!full && shownLines >= DIFF_PREVIEW_LINES) break;
+        const mark = line.kind === 'add' ? '+' : line.kind === 'del' ? '-' : ' ';
+        pre.appendChild(h('span', { class: `diff-line diff-${line.kind}` }, `${mark}${line.text}`));
+        shownLines++;
+      }
+    }
+    if (all.length === 0) pre.appendChild(h('span', { class: 'diff-line diff-hunk' }, d.newText === '' ? '(empty file)' : '(no line changed)'));
+    file.appendChild(pre);
+    if (total > DIFF_PREVIEW_LINES) {
+      const more = h('div', { class: 'diff-more' });
+      if (full) {
+        more.appendChild(h('button', { class: 'link-button', 'data-action': 'diffLess', 'data-tool': tool.id, 'data-index': String(index) }, 'Show less'));
+      } else {
+        more.appendChild(h('span', {}, `${(total - shownLines).toLocaleString()} more lines. `));
+        more.appendChild(h('button', { class: 'link-button', 'data-action': 'diffMore', 'data-tool': tool.id, 'data-index': String(index) }, 'Show all'));
+      }
+      file.appendChild(more);
+    }
+    return file;
   }
 
   private renderOutput(body: HTMLElement, tool: ToolCallState): void {
@@ -918,10 +1027,14 @@ export class ChatView {
     if (actionEl) {
       e.preventDefault();
       const action = actionEl.dataset.action;
-      if (action === 'showMore' || action === 'showLess') {
+      if (action === 'showMore' || action === 'showLess' || action === 'diffMore' || action === 'diffLess') {
         const id = actionEl.dataset.tool!;
+        const diffKey = `${id}:${actionEl.dataset.index ?? '0'}`;
+        const fullDiff = (this.ui.fullDiff ??= {});
         if (action === 'showMore') this.ui.fullOutput[id] = true;
-        else delete this.ui.fullOutput[id];
+        else if (action === 'showLess') delete this.ui.fullOutput[id];
+        else if (action === 'diffMore') fullDiff[diffKey] = true;
+        else delete fullDiff[diffKey];
         const session = activeSession(this.state);
         const tool = session?.tools[id];
         if (session && tool) {
@@ -936,6 +1049,11 @@ export class ChatView {
         this.host.post({ type: 'permissionAnswer', id, answer });
         // Answered here: no second click on the other buttons.
         actionEl.closest('.tool-question')?.querySelectorAll('button').forEach((b) => (b.disabled = true));
+      } else if (action === 'openDiff' || action === 'revertEdit') {
+        const sessionId = this.state.activeSessionId;
+        if (sessionId) {
+          this.host.post({ type: action, sessionId, toolCallId: actionEl.dataset.tool!, index: Number(actionEl.dataset.index ?? '0') });
+        }
       } else if (action === 'toggleCommand') {
         actionEl.classList.toggle('expanded');
       } else if (action === 'removeAttachment') {
@@ -1018,6 +1136,15 @@ export class ChatView {
       this.host.persist({ ...this.ui, snapshot: this.state });
     }, PERSIST_DEBOUNCE_MS);
   }
+}
+
+/** "+3 −1" with each side coloured (added / removed). */
+function countsEl(added: number, removed: number): HTMLElement {
+  const el = h('span', { class: 'diff-counts', title: `${added} line${added === 1 ? '' : 's'} added, ${removed} removed` });
+  if (added > 0 || removed === 0) el.appendChild(h('span', { class: 'diff-added' }, `+${added}`));
+  if (added > 0 && removed > 0) el.appendChild(document.createTextNode(' '));
+  if (removed > 0) el.appendChild(h('span', { class: 'diff-removed' }, `\u2212${removed}`));
+  return el;
 }
 
 /** Tool titles are plain text with `code` spans: built as nodes, never parsed as HTML. */
