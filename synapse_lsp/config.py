@@ -122,6 +122,9 @@ class Settings:
     todo_reminder: bool = True
     # Stored sessions kept (oldest pruned when a new one starts; 0 = no cap).
     max_sessions: int = 0
+    # The editor's problems and the user's changes in files the agent edited, noted to
+    # the model once (agent/feedback.py).
+    editor_feedback: bool = True
     permission: str = "ask-writes-outside-workspace"
     # What the agent's commands may write (`SANDBOX_MODES`) and whether they reach the
     # network; `workspace-write` falls back to the parsing gate alone where bubblewrap

@@ -198,6 +198,7 @@ class Loop:
         on_compaction: Callable[[list[Message]], None] | None = None,
         max_turns: int | None = None,
         todo_reminder: bool = False,
+        notes: Callable[[], str | None] | None = None,
     ) -> None:
         self.router = router
         self.settings_source = as_source(settings)
@@ -214,6 +215,9 @@ class Loop:
         self.model_calls = 0
         self.max_turns = max_turns  # None: the setting maxTurns
         self.todo_reminder = todo_reminder  # a chat session's own loop, not a sub-agent's
+        # Pending notes for the model (editor feedback): taken once, at the end of the next
+        # tool results or at the start of the next prompt (`_noted`).
+        self.notes = notes
         # Permission questions of concurrent calls (and their sub-agents) one at a time.
         self.ask_lock = asyncio.Lock()
         self._failures = 0  # failing tool calls in a row, this turn
@@ -243,7 +247,7 @@ class Loop:
         self.turn_usage = Usage()
         self._failures = 0
         self._tripped = False
-        self.add({"role": "user", "content": user_content})
+        self.add({"role": "user", "content": self._noted(user_content, first=True)})
         final_text = ""
         reminded = False
         tripped = False  # the breaker: no command runs any more this turn
@@ -269,7 +273,7 @@ class Loop:
                 return self._result("end_turn", final_text)
             if tool_uses:
                 results = await self._run_tools(tool_uses, emit, cut=done.stop_reason)
-                self.add({"role": "user", "content": results})
+                self.add({"role": "user", "content": self._noted(results)})
                 if done.stop_reason == "refusal":
                     emit(self.tag(Notice("The model declined to continue (refusal).", "warning")))
                     return self._result("refusal", final_text)
@@ -321,6 +325,15 @@ class Loop:
             )
         )
         return self._result("max_turns", final_text)
+
+    def _noted(self, content: list[dict[str, Any]], *, first: bool = False) -> list[dict[str, Any]]:
+        """`content` with the pending note as a text block: before a prompt's text, after
+        tool results (the API wants them first)."""
+        note = self.notes() if self.notes is not None else None
+        if not note:
+            return content
+        block = {"type": "text", "text": note}
+        return [block, *content] if first else [*content, block]
 
     def _breaker_tripped(self) -> bool:
         return self._tripped

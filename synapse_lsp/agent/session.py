@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from synapse_lsp.agent import prompts
 from synapse_lsp.agent.compaction import COMPACT_RATIO, DEFAULT_CONTEXT_WINDOW, KEEP_RECENT_TURNS
 from synapse_lsp.agent.event_queue import EventQueue
+from synapse_lsp.agent.feedback import EditorFeedback
 from synapse_lsp.agent.history import (
     CANCELLED_RESULT,
     INTERRUPTED_RESULT,
@@ -220,6 +221,14 @@ class ChatSession:
             on_compaction=self._store_compaction,
             todo_reminder=True,
         )
+        # What the editor reports after the agent's edits (problems, the user's changes),
+        # noted once to the model by the loop.
+        self.feedback = EditorFeedback(
+            enabled=lambda: self.settings.editor_feedback,
+            root=workspace_root,
+            tool_running=lambda: self._loop.current_tool_call_id is not None,
+        )
+        self._loop.notes = self.feedback.take
 
     @property
     def settings(self) -> Settings:
@@ -352,6 +361,7 @@ class ChatSession:
         recorder = Recorder(self._record)
 
         def emit(event: Event) -> None:
+            self.feedback.observe(event)
             recorder.add(event)
             queue.put_nowait(event)
 

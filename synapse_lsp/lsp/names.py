@@ -13,6 +13,8 @@ SESSION_UPDATE = "synapse/sessionUpdate"  # the one notification, server -> clie
 # client -> server: the user trusted (or untrusted) the workspace, `{"trusted": bool}`
 TRUST_NOTIFICATION = "synapse/didChangeWorkspaceTrust"
 TRUST_OPTION = "trustedWorkspace"  # initializationOptions: the editor's trust at start
+# client -> server: a touched file's settled diagnostics after an agent edit (DiagnosticsParams)
+DIAGNOSTICS_NOTIFICATION = "synapse/diagnostics"
 
 SESSION_NEW = "synapse.session.new"
 SESSION_LIST = "synapse.session.list"

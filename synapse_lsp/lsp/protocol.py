@@ -24,6 +24,7 @@ from lsprotocol import types as lsp
 
 from synapse_lsp.config import MIN_TIMEOUT_S
 from synapse_lsp.lsp.names import (  # re-exported: the protocol's names live there
+    DIAGNOSTICS_NOTIFICATION,
     INTERNAL_ERROR,
     PROTOCOL_VERSION,
     REQUEST_FAILED,
@@ -45,6 +46,7 @@ from synapse_lsp.lsp.names import (  # re-exported: the protocol's names live th
 from synapse_lsp.lsp.wire import ArgumentError, Wire, camel, kind, omitted
 
 __all__ = [  # the re-exported names; every class below is this module's own
+    "DIAGNOSTICS_NOTIFICATION",
     "INTERNAL_ERROR",
     "PROTOCOL_VERSION",
     "REQUEST_FAILED",
@@ -486,3 +488,20 @@ class SessionUpdateNotification(Wire):
     session_id: str
     update: SessionUpdate
     replay: bool = omitted(False)  # true while synapse.session.load replays history
+
+
+# ------------------------------------------------------ client notifications
+
+
+@attrs.define(kw_only=True)
+class DiagnosticsParams(Wire):
+    """The params of `synapse/diagnostics` (client -> server): a file's diagnostics once
+    they settled after an agent edit. `before`: those it had when the edit started, if
+    the client kept them (then only the others are new). `sessionId` absent: every
+    session whose agent edited the file."""
+
+    uri: str
+    diagnostics: list[lsp.Diagnostic]
+    session_id: str | None = None
+    version: int | None = None  # the document version the diagnostics are about
+    before: list[lsp.Diagnostic] | None = None

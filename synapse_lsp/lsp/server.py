@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from lsprotocol import types
 from pygls.exceptions import (
     JsonRpcException,
@@ -42,6 +43,7 @@ from synapse_lsp.files import path_to_uri, uri_to_path
 from synapse_lsp.lsp.logs import LOG_LEVELS, LspLogHandler, attach_lsp_logging, setup_logging
 from synapse_lsp.lsp.names import (
     COMMAND_NAMES,
+    DIAGNOSTICS_NOTIFICATION,
     PROTOCOL_VERSION,
     SESSION_UPDATE,
     TRUST_NOTIFICATION,
@@ -74,6 +76,16 @@ class _Answered:
 _ANSWERED = _Answered()
 
 
+@attrs.define
+class _PlainNotification:
+    """A notification whose params stay plain JSON (pygls would make namedtuples of
+    them), for handlers that structure them with our own converter."""
+
+    method: str
+    jsonrpc: str
+    params: Any = None
+
+
 class SynapseProtocol(LanguageServerProtocol):
     """pygls' protocol plus: the protocol version in the `initialize` result,
     `$/cancelRequest` reaching running prompts, malformed params answered with
@@ -90,6 +102,11 @@ class SynapseProtocol(LanguageServerProtocol):
         # Where any LSP client can read it without custom plumbing.
         result.capabilities.experimental = {"synapse": {"protocolVersion": PROTOCOL_VERSION}}
         return result
+
+    def get_message_type(self, method: str) -> Any:  # type: ignore[override]  # lru_cache'd there
+        if method == DIAGNOSTICS_NOTIFICATION:
+            return _PlainNotification
+        return super().get_message_type(method)
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         super()._handle_cancel_notification(msg_id)
@@ -235,6 +252,7 @@ class SynapseServer(LanguageServer):
         self.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)(_on_folders)
         self.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(_on_configuration)
         self.feature(TRUST_NOTIFICATION)(_on_trust)
+        self.feature(DIAGNOSTICS_NOTIFICATION)(_on_diagnostics)
 
     def bind_handlers(self) -> None:
         """Put the typed handlers in place of the placeholders (once, before the first
@@ -566,6 +584,17 @@ async def _on_shutdown(ls: SynapseServer, params: Any) -> None:
 
 def _on_document(ls: SynapseServer, params: Any) -> None:
     ls.files.documents_changed(params.text_document.uri)
+    if isinstance(params, types.DidChangeTextDocumentParams) and ls.chats.live:
+        from synapse_lsp.lsp import feedback
+
+        feedback.document_changed(ls.chats, ls.workspace, params.text_document.uri)
+
+
+def _on_diagnostics(ls: SynapseServer, params: Any) -> None:
+    """`synapse/diagnostics`: a touched file's settled problems (lsp/feedback.py)."""
+    from synapse_lsp.lsp import feedback
+
+    feedback.diagnostics_reported(ls.chats, params)
 
 
 async def _on_folders(ls: SynapseServer, params: types.DidChangeWorkspaceFoldersParams) -> None:

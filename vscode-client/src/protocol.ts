@@ -6,6 +6,8 @@
  */
 
 export const SESSION_UPDATE_METHOD = 'synapse/sessionUpdate';
+/** Client -> server: a touched file's settled diagnostics after an agent edit. */
+export const DIAGNOSTICS_NOTIFICATION = 'synapse/diagnostics';
 
 /**
  * The protocol version this extension was built for. The server reports its
@@ -142,6 +144,23 @@ export interface DiffContent {
   newText: string;
 }
 export type ToolCallContent = { type: 'content'; content: TextContent } | DiffContent;
+
+/** An LSP `Diagnostic`, as `synapse/diagnostics` carries it (severity 1 error … 4 hint). */
+export interface WireDiagnostic {
+  range: { start: Position; end: Position };
+  severity?: 1 | 2 | 3 | 4;
+  message: string;
+  source?: string;
+  code?: string | number;
+}
+/** The params of `synapse/diagnostics` (docs/protocol.md, "Editor feedback"). */
+export interface DiagnosticsParams {
+  sessionId?: string;
+  uri: string;
+  version?: number;
+  diagnostics: WireDiagnostic[];
+  before?: WireDiagnostic[];
+}
 export interface ToolCallUpdate extends UpdateBase {
   sessionUpdate: 'tool_call_update';
   toolCallId: string;
@@ -268,6 +287,7 @@ export const SERVER_SETTING_KEYS = [
   'maxParallelTasks',
   'maxToolFailures',
   'todoReminder',
+  'editorFeedback',
   'maxSessions',
   'baseUrl',
   'apiKeyEnv',
