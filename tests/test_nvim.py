@@ -76,6 +76,14 @@ SCENARIOS = [
     ),
     Scenario("sessions", script=[{"text": "Remembered."}]),
     Scenario("ask", script=[{"text": "It sets foo."}]),
+    Scenario(
+        "diff",
+        script=[
+            {"commands": ["edit a.py 'foo' 'bar'"]},
+            {"commands": ["write new.txt 'hi\n'"]},
+            {"text": "Changed foo and added new.txt."},
+        ],
+    ),
 ]
 
 
@@ -314,3 +322,40 @@ def test_ask_sends_the_selection_as_context(runs: dict[str, Scenario]) -> None:
     sent = json.dumps(sc.model_requests[0])
     assert "foo = 2" in sent
     assert "a.py" in sent
+
+
+def test_synapse_diff_opens_the_old_text_and_the_file_in_diff_mode(
+    runs: dict[str, Scenario],
+) -> None:
+    sc = get(runs, "diff")
+    result = sc.result
+    transcript = result["transcript"]
+    edit_title = summary_title("edit a.py 'foo' 'bar'")
+    # the edit card's header has its counts; the turn ends with the files it changed
+    assert f"#### Tool: {edit_title} [completed] +1 \u22121" in transcript
+    assert transcript[-4:] == [
+        "Changed foo and added new.txt.",
+        "",
+        "Changed files: a.py +1 \u22121, new.txt +1",
+        "",
+    ]
+    assert result["disk"] == "x = 1\nfoo = 2\n"  # the edit went to the buffer
+    assert result["bad_id_new_tabs"] == 0
+    assert "no-such-call" in result["messages"]
+    # no id: the last call that changed a file, new.txt, created: nothing on the left
+    assert result["new_tabs"] == 1
+    before, after = result["last_diff"]
+    assert before["diff"] is True and after["diff"] is True
+    assert before["lines"] == [""] and before["name"].endswith("new.txt (new file)")
+    assert before["buftype"] == "nofile" and before["modifiable"] is False
+    assert after["is_file_buf"] is True and after["lines"][0] == "hi"
+    assert result["new_disk"].startswith("hi\n")
+    # by id: a.py, the text before the call vs the buffer as it is now
+    before, after = result["first_diff"]
+    assert before["diff"] is True and after["diff"] is True
+    assert before["lines"] == ["x = 1", "foo = 2"]
+    assert before["name"].endswith("a.py (before)")
+    assert after["is_file_buf"] is True and after["current"] is True
+    assert after["lines"] == ["x = 1", "bar = 2"]
+    # :SynapseDiff completes the calls that changed files, newest first
+    assert result["completion"] == list(reversed(result["diff_ids"]))

@@ -33,3 +33,21 @@ end, { nargs = "+", complete = "shellcmd", desc = "Synapse: run a command line t
 cmd("SynapseAsk", function(o)
   s().ask(o.line1, o.line2, o.args)
 end, { nargs = "*", range = true, desc = "Synapse: ask about the selected lines" })
+
+cmd("SynapseCheckpoints", function()
+  s().checkpoints()
+end, { nargs = 0, desc = "Synapse: the turns that can be rewound (pick one to rewind)" })
+
+cmd("SynapseRewind", function(o)
+  s().rewind(o.args, o.bang)
+end, { nargs = 1, bang = true, desc = "Synapse: put the files back as before turn N (! also over later changes)" })
+
+cmd("SynapseDiff", function(o)
+  require("synapse.diff").command(o.args)
+end, {
+  nargs = "?",
+  complete = function(lead)
+    return require("synapse.diff").complete(lead)
+  end,
+  desc = "Synapse: what a tool call changed, in a diff split (default: the last call that changed a file)",
+})

@@ -288,6 +288,51 @@ function scenarios.ask()
   result.transcript = transcript(chat)
 end
 
+-- Issue 20: the turn's changed files in the transcript, :SynapseDiff in diff mode.
+local function diff_tab(file_buf)
+  local wins = {}
+  for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    local b = vim.api.nvim_win_get_buf(w)
+    wins[#wins + 1] = {
+      diff = vim.api.nvim_win_get_option(w, "diff"),
+      name = vim.api.nvim_buf_get_name(b),
+      lines = vim.api.nvim_buf_get_lines(b, 0, -1, false),
+      is_file_buf = b == file_buf,
+      modifiable = vim.api.nvim_buf_get_option(b, "modifiable"),
+      buftype = vim.api.nvim_buf_get_option(b, "buftype"),
+      current = w == vim.api.nvim_get_current_win(),
+    }
+  end
+  return wins
+end
+
+function scenarios.diff()
+  local _, root = ready_client()
+  local file_buf = vim.api.nvim_get_current_buf()
+  vim.cmd("SynapseChat change foo and add a file")
+  local chat = synapse.current_chat(false)
+  wait_for("the turn to finish", function()
+    return chat.turns >= 1
+  end)
+  settle(chat)
+  result.transcript = transcript(chat)
+  result.disk = read_disk(root .. "/a.py")
+  result.new_disk = read_disk(root .. "/new.txt")
+  -- an id no call has: a message, no tab
+  local tabs = #vim.api.nvim_list_tabpages()
+  vim.cmd("SynapseDiff no-such-call")
+  result.bad_id_new_tabs = #vim.api.nvim_list_tabpages() - tabs
+  -- no id: the last call that changed a file (the write of new.txt)
+  vim.cmd("SynapseDiff")
+  result.new_tabs = #vim.api.nvim_list_tabpages() - tabs
+  result.last_diff = diff_tab(vim.fn.bufnr(root .. "/new.txt"))
+  -- the first call by its id: a.py, the open buffer with the unsaved edit
+  vim.cmd("SynapseDiff " .. chat.state.diff_ids[1])
+  result.first_diff = diff_tab(file_buf)
+  result.diff_ids = chat.state.diff_ids
+  result.completion = vim.fn.getcompletion("SynapseDiff ", "cmdline")
+end
+
 -- Benchmark (benchmarks/bench_nvim.py): one long streamed answer end to end.
 function scenarios.stream_bench()
   ready_client()

@@ -244,6 +244,76 @@ case("CR and vim.NIL-ish values are tolerated", function()
   eq({ "#### Tool: a b [running]", "    $ a", "      b", "", "### Synapse", "x", "y", "" }, s:lines())
 end)
 
+case("an edit's diffs: counts in its header, the turn's changed files at its end", function()
+  local M = "\226\136\146" -- the minus sign
+  local s = State.new({ root = "/p" })
+  local diff = function(path, old, new)
+    return { type = "diff", path = path, oldText = old, newText = new }
+  end
+  s:apply({ sessionUpdate = "user_message_chunk", content = text("go") })
+  s:apply({ sessionUpdate = "tool_call", toolCallId = "e1", title = "Edit a.py", rawInput = { command = "edit a.py" } })
+  s:apply({
+    sessionUpdate = "tool_call_update",
+    toolCallId = "e1",
+    status = "completed",
+    content = { diff("/p/a.py", "x = 1\ny = 1\n", "x = 2\ny = 1\nz = 3\n"), { type = "content", content = text("ok") } },
+  })
+  s:apply({ sessionUpdate = "tool_call", toolCallId = "e2", title = "Write", rawInput = { command = "write" } })
+  s:apply({
+    sessionUpdate = "tool_call_update",
+    toolCallId = "e2",
+    status = "completed",
+    -- vim.NIL: a JSON null the decoder kept
+    content = { diff("/elsewhere/new.txt", vim.NIL, "hi\n"), diff("/p/a.py", "x = 2\ny = 1\nz = 3\n", "x = 2\nY = 1\nz = 3\n") },
+  })
+  s:apply({ sessionUpdate = "tool_call", toolCallId = "r1", title = "List", rawInput = { command = "ls" } })
+  s:apply({ sessionUpdate = "tool_call_update", toolCallId = "r1", status = "completed", content = { { type = "content", content = text("a.py") } } })
+  s:finish_turn("end_turn")
+  eq({
+    "### You",
+    "go",
+    "",
+    "#### Tool: Edit a.py [completed] +2 " .. M .. "1",
+    "    $ edit a.py",
+    "    ok",
+    "",
+    "#### Tool: Write [completed] +2 " .. M .. "1",
+    "    $ write",
+    "",
+    "#### Tool: List [completed]",
+    "    $ ls",
+    "    a.py",
+    "",
+    "Changed files: a.py +3 " .. M .. "2, /elsewhere/new.txt +1",
+    "",
+  }, s:lines())
+  -- :SynapseDiff's lookup: the last call with a diff, or one by id
+  local id, diffs = s:diffs_of(nil)
+  eq("e2", id)
+  eq({ "/elsewhere/new.txt", nil, "hi\n" }, { diffs[1].path, diffs[1].old, diffs[1].new })
+  id, diffs = s:diffs_of("e1")
+  eq({ "e1", "x = 1\ny = 1\n" }, { id, diffs[1].old })
+  eq({ "r1", nil }, { s:diffs_of("r1") })
+  -- the next turn starts its own list; one that changes nothing has no summary line
+  s:apply({ sessionUpdate = "user_message_chunk", content = text("talk") })
+  s:apply({ sessionUpdate = "agent_message_chunk", content = text("nothing to do") })
+  s:finish_turn("end_turn")
+  eq({ "### You", "talk", "", "### Synapse", "nothing to do", "" }, { unpack(s:lines(), 17) })
+end)
+
+case("line counts are git's (+added, -removed)", function()
+  eq({ 1, 1 }, { State.line_counts("a\nb\nc\n", "a\nB\nc\n") })
+  eq({ 3, 0 }, { State.line_counts(nil, "a\nb\nc\n") })
+  eq({ 0, 2 }, { State.line_counts("a\nb\n", "") })
+  eq({ 0, 0 }, { State.line_counts("same\n", "same\n") })
+  -- the smallest edit among repeated lines (Myers' example: 5 edits)
+  local a, r = State.line_counts("a\nb\nc\na\nb\nb\na\n", "c\nb\na\nb\na\nc\n")
+  eq(5, a + r)
+  eq("+3 " .. "\226\136\146" .. "1", State.counts_text(3, 1))
+  eq("+1", State.counts_text(1, 0))
+  eq("\226\136\146" .. "2", State.counts_text(0, 2))
+end)
+
 local passed, failed = {}, {}
 for _, c in ipairs(cases) do
   local ok, err = pcall(c.fn)

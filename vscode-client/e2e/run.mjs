@@ -170,6 +170,87 @@ async function lastToolStatus() {
   });
 }
 
+/**
+ * Issue 20 (diffs): the agent edits c.txt (open in the editor); its card shows the diff and
+ * +/- counts, the turn ends with the changed files; "Open diff" opens VS Code's diff editor
+ * (before the edit vs the buffer); "Revert this edit" puts the old text back in the buffer
+ * (not on disk); after Undo and the user typing inside the edited text, a second revert
+ * is refused with the reason and the buffer is left as the user made it.
+ */
+async function editDiffOpenAndRevert() {
+  const file = path.join(profile.ws, 'c.txt');
+  const original = 'red\ngreen\nblue\n';
+  fs.writeFileSync(file, original);
+  await openFile('c.txt');
+  await api.script({ commands: ["edit c.txt 'green' 'GREEN'"] }, 'Edited c.txt.');
+  await sendPrompt(frame, 'Uppercase green in c.txt');
+  await waitText(frame, 'Edited c.txt.');
+  await waitFor('the buffer shows GREEN', async () => (await editorText()).includes('GREEN'));
+  const card = frame.locator('.tool.has-diff').last();
+  await card.locator('[data-testid="diff-file"]').waitFor({ timeout: 10_000 });
+  const stat = (await card.locator('.tool-diffstat').textContent()).trim();
+  if (stat !== '+1 \u22121') throw new Error(`the card's counts say ${JSON.stringify(stat)}`);
+  const lines = await card.locator('.diff-line').allTextContents();
+  if (!lines.includes('-green') || !lines.includes('+GREEN')) throw new Error(`the card's diff: ${JSON.stringify(lines)}`);
+  const summary = (await frame.locator('[data-testid="turn-changes"]').last().textContent()).trim();
+  if (summary !== 'Changed files: c.txt +1 \u22121') throw new Error(`the turn summary says ${JSON.stringify(summary)}`);
+  await screenshot('diff-card');
+
+  // Open diff: VS Code's diff editor, the old text on the left, the buffer on the right.
+  await card.locator('[data-testid="open-diff"]').click();
+  const diffTab = page.locator('.tabs-container .tab[aria-label^="c.txt: before Synapse\'s edit"]').first();
+  await diffTab.waitFor({ timeout: 15_000 });
+  const side = (which) => page.locator(`.monaco-diff-editor .editor.${which} .view-lines`).first();
+  await waitFor('the diff editor shows both sides', async () => {
+    const left = (await side('original').innerText()).replace(/\u00a0/g, ' ');
+    const right = (await side('modified').innerText()).replace(/\u00a0/g, ' ');
+    return left.includes('green') && !left.includes('GREEN') && right.includes('GREEN');
+  });
+  await screenshot('open-diff');
+  // Its tab's own close button (the file stays open in its tab: no save question).
+  await diffTab.hover();
+  await diffTab.locator('.tab-actions .action-label').first().click();
+  await waitFor('the diff editor closed', async () => (await diffTab.count()) === 0, 10_000);
+
+  // Revert: the buffer holds the old text again; the disk was never written.
+  await command('Notifications: Clear All Notifications');
+  await card.locator('[data-testid="revert-edit"]').click();
+  await waitFor('the revert restored green', async () => {
+    const t = await editorText();
+    return t.includes('green') && !t.includes('GREEN');
+  });
+  await toast(/reverted the edit of c\.txt/);
+  if (fs.readFileSync(file, 'utf8') !== original) throw new Error('c.txt changed on disk');
+  await screenshot('reverted');
+
+  // Undo brings the edit back; the user types inside it; a second revert is refused.
+  await page.locator('.editor-instance .monaco-editor .view-lines').first().click();
+  await page.keyboard.press('Control+Z');
+  await waitFor('undo brings GREEN back', async () => (await editorText()).includes('GREEN'));
+  await page.keyboard.press('Control+Home');
+  await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('Home');
+  await page.keyboard.press('ArrowRight');
+  await page.keyboard.press('ArrowRight');
+  await page.keyboard.type('x');
+  await waitFor('the user typed GRxEEN', async () => (await editorText()).includes('GRxEEN'));
+  await command('Notifications: Clear All Notifications');
+  await card.locator('[data-testid="revert-edit"]').click();
+  await toast(/c\.txt changed since this edit; not reverted/);
+  await sleep(300);
+  if (!(await editorText()).includes('GRxEEN')) throw new Error('the refused revert changed the buffer');
+  await screenshot('revert-refused');
+  await command('Notifications: Clear All Notifications');
+}
+
+/** Wait for a notification toast whose text matches `re`. */
+async function toast(re) {
+  await waitFor(`a notification ${re}`, async () => {
+    const texts = await page.locator('.notifications-toasts .notification-toast').allInnerTexts();
+    return texts.some((t) => re.test(t));
+  }, 15_000);
+}
+
 const files = { 'a.txt': 'alpha\nbeta\ngamma\n', 'b.txt': 'one\ntwo\nthree\n' };
 const suiteStart = Date.now();
 let cs;
@@ -244,6 +325,8 @@ try {
     await waitFor('b.txt open and dirty', () => isDirty('b.txt'));
     if (fs.readFileSync(path.join(profile.ws, 'b.txt'), 'utf8') !== files['b.txt']) throw new Error('b.txt changed on disk');
   });
+
+  await step('edit-diff-open-and-revert', 90_000, () => editDiffOpenAndRevert());
 
   await step('permission-deny-blocks-write', 60_000, async () => {
     const outside = path.join(path.dirname(profile.ws), 'outside.txt');

@@ -104,7 +104,7 @@ export class EditDiffs implements vscode.TextDocumentContentProvider {
     }
     const at = doc.positionAt(plan.start);
     await vscode.window.showTextDocument(doc, { preview: true, selection: new vscode.Range(at, at) });
-    void vscode.window.showInformationMessage(`Synapse: reverted the edit of ${name} (in the editor, not saved; Undo takes it back).`);
+    void vscode.window.showInformationMessage(`Synapse: reverted the edit of ${name} (unsaved; Undo brings the edit back).`);
   }
 
   private find(sessionId: string, toolCallId: string, index: number): FileDiffState | null {

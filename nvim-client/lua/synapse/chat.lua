@@ -45,7 +45,7 @@ function M.new(root, session_id)
     n = counter,
     root = root,
     session_id = session_id,
-    state = State.new({ max_output_lines = M.config.max_output_lines }),
+    state = State.new({ max_output_lines = M.config.max_output_lines, root = root }),
     busy = false,
     pending = false,
     last_flush = 0,

@@ -10,11 +10,13 @@
 --   ### Synapse           first answer text of a turn (later text blocks have no header)
 --   > thought lines       agent_thought_chunk
 --   #### Tool: <title> [<status>]   one tool call: fold level 1 over its body
+--                                   (an edit's: [<status>] +added −removed)
 --       $ <command>
 --       <output lines>
 --   #### Run: <command> [<status>]  :SynapseRun, same shape as a tool call
 --   #### Plan             the latest plan of the turn, replaced in place
 --   > **warning:** ...    notices
+--   Changed files: a.py +3 −1, new.txt +1   a turn whose tool calls changed files
 --   *Turn ended: <reason>*          any stop reason but end_turn
 --
 -- Every block ends with one empty line.
@@ -75,7 +77,154 @@ function M.new(opts)
   self.stop_reason = nil
   self.title = nil
   self.runs = 0
+  self.root = opts and opts.root or nil -- paths under it are shown relative
+  self.diffs = {} -- toolCallId -> list of {path=, old=(nil: new file), new=}
+  self.diff_ids = {} -- toolCallIds with diffs, in the order they came
+  self.turn_diffs = {} -- this turn's changed files: list of {path=, old=, new=}
   return self
+end
+
+-- ------------------------------------------------------------------ diffs
+
+local MINUS = "\226\136\146" -- U+2212, the minus sign of "+3 −1"
+
+--- Lines of a text, without the empty piece after a final newline.
+local function text_lines(text)
+  if text == nil or text == "" then
+    return {}
+  end
+  local lines = split_lines(text)
+  if lines[#lines] == "" then
+    lines[#lines] = nil
+  end
+  return lines
+end
+M.text_lines = text_lines
+
+-- Past this many cells the middle of a diff counts as all removed and all added.
+local MAX_LCS_CELLS = 2000000
+
+--- (lines added, lines removed) from old to new, as `git diff --numstat` counts them.
+function M.line_counts(old, new)
+  local a, b = text_lines(old), text_lines(new)
+  local head = 0
+  while head < #a and head < #b and a[head + 1] == b[head + 1] do
+    head = head + 1
+  end
+  local tail = 0
+  while tail < #a - head and tail < #b - head and a[#a - tail] == b[#b - tail] do
+    tail = tail + 1
+  end
+  local n, m = #a - head - tail, #b - head - tail
+  local lcs = 0
+  if n > 0 and m > 0 and n * m <= MAX_LCS_CELLS then
+    local prev, cur = {}, {}
+    for j = 0, m do
+      prev[j] = 0
+    end
+    for i = 1, n do
+      cur[0] = 0
+      local ai = a[head + i]
+      for j = 1, m do
+        if ai == b[head + j] then
+          cur[j] = prev[j - 1] + 1
+        else
+          local up, left = prev[j], cur[j - 1]
+          cur[j] = up > left and up or left
+        end
+      end
+      prev, cur = cur, prev
+    end
+    lcs = prev[m]
+  end
+  return m - lcs, n - lcs
+end
+
+--- "+3 −1": a side that is 0 is left out ("+0" when nothing changed).
+function M.counts_text(added, removed)
+  local parts = {}
+  if added > 0 or removed == 0 then
+    parts[#parts + 1] = "+" .. added
+  end
+  if removed > 0 then
+    parts[#parts + 1] = MINUS .. removed
+  end
+  return table.concat(parts, " ")
+end
+
+--- The `diff` blocks of a tool call's content (ACP shape), as {path=, old=, new=}.
+local function content_diffs(content)
+  local out = {}
+  if type(content) ~= "table" then
+    return out
+  end
+  for _, item in ipairs(content) do
+    if type(item) == "table" and item.type == "diff" and type(item.path) == "string" then
+      out[#out + 1] = {
+        path = item.path,
+        old = type(item.oldText) == "string" and item.oldText or nil,
+        new = type(item.newText) == "string" and item.newText or "",
+      }
+    end
+  end
+  return out
+end
+
+function State:display_path(path)
+  local root = self.root
+  if root and root ~= "/" and string.sub(path, 1, #root + 1) == root .. "/" then
+    return string.sub(path, #root + 2)
+  end
+  return path
+end
+
+function State:_record_diffs(id, diffs)
+  if #diffs == 0 or type(id) ~= "string" then
+    return
+  end
+  if not self.diffs[id] then
+    self.diff_ids[#self.diff_ids + 1] = id
+  end
+  self.diffs[id] = diffs
+  for _, d in ipairs(diffs) do
+    local seen = nil
+    for _, t in ipairs(self.turn_diffs) do
+      if t.path == d.path then
+        seen = t
+      end
+    end
+    if seen then
+      seen.new = d.new -- the first text before, the last after
+    else
+      self.turn_diffs[#self.turn_diffs + 1] = { path = d.path, old = d.old, new = d.new, created = d.old == nil }
+    end
+  end
+end
+
+--- The diffs of tool call `id` (default: the last call that has any): id, list.
+function State:diffs_of(id)
+  if id == nil or id == "" then
+    id = self.diff_ids[#self.diff_ids]
+  end
+  if id == nil then
+    return nil, nil
+  end
+  return id, self.diffs[id]
+end
+
+--- "Changed files: a.py +3 −1, new.txt +1" for the turn so far; nil when nothing changed.
+function State:turn_summary()
+  local parts = {}
+  for _, t in ipairs(self.turn_diffs) do
+    if t.old ~= t.new then
+      local added, removed = M.line_counts(t.old, t.new)
+      parts[#parts + 1] = self:display_path(t.path) .. " " .. M.counts_text(added, removed)
+    end
+  end
+  if #parts == 0 then
+    return nil
+  end
+  return "Changed files: " .. table.concat(parts, ", ")
 end
 
 -- ---------------------------------------------------------------- bookkeeping
@@ -214,7 +363,11 @@ local function one_line(s)
 end
 
 local function tool_header(block)
-  return "#### " .. block.label .. ": " .. one_line(block.title) .. " [" .. status_label(block.status, block.exit_code) .. "]"
+  local header = "#### " .. block.label .. ": " .. one_line(block.title) .. " [" .. status_label(block.status, block.exit_code) .. "]"
+  if block.counts then
+    header = header .. " " .. block.counts
+  end
+  return header
 end
 
 function State:_new_tool(id, label, title, command)
@@ -311,6 +464,7 @@ function State:add_user(text)
   self.turn_open = true
   self.turn_has_text = false
   self.plan_block = nil
+  self.turn_diffs = {}
   local block = self:_text_block("user")
   append_text(self, block, text, "")
 end
@@ -355,6 +509,10 @@ function State:apply(u)
     stopReason = str(u.stopReason),
     error = str(u.error),
   }
+  if kind == "tool_call_update" then
+    -- what the call changed (a sub-agent's calls too): for :SynapseDiff and the turn summary
+    self:_record_diffs(u.toolCallId, content_diffs(u.content))
+  end
   if type(u.parentToolCallId) == "string" and u.parentToolCallId ~= "" then
     local parent = self.tools[u.parentToolCallId]
     if parent then
@@ -369,6 +527,7 @@ function State:apply(u)
       self.turn_open = true
       self.turn_has_text = false
       self.plan_block = nil
+      self.turn_diffs = {}
     end
     append_text(self, self:_text_block("user"), text, "")
   elseif kind == "agent_message_chunk" then
@@ -407,6 +566,15 @@ function State:apply(u)
     end
     if type(u.rawOutput) == "table" and type(u.rawOutput.exitCode) == "number" then
       block.exit_code = u.rawOutput.exitCode
+    end
+    local diffs = self.diffs[u.toolCallId]
+    if diffs and not block.counts then
+      local added, removed = 0, 0
+      for _, d in ipairs(diffs) do
+        local a, r = M.line_counts(d.old, d.new)
+        added, removed = added + a, removed + r
+      end
+      block.counts = M.counts_text(added, removed)
     end
     if u.status then
       block.status = u.status
@@ -473,6 +641,10 @@ function State:finish_turn(stop_reason, usage, err)
         self:_set_header(block)
       end
     end
+  end
+  local summary = self:turn_summary()
+  if summary then
+    self:_push({ kind = "changes", lines = { summary, "" }, open = false })
   end
   local line
   if stop_reason == "error" then

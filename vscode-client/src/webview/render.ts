@@ -720,10 +720,13 @@ export class ChatView {
     (body.querySelector('.tool-command') as HTMLElement).hidden = !tool.command;
 
     const locations = body.querySelector('.tool-locations') as HTMLElement;
-    const locKey = JSON.stringify(tool.locations);
+    // A file the card's diffs show already has its link there.
+    const diffPaths = new Set((tool.diffs ?? []).map((d) => d.path));
+    const shownLocations = tool.locations.filter((loc) => loc.line || !diffPaths.has(loc.path));
+    const locKey = JSON.stringify(shownLocations);
     if (locations.dataset.src !== locKey) {
       locations.textContent = '';
-      for (const loc of tool.locations) {
+      for (const loc of shownLocations) {
         const shown = displayPath(loc.path, session.workspaceUri);
         const a = h('a', { class: 'location', href: '#', 'data-path': loc.path, title: loc.path }, shown + (loc.line ? `:${loc.line}` : ''));
         if (loc.line) a.dataset.line = String(loc.line);
