@@ -221,6 +221,12 @@ def event_from_dict(data: dict[str, Any]) -> Event:
         values["usage"] = Usage(**values["usage"])
     if cls is PlanUpdated:
         values["entries"] = tuple(PlanEntry(**e) for e in values.get("entries", ()))
+    if cls is ToolCallFinished:
+        # stored sessions replay their diffs: back to FileDiff (a dict has no .path)
+        try:
+            values["diffs"] = tuple(FileDiff(**d) for d in values.get("diffs", ()))
+        except TypeError as exc:
+            raise ValueError(f"bad {kind} event: {exc}") from None
     try:
         event: Event = cls(**values)
     except TypeError as exc:

@@ -27,6 +27,7 @@ from synapse_lsp.config import Settings
 from synapse_lsp.errors import SynapseError
 from synapse_lsp.events import (
     Event,
+    FileDiff,
     PlanEntry,
     PlanUpdated,
     TextDelta,
@@ -71,6 +72,10 @@ def test_events_round_trip_through_dicts() -> None:
         TextDelta("hi", "toolu_1"),
         ToolCallStarted("t", "ls", True),
         ToolCallFinished("t", "failed", 2, True, "err", "native", "execution_error", {"a": [1]}),
+        ToolCallFinished(
+            *("e", "completed", 0, False, "ok"),
+            diffs=(FileDiff("/p/a", "x\n", "y\n"), FileDiff("/p/n", None, "new\n")),
+        ),
         PlanUpdated((PlanEntry("step", "in_progress"),), "why"),
         TurnFinished("error", Usage(1, 2, 3, 4), "boom"),
         UserMessage("question"),
