@@ -53,6 +53,7 @@ import {
 } from './lifecycle';
 import {
   Commands,
+  DIAGNOSTICS_NOTIFICATION,
   PROTOCOL_VERSION,
   protocolMismatch,
   SESSION_UPDATE_METHOD,
@@ -67,6 +68,7 @@ import {
 } from './protocol';
 import { apply, busySessions, initialState, questionTarget, type Action, type ChatState, type ServerPhase } from './state';
 import { EditDiffs } from './editDiffs';
+import { EditorFeedbackReporter } from './editorFeedback';
 import { makeNonce, webviewHtml } from './webview/html';
 import { promptContext, type Attachment, type FromWebview, type ToWebview } from './webview/messages';
 
@@ -105,6 +107,8 @@ class SynapseController implements vscode.WebviewViewProvider {
   private view: vscode.WebviewView | undefined;
   /** Edit cards' "Open diff" and "Revert this edit". */
   private readonly editDiffs: EditDiffs;
+  /** Diagnostics of the files the agent edited, once settled, to the server (editor feedback). */
+  private readonly feedback: EditorFeedbackReporter;
 
   constructor(private readonly context: vscode.ExtensionContext) {
     this.log = vscode.window.createOutputChannel('Synapse', { log: true });
@@ -113,6 +117,12 @@ class SynapseController implements vscode.WebviewViewProvider {
     context.subscriptions.push(this.log, this.statusItem);
     this.lifecycle = this.newLifecycle();
     this.editDiffs = new EditDiffs((sid, tid, i) => this.state.byId[sid]?.tools[tid]?.diffs?.[i] ?? null, this.log);
+    this.feedback = new EditorFeedbackReporter(
+      (params) => void this.client?.sendNotification(DIAGNOSTICS_NOTIFICATION, params),
+      () => this.config().get<boolean | null>('editorFeedback') !== false,
+      this.log,
+    );
+    context.subscriptions.push(this.feedback);
   }
 
   async activate(): Promise<void> {
@@ -337,7 +347,9 @@ class SynapseController implements vscode.WebviewViewProvider {
     const client = new LanguageClient('synapse', 'Synapse', serverOptions, clientOptions);
     handle.client = client;
     client.onNotification(SESSION_UPDATE_METHOD, (params: SessionUpdateParams) => {
-      if (this.lifecycle.client === handle) this.dispatch({ type: 'update', params });
+      if (this.lifecycle.client !== handle) return;
+      this.dispatch({ type: 'update', params });
+      this.feedback.observe(params);
     });
     // Permission questions: a notification as before, and the same buttons in the tool card.
     client.onRequest(ShowMessageRequest.type, (params, token) => this.askUser(params, token));

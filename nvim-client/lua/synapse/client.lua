@@ -248,6 +248,7 @@ local function start(root)
         if M.on_update and params then
           M.on_update(params, ctx.client_id)
         end
+        require("synapse.feedback").observe(params, ctx.client_id)
       end,
       ["workspace/applyEdit"] = M.apply_edit,
     },

@@ -9,6 +9,8 @@ local M = {}
 M.VERSION = 1
 
 M.SESSION_UPDATE = "synapse/sessionUpdate"
+-- client -> server: a touched file's settled diagnostics (synapse.feedback)
+M.DIAGNOSTICS = "synapse/diagnostics"
 
 M.commands = {
   session_new = "synapse.session.new",
