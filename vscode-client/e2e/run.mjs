@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-/* global document, navigator, clearTimeout */
+/* global document, navigator, clearTimeout, fetch */
 /**
  * The end-to-end suite in the real VS Code (`./dev test` runs it after `npm run ci` built
  * synapse-vscode.vsix). One code-server window, scenarios in order, each with its own
@@ -243,6 +243,42 @@ async function editDiffOpenAndRevert() {
   await command('Notifications: Clear All Notifications');
 }
 
+/**
+ * Issue 20 (feedback after edits): the agent writes broken.json; VS Code's own JSON language
+ * features report the syntax error; once it settles the extension sends it
+ * (synapse/diagnostics) and the server logs it. The user then types into the file. The
+ * model's next request carries both notes: the new problem and the user's change.
+ */
+async function editorFeedbackJsonDiagnostics() {
+  await api.script({ commands: [`write broken.json '{"a": 1 "b": 2}'`] }, 'Wrote broken.json.');
+  await sendPrompt(frame, 'Write broken.json');
+  await waitText(frame, 'Wrote broken.json.');
+  await waitFor(
+    'VS Code reports the JSON error and the server takes it',
+    async () => /editor feedback: [1-9]\d* new problem\(s\) in \S*broken\.json/.test(extensionLog(profile)),
+    30_000,
+  );
+  await openFile('broken.json');
+  await page.locator('.editor-instance .monaco-editor .view-lines').first().click();
+  await page.keyboard.press('Control+End');
+  await page.keyboard.type(' ');
+  await waitFor('the server sees the user change broken.json', async () => /editor feedback: the user changed \S*broken\.json/.test(extensionLog(profile)), 15_000);
+  await screenshot('feedback-problem');
+  await api.script('I will fix the comma.');
+  await sendPrompt(frame, 'Is it valid JSON now?');
+  await waitText(frame, 'I will fix the comma.');
+  const requests = await (await fetch(`${api.url}/_requests`)).json();
+  const bodies = requests.filter((r) => r.method === 'POST' && r.path.split('?')[0] === '/v1/messages').map((r) => r.body);
+  const last = bodies.at(-1).messages.at(-1).content;
+  const texts = last.filter((b) => b.type === 'text').map((b) => b.text);
+  const note = texts.find((t) => t.includes('New problems after your edit'));
+  if (!note) throw new Error(`no editor feedback note in the model's request: ${JSON.stringify(texts).slice(0, 500)}`);
+  if (!/- broken\.json:1: error: .+\[json/.test(note)) throw new Error(`the note does not name the JSON error: ${note}`);
+  if (!/The user changed broken\.json since your last edit/.test(note)) throw new Error(`the note does not tell of the user's change: ${note}`);
+  if (texts.at(-1) !== 'Is it valid JSON now?') throw new Error(`the prompt is not last: ${JSON.stringify(texts)}`);
+  log(`  note: ${note.split('\n').filter((l) => l.startsWith('- ')).join(' | ')}`);
+}
+
 /** Wait for a notification toast whose text matches `re`. */
 async function toast(re) {
   await waitFor(`a notification ${re}`, async () => {
@@ -327,6 +363,8 @@ try {
   });
 
   await step('edit-diff-open-and-revert', 90_000, () => editDiffOpenAndRevert());
+
+  await step('editor-feedback-json-diagnostics', 90_000, () => editorFeedbackJsonDiagnostics());
 
   await step('permission-deny-blocks-write', 60_000, async () => {
     const outside = path.join(path.dirname(profile.ws), 'outside.txt');
