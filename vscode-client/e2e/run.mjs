@@ -279,6 +279,32 @@ async function editorFeedbackJsonDiagnostics() {
   log(`  note: ${note.split('\n').filter((l) => l.startsWith('- ')).join(' | ')}`);
 }
 
+/**
+ * A file the agent created: its card says "new file"; "Revert this edit" asks first and
+ * then deletes it.
+ */
+async function revertNewFile() {
+  const file = path.join(profile.ws, 'made.txt');
+  await api.script({ commands: ["write made.txt 'made by the agent\n'"] }, 'Wrote made.txt.');
+  await sendPrompt(frame, 'Write made.txt');
+  await waitText(frame, 'Wrote made.txt.');
+  const card = frame.locator('.tool.has-diff').last();
+  await card.locator('.diff-new').waitFor({ timeout: 10_000 });
+  const summary = (await frame.locator('[data-testid="turn-changes"]').last().textContent()).trim();
+  if (summary !== 'Changed files: made.txt +1') throw new Error(`the turn summary says ${JSON.stringify(summary)}`);
+  await waitFor('made.txt exists', async () => fs.existsSync(file), 10_000);
+  await command('Notifications: Clear All Notifications');
+  await card.locator('[data-testid="revert-edit"]').click();
+  const dialog = page.locator('.monaco-dialog-box');
+  await dialog.waitFor({ timeout: 10_000 });
+  if (!/Delete made\.txt\?/.test(await dialog.innerText())) throw new Error(`the question: ${await dialog.innerText()}`);
+  await screenshot('revert-new-file-question');
+  await dialog.locator('.monaco-button', { hasText: /^\s*Delete\s*$/ }).click();
+  await waitFor('made.txt deleted', async () => !fs.existsSync(file), 10_000);
+  await toast(/deleted made\.txt/);
+  await command('Notifications: Clear All Notifications');
+}
+
 /** Wait for a notification toast whose text matches `re`. */
 async function toast(re) {
   await waitFor(`a notification ${re}`, async () => {
@@ -363,6 +389,7 @@ try {
   });
 
   await step('edit-diff-open-and-revert', 90_000, () => editDiffOpenAndRevert());
+  await step('edit-diff-revert-new-file', 60_000, () => revertNewFile());
 
   await step('editor-feedback-json-diagnostics', 90_000, () => editorFeedbackJsonDiagnostics());
 
