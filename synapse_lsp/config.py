@@ -65,7 +65,7 @@ WORKSPACE_SAFE = frozenset(
 )
 # Settings honoured only from $SYNAPSE_HOME/settings.json: neither a folder's file nor
 # the face (editor settings can come from a repository's .vscode/settings.json).
-HOME_ONLY = frozenset({"mcpEnvAllowCredentials", "pricing"})
+HOME_ONLY = frozenset({"mcpEnvAllowCredentials"})
 _CHOICES: dict[str, tuple[str, ...]] = {
     "permission": POLICIES,
     "log_level": LOG_LEVELS,
@@ -99,59 +99,6 @@ class OutputLimits:
 @dataclass(frozen=True)
 class Settings:
     """Every knob Synapse has. Faces build one from env, CLI flags or LSP settings."""
-@dataclass(frozen=True)
-class ModelPrice:
-    """What a model costs, in USD per million tokens (agent/pricing.py has the table)."""
-
-    input: float
-    output: float
-    cache_write: float
-    cache_read: float
-
-
-@dataclass(frozen=True)
-class PriceOverrides:
-    """The `pricing` setting: model name -> price, over the package's table. In JSON
-    `{"MODEL": {"input": 3, "output": 15, "cacheWrite": 3.75, "cacheRead": 0.3}}`;
-    `cacheWrite`/`cacheRead` default to 1.25x and 0.1x `input` (the API's ratios)."""
-
-    entries: tuple[tuple[str, ModelPrice], ...] = ()
-
-    def get(self, model: str) -> ModelPrice | None:
-        return next((price for name, price in self.entries if name == model), None)
-
-    @classmethod
-    def parse(cls, value: Any) -> PriceOverrides:
-        if not isinstance(value, dict):
-            raise TypeError("expected an object: model name -> {input, output, ...}")
-        entries: list[tuple[str, ModelPrice]] = []
-        for name, raw in value.items():
-            if not isinstance(raw, dict):
-                raise TypeError(f"{name!r}: expected an object of prices per million tokens")
-            unknown = set(raw) - {"input", "output", "cacheWrite", "cacheRead"}
-            if unknown or not {"input", "output"} <= set(raw):
-                raise TypeError(
-                    f"{name!r}: keys are input, output (required), cacheWrite, cacheRead"
-                )
-            numbers: dict[str, float] = {}
-            for key, number in raw.items():
-                if isinstance(number, bool) or not isinstance(number, int | float) or number < 0:
-                    raise ValueError(f"{name!r}: `{key}` must be a number >= 0 (USD per MTok)")
-                numbers[key] = float(number)
-            entries.append(
-                (
-                    str(name),
-                    ModelPrice(
-                        input=numbers["input"],
-                        output=numbers["output"],
-                        cache_write=numbers.get("cacheWrite", numbers["input"] * 1.25),
-                        cache_read=numbers.get("cacheRead", numbers["input"] * 0.1),
-                    ),
-                )
-            )
-        return cls(tuple(entries))
-
-
 
     synapse_home: Path = field(default_factory=synapse_home)
     command_timeout: float = DEFAULT_TIMEOUT_S
@@ -202,8 +149,6 @@ class PriceOverrides:
     def bin_dir(self) -> Path:
         return self.synapse_home / "bin"
 
-    # Model prices over the package's table (agent/pricing.py); HOME_ONLY.
-    pricing: PriceOverrides = field(default_factory=PriceOverrides)
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> tuple[Settings, list[str]]:
         """Defaults, then the variables of `ENV_SETTINGS` that are set (and not empty).
@@ -312,8 +257,6 @@ def _coerce(current: Any, value: Any, *, zero_ok: bool = False) -> Any:
                 raise ValueError(f"`{key}` must be a whole number >= 1")
             limits[key] = raw
         return OutputLimits(max_bytes=limits["maxBytes"], max_lines=limits["maxLines"])
-    if isinstance(current, PriceOverrides):
-        return PriceOverrides.parse(value)
     if current is None or isinstance(current, str):
         if not isinstance(value, str):
             raise TypeError("expected a string")

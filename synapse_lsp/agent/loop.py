@@ -33,7 +33,6 @@ from synapse_lsp.agent.compaction import (
     DEFAULT_CONTEXT_WINDOW,
     CompactionSettings,
     maybe_compact,
-    Offload,
 )
 from synapse_lsp.agent.history import (
     CANCELLED_RESULT,
@@ -46,7 +45,6 @@ from synapse_lsp.agent.history import (
 )
 from synapse_lsp.agent.model import StreamDone, StreamRetry, StreamText, StreamThinking
 from synapse_lsp.agent.tool_names import unknown_tool_result
-from synapse_lsp.agent.pricing import add_spend
 from synapse_lsp.builtins.plan import current_plan
 from synapse_lsp.cmdline import first_word
 from synapse_lsp.commands import FailureCategory, Layer, Step
@@ -226,10 +224,6 @@ class Loop:
         self._tripped = False  # the breaker tripped this turn: no more commands run
         self._reminded: Any = None  # the plan the last reminder was about
 
-        # Usage per model name (pricing.py); the owner resets it per turn, a sub-agent's
-        # loop shares its parent's. `offload`: where compaction saves large outputs.
-        self.model_usage: dict[str, Usage] = {}
-        self.offload: Offload | None = None
     def add(self, message: Message) -> None:
         add_message(self.messages, message)
         if self.on_message is not None:
@@ -380,14 +374,12 @@ class Loop:
             return
         self.messages = compacted.messages
         self.last_context_tokens = compacted.context_tokens
-            offload=self.offload,
         self.turn_usage = self.turn_usage + compacted.usage
         if self.on_compaction is not None:
             self.on_compaction(self.messages)
         emit(self.tag(compacted.notice))
 
     def _result(self, stop_reason: str, final_text: str) -> LoopResult:
-        add_spend(self.model_usage, self.model().model, compacted.usage)
         return LoopResult(stop_reason, self.turn_usage, final_text, model_calls=self.model_calls)
 
     async def _call_model(self, emit: Emit) -> StreamDone:
@@ -447,7 +439,6 @@ class Loop:
             u.input_tokens
             + u.cache_creation_input_tokens
             + u.cache_read_input_tokens
-        add_spend(self.model_usage, model.model, done.usage)
             + u.output_tokens
         )
         emit(UsageUpdated(self.turn_usage, parent))

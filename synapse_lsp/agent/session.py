@@ -34,14 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from synapse_lsp.agent import prompts
-from synapse_lsp.agent.compaction import (
-    COMPACT_RATIO,
-    DEFAULT_CONTEXT_WINDOW,
-    KEEP_RECENT_TURNS,
-    CompactionSettings,
-    compact,
-)
-from synapse_lsp.agent.context import ContextReport, measure
+from synapse_lsp.agent.compaction import COMPACT_RATIO, DEFAULT_CONTEXT_WINDOW, KEEP_RECENT_TURNS
 from synapse_lsp.agent.event_queue import EventQueue
 from synapse_lsp.agent.feedback import EditorFeedback
 from synapse_lsp.agent.history import (
@@ -54,7 +47,6 @@ from synapse_lsp.agent.history import (
     repair_history,
 )
 from synapse_lsp.agent.loop import Emit, Loop, LoopResult
-from synapse_lsp.agent.pricing import Cost, Spend, context_window, merged, spend_cost
 from synapse_lsp.agent.store import DEFAULT_TITLE, SessionLockedError, new_session_id
 from synapse_lsp.agent.subagents import run_subagent
 from synapse_lsp.agent.transcript import Recorder
@@ -199,7 +191,7 @@ class ChatSession:
         store: SessionStore | None = None,
         session_id: str | None = None,
         workspace_root: Path | None = None,
-        context_window: int | None = None,
+        context_window: int = DEFAULT_CONTEXT_WINDOW,
     ) -> None:
         self.id = session_id or new_session_id()
         self.settings_source = as_source(settings)
@@ -207,16 +199,12 @@ class ChatSession:
         self.workspace_root = workspace_root
         self.title = DEFAULT_TITLE
         self.usage = Usage()
-        """`context_window`: tokens; None = the model's (pricing.MODELS, per turn)."""
         self._model = model
         self._owns_model = False  # a client we built ourselves is ours to close
         self._persisted = store is not None and store.exists(self.id)
         # Set while another process writes this stored session (we are read-only).
         self._locked: SessionLockedError | None = None
         self._busy = False
-        self.spend: Spend = {}  # the session's usage per model (stored as usage records)
-        self.last_turn_spend: Spend = {}
-        self._window = context_window
         self._worker: asyncio.Task[None] | None = None
         self._emit: Emit = _drop
         self._transcript: list[Event] = []
@@ -228,7 +216,7 @@ class ChatSession:
             settings=self.settings_source,
             model=self._ensure_model,
             system=self._system,
-            context_window=context_window or DEFAULT_CONTEXT_WINDOW,
+            context_window=context_window,
             on_message=self._store_message,
             on_compaction=self._store_compaction,
             todo_reminder=True,
@@ -251,7 +239,6 @@ class ChatSession:
     @classmethod
     def resume(
         cls,
-        self._loop.offload = self._offload
         store: SessionStore,
         session_id: str,
         router: BashRouter,
@@ -348,11 +335,6 @@ class ChatSession:
 
     def cancel(self) -> None:
         """Stop the running turn: interrupt the command, close the stream; the
-        # Sessions stored before usage records: their tokens, under no model (no price).
-        self.spend = dict(stored.usage) if stored.usage is not None else {"": self.usage}
-        if stored.usage is not None:
-            self.usage = spend_cost(self.spend).usage
-        self.last_turn_spend = {}
         iterator ends with TurnFinished(stop_reason="cancelled")."""
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
@@ -423,9 +405,7 @@ class ChatSession:
                 content.append({"type": "text", "text": extra})
             content.append({"type": "text", "text": text})
             try:
-                self._loop.context_window = self._window or context_window(
-                    self._ensure_model().model
-                )
+                self._ensure_model()
             except ModelError as exc:
                 self._loop.add({"role": "user", "content": content})
                 finished = TurnFinished("error", Usage(), exc.message)
@@ -502,7 +482,6 @@ class ChatSession:
         self._transcript.append(event)
         if self.store is not None and self._persisted:
             try:
-            self._loop.model_usage = {}
                 self.store.append_event(self.id, event)
             except (OSError, SynapseError) as exc:  # a full disk must not end the conversation
                 log.warning("cannot store event: %s", exc)
@@ -537,7 +516,6 @@ class ChatSession:
         return self._model
 
     def _system(self, task_type: str | None = None) -> list[dict[str, Any]]:
-        self._add_spend(self._loop.model_usage)
         if task_type is not None:
             return prompts.system_blocks(
                 self.router.builtins.values(),
@@ -599,104 +577,3 @@ def _with_model(client: ModelClient, model: str) -> ModelClient:
 
 def _drop(event: Event) -> None:
     return None
-    # ------------------------------------------------------- context and cost
-
-    def _add_spend(self, spend: Spend, *, turn: bool = True) -> None:
-        """Count a turn's (or a `/compact`'s) usage per model, and store it."""
-        if turn:
-            self.last_turn_spend = dict(spend)
-        if not any(u != Usage() for u in spend.values()):
-            return
-        self.spend = merged(self.spend, spend)
-        if self.store is not None and self._persisted:
-            try:
-                self.store.append_usage(self.id, spend)
-            except (OSError, SynapseError) as exc:
-                log.warning("cannot store usage: %s", exc)
-
-    def turn_cost(self) -> Cost:
-        """The last turn's tokens and cost (the `pricing` setting over the table)."""
-        return spend_cost(self.last_turn_spend, self.settings.pricing)
-
-    def session_cost(self) -> Cost:
-        return spend_cost(self.spend, self.settings.pricing)
-
-    def model_name(self) -> str:
-        return self._model.model if self._model is not None else self.settings.model
-
-    @property
-    def context_window(self) -> int:
-        return self._window or context_window(self.model_name())
-
-    @property
-    def context_tokens(self) -> int:
-        """The context the last model call used (an estimate after a compaction)."""
-        return self._loop.last_context_tokens
-
-    async def context_report(self) -> ContextReport:
-        """The next request's size by part (`/context`): counted by the API when it can,
-        else estimated."""
-        from synapse_lsp.agent.prompts import bash_tool
-
-        counter = None
-        why_not = None
-        try:
-            counter = self._ensure_model().count_tokens
-        except ModelError as exc:
-            why_not = exc.message
-        return await measure(
-            model=self.model_name(),
-            window=self.context_window,
-            system=self._system(),
-            tools=[bash_tool()],
-            messages=self._loop.messages,
-            counter=counter,
-            why_not=why_not,
-        )
-
-    async def compact(self, focus: str | None = None) -> str:
-        """`/compact [focus]`: summarise all but the last turn now (large outputs go to
-        files); what happened, for people. Not while a turn runs (SessionBusyError)."""
-        if self._busy:
-            raise SessionBusyError("A turn is running: compact after it ends.")
-        locked = self._claim()
-        if locked is not None:
-            return locked.message
-        if not self._loop.messages:
-            return "Nothing to compact yet."
-        self._busy = True
-        try:
-            try:
-                model = self._ensure_model()
-            except ModelError as exc:
-                return exc.message
-            done = await compact(
-                self._loop.messages,
-                model=self._ensure_model,
-                settings=CompactionSettings(context_window=self.context_window, keep_turns=1),
-                offload=self._offload,
-                focus=focus or "",
-            )
-            if done is None:
-                return "Nothing to compact: the conversation has no older turns or outputs."
-            self._loop.messages = done.messages
-            self._loop.last_context_tokens = done.context_tokens
-            self._store_compaction(done.messages)
-            self._add_spend({model.model: done.usage}, turn=False)
-            self.usage = self.usage + done.usage
-            self._record(done.notice)
-            return done.notice.message
-        finally:
-            self._busy = False
-
-    def _offload(self, tool_use_id: str, text: str) -> str | None:
-        """Compaction's `Offload`: the output saved in the session folder; None without
-        a stored session (or when the disk refuses)."""
-        if self.store is None or not self._persisted:
-            return None
-        try:
-            return str(self.store.write_offload(self.id, tool_use_id, text))
-        except (OSError, SynapseError) as exc:
-            log.warning("cannot offload a tool output: %s", exc)
-            return None
-

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from synapse_lsp.errors import SynapseError
-from synapse_lsp.agent.context import compact_command, context_command, cost_command
 
 
 class SlashHost(Protocol):
@@ -259,15 +258,3 @@ SESSION_COMMANDS = SlashRegistry(
         SlashCommand("model", "/model [NAME]", "show or switch the model for this session", _model),
     ]
 )
-        SlashCommand(
-            "context", "/context", "what fills the context window, by part", context_command
-        ),
-        SlashCommand(
-            "compact",
-            "/compact [FOCUS]",
-            "summarise older turns now (FOCUS: what the summary should keep)",
-            compact_command,
-        ),
-        SlashCommand(
-            "cost", "/cost", "tokens and cost of the last turn and the session", cost_command
-        ),

@@ -22,7 +22,6 @@ SESSION_LOAD = "synapse.session.load"
 SESSION_DELETE = "synapse.session.delete"
 SESSION_PROMPT = "synapse.session.prompt"
 SESSION_CANCEL = "synapse.session.cancel"
-SESSION_CONTEXT = "synapse.session.context"
 SHELL_RUN = "synapse.shell.run"
 SHELL_RESTART = "synapse.shell.restart"
 TOOLS_SEARCH = "synapse.tools.search"
@@ -51,7 +50,6 @@ COMMAND_NAMES = (
     SESSION_CANCEL,
     SHELL_RUN,
     SHELL_RESTART,
-    SESSION_CONTEXT,
     TOOLS_SEARCH,
     TOOLS_REFRESH,
     STATUS,

@@ -29,7 +29,6 @@ from synapse_lsp.lsp.names import (  # re-exported: the protocol's names live th
     PROTOCOL_VERSION,
     REQUEST_FAILED,
     SESSION_CANCEL,
-    SESSION_CONTEXT,
     SESSION_DELETE,
     SESSION_LIST,
     SESSION_LOAD,
@@ -54,7 +53,6 @@ __all__ = [  # the re-exported names; every class below is this module's own
     "SESSION_CANCEL",
     "SESSION_DELETE",
     "SESSION_LIST",
-    "SESSION_CONTEXT",
     "SESSION_LOAD",
     "SESSION_NEW",
     "SESSION_PROMPT",
@@ -95,17 +93,6 @@ class TokenUsage(Wire):
 class TextContent(Wire):
     type: Literal["text"] = "text"
     text: str
-@attrs.define(kw_only=True)
-class Cost(Wire):
-    """What tokens cost, from the pricing table (docs/user-guide.md "Context and cost");
-    an amount is null when a model used has no price (`unpriced` names it)."""
-
-    currency: str  # "USD"
-    turn: float | None  # the turn this result answers (the last turn, for context)
-    session: float | None  # the whole session so far
-    unpriced: list[str]
-
-
 
 
 StopReason: TypeAlias = Literal[
@@ -196,43 +183,12 @@ class SessionPromptParams(Wire):
 @attrs.define(kw_only=True)
 class SessionPromptResult(Wire):
     stop_reason: StopReason
-    usage: TokenUsage  # this turn's
+    usage: TokenUsage
     error: str | None = omitted()  # only with stop_reason "error"
 
 
 @attrs.define(kw_only=True)
 class SessionCancelParams(Wire):
-    session_usage: TokenUsage | None = omitted()  # the session's so far
-    cost: Cost | None = omitted()
-
-
-@attrs.define(kw_only=True)
-class SessionContextParams(Wire):
-    session_id: str
-
-
-@attrs.define(kw_only=True)
-class ContextParts(Wire):
-    """Tokens of the next request by part; they add up to `total`."""
-
-    system: int  # the system prompt
-    tools: int  # the Bash tool's definition
-    history: int  # the conversation, without the last turn's tool outputs
-    tool_outputs: int  # the tool outputs of the last turn
-
-
-@attrs.define(kw_only=True)
-class SessionContextResult(Wire):
-    model: str
-    context_window: int
-    total: int
-    parts: ContextParts
-    source: Literal["counted", "estimated"]  # the API's token counting, or ~4 chars/token
-    note: str | None = omitted()  # why estimated
-    last_turn_usage: TokenUsage
-    session_usage: TokenUsage
-    cost: Cost
-
     session_id: str
 
 
@@ -411,7 +367,6 @@ class ToolCall(Wire):
     status: Literal["in_progress"] = "in_progress"
     raw_input: RawInput
     locations: list[Location]
-        Command(SESSION_CONTEXT, SessionContextParams, SessionContextResult),
     parent_tool_call_id: str | None = omitted()
 
 
