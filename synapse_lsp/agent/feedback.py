@@ -43,7 +43,6 @@ class Problem:
 class _File:
     text: str  # what the agent's last edit left (then: what the last note showed)
     known: Counter[tuple[str, str, str | None, str | None]] | None = None
-    new_file: bool = False
     problems: list[Problem] = field(default_factory=list)  # new, not yet noted
     changed_to: str | None = None  # the user's text, not yet noted
 
@@ -82,7 +81,7 @@ class EditorFeedback:
             key = _real(diff.path)
             entry = self._files.get(key)
             if entry is None:
-                self._files[key] = _File(diff.new_text, new_file=diff.old_text is None)
+                self._files[key] = _File(diff.new_text)
                 continue
             entry.text = diff.new_text
             entry.changed_to = None
@@ -100,7 +99,7 @@ class EditorFeedback:
             known = Counter(p.key() for p in before)
         elif entry.known is not None:
             known = entry.known
-        else:  # a new file had none; otherwise we cannot tell, so all count as new
+        else:  # nothing to compare with (or a new file, which had none): all are new
             known = Counter()
         remaining = Counter(known)
         fresh: list[Problem] = []

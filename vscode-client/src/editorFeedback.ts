@@ -56,6 +56,10 @@ export class EditorFeedbackReporter implements vscode.Disposable {
   ) {
     this.subscription = vscode.languages.onDidChangeDiagnostics((e) => {
       const at = this.now();
+      if (this.lastChange.size > 1000) {
+        // Only changes since a running tool call started matter: forget old ones.
+        for (const [key, when] of this.lastChange) if (at - when > 60_000) this.lastChange.delete(key);
+      }
       for (const uri of e.uris) {
         const key = uri.toString();
         this.lastChange.set(key, at);
