@@ -65,7 +65,7 @@ WORKSPACE_SAFE = frozenset(
 )
 # Settings honoured only from $SYNAPSE_HOME/settings.json: neither a folder's file nor
 # the face (editor settings can come from a repository's .vscode/settings.json).
-HOME_ONLY = frozenset({"mcpEnvAllowCredentials"})
+HOME_ONLY = frozenset({"mcpEnvAllowCredentials", "pricing"})
 _CHOICES: dict[str, tuple[str, ...]] = {
     "permission": POLICIES,
     "log_level": LOG_LEVELS,
@@ -94,6 +94,59 @@ class OutputLimits:
 
     max_bytes: int = 10 * 1024
     max_lines: int = 256
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    """What a model costs, in USD per million tokens (agent/pricing.py has the table)."""
+
+    input: float
+    output: float
+    cache_write: float
+    cache_read: float
+
+
+@dataclass(frozen=True)
+class PriceOverrides:
+    """The `pricing` setting: model name -> price, over the package's table. In JSON
+    `{"MODEL": {"input": 3, "output": 15, "cacheWrite": 3.75, "cacheRead": 0.3}}`;
+    `cacheWrite`/`cacheRead` default to 1.25x and 0.1x `input` (the API's ratios)."""
+
+    entries: tuple[tuple[str, ModelPrice], ...] = ()
+
+    def get(self, model: str) -> ModelPrice | None:
+        return next((price for name, price in self.entries if name == model), None)
+
+    @classmethod
+    def parse(cls, value: Any) -> PriceOverrides:
+        if not isinstance(value, dict):
+            raise TypeError("expected an object: model name -> {input, output, ...}")
+        entries: list[tuple[str, ModelPrice]] = []
+        for name, raw in value.items():
+            if not isinstance(raw, dict):
+                raise TypeError(f"{name!r}: expected an object of prices per million tokens")
+            unknown = set(raw) - {"input", "output", "cacheWrite", "cacheRead"}
+            if unknown or not {"input", "output"} <= set(raw):
+                raise TypeError(
+                    f"{name!r}: keys are input, output (required), cacheWrite, cacheRead"
+                )
+            numbers: dict[str, float] = {}
+            for key, number in raw.items():
+                if isinstance(number, bool) or not isinstance(number, int | float) or number < 0:
+                    raise ValueError(f"{name!r}: `{key}` must be a number >= 0 (USD per MTok)")
+                numbers[key] = float(number)
+            entries.append(
+                (
+                    str(name),
+                    ModelPrice(
+                        input=numbers["input"],
+                        output=numbers["output"],
+                        cache_write=numbers.get("cacheWrite", numbers["input"] * 1.25),
+                        cache_read=numbers.get("cacheRead", numbers["input"] * 0.1),
+                    ),
+                )
+            )
+        return cls(tuple(entries))
 
 
 @dataclass(frozen=True)
@@ -144,6 +197,8 @@ class Settings:
     # Lets `$VAR` in $SYNAPSE_HOME/mcp/mcp_servers.json expand to a model credential.
     # HOME_ONLY: honoured from $SYNAPSE_HOME/settings.json only.
     mcp_env_allow_credentials: bool = False
+    # Model prices over the package's table (agent/pricing.py); HOME_ONLY.
+    pricing: PriceOverrides = field(default_factory=PriceOverrides)
 
     @property
     def bin_dir(self) -> Path:
@@ -240,6 +295,8 @@ def _coerce(current: Any, value: Any, *, zero_ok: bool = False) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"expected a whole number >= {low}")
         return value
+    if isinstance(current, PriceOverrides):
+        return PriceOverrides.parse(value)
     if isinstance(current, tuple):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise TypeError("expected a list of strings")

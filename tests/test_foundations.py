@@ -138,7 +138,10 @@ async def test_slash_commands_one_table_case_insensitive_with_aliases() -> None:
     await SESSION_COMMANDS.run(host, "/Q")
     assert host.exited
     names = [row["name"] for row in SESSION_COMMANDS.describe()]
-    assert names == ["help", "exit", "sessions", "resume", "clear", "tools", "skills", "model"]
+    assert names == [
+        *["help", "exit", "sessions", "resume", "clear", "tools", "skills", "model"],
+        *["context", "compact", "cost"],
+    ]
     with pytest.raises(ValueError, match="twice"):
         SlashRegistry([*SESSION_COMMANDS.commands(), SlashCommand("quit", "/quit", "x", _noop)])
 

@@ -451,6 +451,7 @@ class SynapseAcpAgent:
             live.output.clear()
         if finished is None:
             raise RequestError.internal_error({"details": "the turn ended without finishing"})
+        await self._send_usage(live)
         reason = STOP_REASONS.get(finished.stop_reason)
         if reason is None:  # "error": the history is left valid by the session
             message = finished.error or "the turn failed"
@@ -458,6 +459,26 @@ class SynapseAcpAgent:
                 raise RequestError.auth_required({"details": message})
             raise RequestError(-32603, message, {"stopReason": "error"})
         return PromptResponse(stop_reason=reason, usage=acp_usage(finished.usage))  # type: ignore[arg-type]
+
+    async def _send_usage(self, live: AcpSession) -> None:
+        """ACP `usage_update` after a turn: the context in use against the model's window
+        and the session's cost (left out when a model used has no price)."""
+        from acp.schema import Cost, UsageUpdate
+
+        chat = live.chat
+        if chat is None:
+            return
+        cost = chat.session_cost()
+        update = UsageUpdate(
+            session_update="usage_update",
+            used=max(chat.context_tokens, 0),
+            size=chat.context_window,
+            cost=Cost(amount=cost.amount, currency=cost.currency)
+            if cost.amount is not None
+            else None,
+        )
+        with contextlib.suppress(Exception):  # a client that cannot take it loses only this
+            await self.conn.session_update(live.id, update)
 
     async def _forward(self, live: AcpSession, event: Event) -> None:
         """Send the update(s) of one turn event."""

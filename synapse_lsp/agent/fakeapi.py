@@ -10,6 +10,11 @@ stream, a connection cut mid-message, a stream that hangs, or malformed SSE (a
 recorded (`api.requests`; `GET /_requests` from another process). The script
 format is documented in docs/agent.md.
 
+`POST /v1/messages/count_tokens` answers like the API, `{"input_tokens": N}`, with a
+deterministic count (`fake_token_count`: a quarter of the characters of the compact
+JSON of `system`, `tools` and `messages`, rounded up) and takes nothing from the
+script; `count_tokens=False` makes it a 404, as on an endpoint without it.
+
 Stdlib only (asyncio streams): no web framework, so it starts in milliseconds.
 """
 
@@ -254,6 +259,17 @@ def _new_prompt(body: JSON) -> bool:
     return any(isinstance(b, dict) and b.get("type") == "text" for b in content or [])
 
 
+def fake_token_count(body: JSON) -> int:
+    """The fake API's token count of a request: ceil(characters / 4) of the compact JSON
+    of its `system`, `tools` and `messages` (what is absent counts nothing)."""
+    chars = sum(
+        len(json.dumps(body[key], separators=(",", ":"), ensure_ascii=False))
+        for key in ("system", "tools", "messages")
+        if key in body
+    )
+    return -(-chars // 4)
+
+
 class _Template(dict[str, str]):
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
@@ -269,10 +285,13 @@ class FakeAnthropic:
         host: str = "127.0.0.1",
         port: int = 0,
         keep_requests: int | None = None,
+        count_tokens: bool = True,
     ) -> None:
-        """`keep_requests`: remember only the last N requests (long benchmarks); None = all."""
+        """`keep_requests`: remember only the last N requests (long benchmarks); None = all.
+        `count_tokens`: serve `POST /v1/messages/count_tokens` (else it is a 404)."""
         parsed = Script.parse(script)
         self.keep_requests = keep_requests
+        self.count_tokens = count_tokens
         self._queue: deque[JSON] = deque(parsed.responses)
         self._all = list(parsed.responses)
         self.loop = parsed.loop
@@ -324,7 +343,16 @@ class FakeAnthropic:
         return [
             r["body"]
             for r in self.requests
-            if r["path"].startswith("/v1/messages") and r["method"] == "POST"
+            if r["path"].split("?", 1)[0] == "/v1/messages" and r["method"] == "POST"
+        ]
+
+    @property
+    def count_requests(self) -> list[JSON]:
+        """Bodies of the `POST /v1/messages/count_tokens` requests, in order."""
+        return [
+            r["body"]
+            for r in self.requests
+            if r["path"].split("?", 1)[0] == "/v1/messages/count_tokens" and r["method"] == "POST"
         ]
 
     @property
@@ -448,6 +476,12 @@ class FakeAnthropic:
         )
         if self.keep_requests is not None and len(self.requests) > self.keep_requests:
             del self.requests[: len(self.requests) - self.keep_requests]
+        if route == "/v1/messages/count_tokens" and method == "POST" and self.count_tokens:
+            if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+                return await self._error(
+                    writer, 400, "invalid_request_error", "messages: Field required"
+                )
+            return await self._json(writer, 200, {"input_tokens": fake_token_count(body)})
         if route != "/v1/messages" or method != "POST":
             return await self._error(writer, 404, "not_found_error", f"no route {method} {path}")
         response = self._next(body if isinstance(body, dict) else None)

@@ -32,6 +32,7 @@ from synapse_lsp.agent import prompts
 from synapse_lsp.agent.compaction import (
     DEFAULT_CONTEXT_WINDOW,
     CompactionSettings,
+    Offload,
     maybe_compact,
 )
 from synapse_lsp.agent.history import (
@@ -44,6 +45,7 @@ from synapse_lsp.agent.history import (
     with_cache_breakpoint,
 )
 from synapse_lsp.agent.model import StreamDone, StreamRetry, StreamText, StreamThinking
+from synapse_lsp.agent.pricing import add_spend
 from synapse_lsp.agent.tool_names import unknown_tool_result
 from synapse_lsp.builtins.plan import current_plan
 from synapse_lsp.cmdline import first_word
@@ -223,6 +225,10 @@ class Loop:
         self._failures = 0  # failing tool calls in a row, this turn
         self._tripped = False  # the breaker tripped this turn: no more commands run
         self._reminded: Any = None  # the plan the last reminder was about
+        # Usage per model name (pricing.py); the owner resets it per turn, a sub-agent's
+        # loop shares its parent's. `offload`: where compaction saves large outputs.
+        self.model_usage: dict[str, Usage] = {}
+        self.offload: Offload | None = None
 
     def add(self, message: Message) -> None:
         add_message(self.messages, message)
@@ -369,12 +375,14 @@ class Loop:
             context_tokens=self.last_context_tokens,
             model=self.model,
             settings=CompactionSettings(context_window=self.context_window),
+            offload=self.offload,
         )
         if compacted is None:
             return
         self.messages = compacted.messages
         self.last_context_tokens = compacted.context_tokens
         self.turn_usage = self.turn_usage + compacted.usage
+        add_spend(self.model_usage, self.model().model, compacted.usage)
         if self.on_compaction is not None:
             self.on_compaction(self.messages)
         emit(self.tag(compacted.notice))
@@ -434,6 +442,7 @@ class Loop:
         if done is None:  # pragma: no cover - stream() always ends with StreamDone or raises
             raise ModelError("The model stream ended without a message.")
         self.turn_usage = self.turn_usage + done.usage
+        add_spend(self.model_usage, model.model, done.usage)
         u = done.usage
         self.last_context_tokens = (
             u.input_tokens

@@ -313,6 +313,43 @@ class ModelClient:
         """`text` with the API key (should it ever appear) replaced."""
         return text.replace(self._api_key, "[redacted]") if self._api_key else text
 
+    async def count_tokens(
+        self,
+        *,
+        messages: list[dict[str, Any]],
+        system: list[dict[str, Any]] | str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        timeout: float = 15.0,
+    ) -> int:
+        """The API's input token count for such a request (`messages.count_tokens`): one
+        attempt, no retries (callers fall back to an estimate); ModelError on failure."""
+        import anthropic
+
+        client = self._sdk()
+        extra: dict[str, Any] = {}
+        if system:
+            extra["system"] = system
+        if tools:
+            extra["tools"] = tools
+        try:
+            result = await client.messages.count_tokens(
+                model=self.model,
+                messages=messages,  # type: ignore[arg-type]
+                timeout=timeout,
+                **extra,
+            )
+        except anthropic.APIStatusError as exc:
+            err_type, message = _error_fields(getattr(exc, "body", None))
+            raise ModelError(
+                self.scrub(f"token counting failed: HTTP {exc.status_code} {err_type} {message}"),
+                cause="count_tokens",
+            ) from None
+        except anthropic.APIError as exc:
+            raise ModelError(
+                self.scrub(f"token counting failed: {_root_cause(exc)}"), cause="count_tokens"
+            ) from None
+        return int(result.input_tokens)
+
     # ------------------------------------------------------------------ stream
 
     async def stream(

@@ -34,7 +34,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from synapse_lsp.agent import prompts
-from synapse_lsp.agent.compaction import COMPACT_RATIO, DEFAULT_CONTEXT_WINDOW, KEEP_RECENT_TURNS
+from synapse_lsp.agent.compaction import (
+    COMPACT_RATIO,
+    DEFAULT_CONTEXT_WINDOW,
+    KEEP_RECENT_TURNS,
+    CompactionSettings,
+    compact,
+)
+from synapse_lsp.agent.context import ContextReport, measure
 from synapse_lsp.agent.event_queue import EventQueue
 from synapse_lsp.agent.feedback import EditorFeedback
 from synapse_lsp.agent.history import (
@@ -47,6 +54,7 @@ from synapse_lsp.agent.history import (
     repair_history,
 )
 from synapse_lsp.agent.loop import Emit, Loop, LoopResult
+from synapse_lsp.agent.pricing import Cost, Spend, context_window, merged, spend_cost
 from synapse_lsp.agent.store import DEFAULT_TITLE, SessionLockedError, new_session_id
 from synapse_lsp.agent.subagents import run_subagent
 from synapse_lsp.agent.transcript import Recorder
@@ -191,14 +199,18 @@ class ChatSession:
         store: SessionStore | None = None,
         session_id: str | None = None,
         workspace_root: Path | None = None,
-        context_window: int = DEFAULT_CONTEXT_WINDOW,
+        context_window: int | None = None,
     ) -> None:
+        """`context_window`: tokens; None = the model's (pricing.MODELS, per turn)."""
         self.id = session_id or new_session_id()
         self.settings_source = as_source(settings)
         self.store = store
         self.workspace_root = workspace_root
         self.title = DEFAULT_TITLE
         self.usage = Usage()
+        self.spend: Spend = {}  # the session's usage per model (stored as usage records)
+        self.last_turn_spend: Spend = {}
+        self._window = context_window
         self._model = model
         self._owns_model = False  # a client we built ourselves is ours to close
         self._persisted = store is not None and store.exists(self.id)
@@ -216,11 +228,12 @@ class ChatSession:
             settings=self.settings_source,
             model=self._ensure_model,
             system=self._system,
-            context_window=context_window,
+            context_window=context_window or DEFAULT_CONTEXT_WINDOW,
             on_message=self._store_message,
             on_compaction=self._store_compaction,
             todo_reminder=True,
         )
+        self._loop.offload = self._offload
         # What the editor reports after the agent's edits (problems, the user's changes),
         # noted once to the model by the loop.
         self.feedback = EditorFeedback(
@@ -305,6 +318,11 @@ class ChatSession:
         for event in stored.events:
             if isinstance(event, TurnFinished):
                 self.usage = self.usage + event.usage
+        # Sessions stored before usage records: their tokens, under no model (no price).
+        self.spend = dict(stored.usage) if stored.usage is not None else {"": self.usage}
+        if stored.usage is not None:
+            self.usage = spend_cost(self.spend).usage
+        self.last_turn_spend = {}
 
     @property
     def read_only(self) -> bool:
@@ -399,13 +417,16 @@ class ChatSession:
                 queue.put_nowait(None)
                 return
             self._begin(text)
+            self._loop.model_usage = {}
             content: list[dict[str, Any]] = []
             extra = context_text(context) if context is not None else None
             if extra:
                 content.append({"type": "text", "text": extra})
             content.append({"type": "text", "text": text})
             try:
-                self._ensure_model()
+                self._loop.context_window = self._window or context_window(
+                    self._ensure_model().model
+                )
             except ModelError as exc:
                 self._loop.add({"role": "user", "content": content})
                 finished = TurnFinished("error", Usage(), exc.message)
@@ -429,6 +450,7 @@ class ChatSession:
                 "error", self._loop.turn_usage, f"internal error: {type(exc).__name__}: {exc}"
             )
         self.usage = self.usage + finished.usage
+        self._add_spend(self._loop.model_usage)
         recorder.flush()
         recorder.add(finished)
         queue.put_nowait(finished)
@@ -499,6 +521,107 @@ class ChatSession:
                 self.store.append_compaction(self.id, messages)
             except (OSError, SynapseError) as exc:
                 log.warning("cannot store compaction: %s", exc)
+
+    # ------------------------------------------------------- context and cost
+
+    def _add_spend(self, spend: Spend, *, turn: bool = True) -> None:
+        """Count a turn's (or a `/compact`'s) usage per model, and store it."""
+        if turn:
+            self.last_turn_spend = dict(spend)
+        if not any(u != Usage() for u in spend.values()):
+            return
+        self.spend = merged(self.spend, spend)
+        if self.store is not None and self._persisted:
+            try:
+                self.store.append_usage(self.id, spend)
+            except (OSError, SynapseError) as exc:
+                log.warning("cannot store usage: %s", exc)
+
+    def turn_cost(self) -> Cost:
+        """The last turn's tokens and cost (the `pricing` setting over the table)."""
+        return spend_cost(self.last_turn_spend, self.settings.pricing)
+
+    def session_cost(self) -> Cost:
+        return spend_cost(self.spend, self.settings.pricing)
+
+    def model_name(self) -> str:
+        return self._model.model if self._model is not None else self.settings.model
+
+    @property
+    def context_window(self) -> int:
+        return self._window or context_window(self.model_name())
+
+    @property
+    def context_tokens(self) -> int:
+        """The context the last model call used (an estimate after a compaction)."""
+        return self._loop.last_context_tokens
+
+    async def context_report(self) -> ContextReport:
+        """The next request's size by part (`/context`): counted by the API when it can,
+        else estimated."""
+        from synapse_lsp.agent.prompts import bash_tool
+
+        counter = None
+        why_not = None
+        try:
+            counter = self._ensure_model().count_tokens
+        except ModelError as exc:
+            why_not = exc.message
+        return await measure(
+            model=self.model_name(),
+            window=self.context_window,
+            system=self._system(),
+            tools=[bash_tool()],
+            messages=self._loop.messages,
+            counter=counter,
+            why_not=why_not,
+        )
+
+    async def compact(self, focus: str | None = None) -> str:
+        """`/compact [focus]`: summarise all but the last turn now (large outputs go to
+        files); what happened, for people. Not while a turn runs (SessionBusyError)."""
+        if self._busy:
+            raise SessionBusyError("A turn is running: compact after it ends.")
+        locked = self._claim()
+        if locked is not None:
+            return locked.message
+        if not self._loop.messages:
+            return "Nothing to compact yet."
+        self._busy = True
+        try:
+            try:
+                model = self._ensure_model()
+            except ModelError as exc:
+                return exc.message
+            done = await compact(
+                self._loop.messages,
+                model=self._ensure_model,
+                settings=CompactionSettings(context_window=self.context_window, keep_turns=1),
+                offload=self._offload,
+                focus=focus or "",
+            )
+            if done is None:
+                return "Nothing to compact: the conversation has no older turns or outputs."
+            self._loop.messages = done.messages
+            self._loop.last_context_tokens = done.context_tokens
+            self._store_compaction(done.messages)
+            self._add_spend({model.model: done.usage}, turn=False)
+            self.usage = self.usage + done.usage
+            self._record(done.notice)
+            return done.notice.message
+        finally:
+            self._busy = False
+
+    def _offload(self, tool_use_id: str, text: str) -> str | None:
+        """Compaction's `Offload`: the output saved in the session folder; None without
+        a stored session (or when the disk refuses)."""
+        if self.store is None or not self._persisted:
+            return None
+        try:
+            return str(self.store.write_offload(self.id, tool_use_id, text))
+        except (OSError, SynapseError) as exc:
+            log.warning("cannot offload a tool output: %s", exc)
+            return None
 
     def _ensure_model(self) -> ModelClient:
         settings = self.settings

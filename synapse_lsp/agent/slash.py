@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from synapse_lsp.agent.context import compact_command, context_command, cost_command
 from synapse_lsp.errors import SynapseError
 
 
@@ -256,5 +257,17 @@ SESSION_COMMANDS = SlashRegistry(
         ),
         SlashCommand("skills", "/skills", "list the installed skills (skill:list)", _skills),
         SlashCommand("model", "/model [NAME]", "show or switch the model for this session", _model),
+        SlashCommand(
+            "context", "/context", "what fills the context window, by part", context_command
+        ),
+        SlashCommand(
+            "compact",
+            "/compact [FOCUS]",
+            "summarise older turns now (FOCUS: what the summary should keep)",
+            compact_command,
+        ),
+        SlashCommand(
+            "cost", "/cost", "tokens and cost of the last turn and the session", cost_command
+        ),
     ]
 )

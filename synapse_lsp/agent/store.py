@@ -11,6 +11,8 @@ Layout under `root` (faces use `$SYNAPSE_HOME/sessions`):
     <id>/lock           the writer lock (flock); holds the holder's pid, for messages
     <id>/checkpoints/   reserved for checkpoints (none are written yet): a session
                         whose folder holds any is never pruned (`has_checkpoints`)
+    <id>/offload/       large tool outputs moved out of the history at a compaction
+                        (`<tool_use_id>.txt`, compaction.py); the history names them
     .migrate.lock       serialises the migration of format-1 files between processes
     .tmp-*              folders being built or removed (create, fork, migration, delete);
                         never listed, swept after an hour
@@ -24,7 +26,9 @@ Records (unchanged from format 1):
 - `{"kind": "compaction", "messages": [...]}` — the history was compacted and replaced
   by these messages (the records before it stay: the full record);
 - `{"kind": "event", "event": {...}}` — an event for transcript replay
-  (`events.event_to_dict`; text deltas are stored coalesced).
+  (`events.event_to_dict`; text deltas are stored coalesced);
+- `{"kind": "usage", "models": {MODEL: {"input_tokens", ...}}}` — the tokens a turn
+  (or a `/compact`) used, per model: the session's usage and cost are their sum.
 
 **One live writer.** Appending to a session takes its lock: `fcntl.flock` on
 `<id>/lock`, held by this store until `close(id)` and dropped by the kernel when
@@ -67,6 +71,7 @@ Ids are checked (`[A-Za-z0-9][A-Za-z0-9_.-]*`, at most 128) so no path escapes `
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import json
@@ -85,7 +90,7 @@ from typing import Any
 
 from synapse_lsp.agent.history import repair_history
 from synapse_lsp.errors import SynapseError
-from synapse_lsp.events import Event, event_from_dict, event_to_dict
+from synapse_lsp.events import Event, Usage, event_from_dict, event_to_dict
 
 log = logging.getLogger(__name__)
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -95,6 +100,7 @@ HEADER = "session.json"
 LOG = "events.jsonl"
 LOCK = "lock"
 CHECKPOINTS = "checkpoints"
+OFFLOAD = "offload"
 V1_SUFFIX = ".jsonl"
 _MIGRATE_LOCK = ".migrate.lock"
 _TEMP_PREFIX = ".tmp-"
@@ -140,6 +146,7 @@ class StoredSession:
     messages: list[dict[str, Any]] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # what was skipped while reading
+    usage: dict[str, Usage] | None = None  # the usage records' sum per model (None: none)
 
 
 def now_iso() -> str:
@@ -301,6 +308,26 @@ class SessionStore:
     def append_event(self, session_id: str, event: Event) -> None:
         self._append(session_id, {"kind": "event", "event": event_to_dict(event)})
 
+    def append_usage(self, session_id: str, by_model: dict[str, Usage]) -> None:
+        models = {name: dataclasses.asdict(usage) for name, usage in by_model.items()}
+        self._append(session_id, {"kind": "usage", "models": models})
+
+    def write_offload(self, session_id: str, tool_use_id: str, text: str) -> Path:
+        """Save a tool output moved out of the history: `<id>/offload/<tool_use_id>.txt`
+        (written whole, then renamed into place); its path."""
+        self.lock(session_id)
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", tool_use_id)[:128].lstrip(".") or "output"
+        folder = self.root / session_id / OFFLOAD
+        folder.mkdir(mode=0o700, exist_ok=True)
+        target = folder / f"{name}.txt"
+        fd, tmp = tempfile.mkstemp(prefix=f"{_TEMP_PREFIX}{name}-", dir=folder)
+        try:
+            _write_all(fd, text.encode("utf-8", "surrogateescape"))
+        finally:
+            os.close(fd)
+        Path(tmp).replace(target)
+        return target
+
     def _append(self, session_id: str, record: dict[str, Any]) -> None:
         data = _line(record)
         fd = self._logs.get(session_id)
@@ -435,6 +462,7 @@ class SessionStore:
         messages: list[dict[str, Any]] = []
         events: list[Event] = []
         problems: list[str] = []
+        usage: dict[str, Usage] | None = None
         try:
             fh = path.open("rb")
         except FileNotFoundError:
@@ -449,13 +477,16 @@ class SessionStore:
                         continue
                     assert record is not None
                     try:
+                        if record["kind"] == "usage":
+                            usage = _add_usage(usage or {}, record)
+                            continue
                         _apply(record, meta, messages, events)
                     except (ValueError, KeyError, TypeError) as exc:
                         problems.append(f"{path}:{number}: skipped a bad record ({exc})")
         for problem in problems:
             log.warning("%s", problem)
         info = self._info(folder, header or {**self._fallback_header(folder), **meta})
-        return StoredSession(info, repair_history(messages), events, problems)
+        return StoredSession(info, repair_history(messages), events, problems, usage)
 
     def info(self, session_id: str) -> SessionInfo:
         folder = self._existing(session_id)
@@ -687,6 +718,18 @@ def _apply(
         messages[:] = replaced
     elif kind == "event":
         events.append(event_from_dict(record["event"]))
+
+
+def _add_usage(total: dict[str, Usage], record: dict[str, Any]) -> dict[str, Usage]:
+    models = record["models"]
+    if not isinstance(models, dict):
+        raise TypeError("a usage record without models")
+    out = dict(total)
+    for name, counts in models.items():
+        if not isinstance(counts, dict):
+            raise TypeError("a usage record with bad counts")
+        out[str(name)] = out.get(str(name), Usage()) + Usage(**counts)
+    return out
 
 
 def _repair_tail(fd: int, path: Path) -> None:

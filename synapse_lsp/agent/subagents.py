@@ -67,6 +67,7 @@ async def run_subagent(
         context_window=parent.context_window,
         max_turns=max_turns,
     )
+    child.model_usage = parent.model_usage  # priced per model with the parent's turn
     try:
         result = await child.run([{"type": "text", "text": prompt}], emit)
     except ModelError as exc:

@@ -195,7 +195,12 @@ class Runtime:
         self.session = session
         if current is not None:
             await current.close()
-        return session.title + (f"\n{READ_ONLY_NOTE}" if session.read_only else "")
+        from synapse_lsp.agent.pricing import cost_line
+
+        spent = (
+            f"\n{cost_line('So far', session.session_cost())}" if session.usage.input_tokens else ""
+        )
+        return session.title + spent + (f"\n{READ_ONLY_NOTE}" if session.read_only else "")
 
     def bang_router(self) -> BashRouter:
         """The session's router for the user's own `!` lines: its shell and sandbox,
@@ -211,6 +216,10 @@ class Runtime:
 
     def current_session_id(self) -> str | None:
         return self.session.id if self.session is not None else None
+
+    def chat_session(self) -> ChatSession | None:
+        """`/context`, `/compact`, `/cost` act on the current session."""
+        return self.session
 
     async def list_tools(self, query: str) -> str:
         """`/tools [QUERY]`: the folder's extension commands as `synapse tools list`

@@ -28,6 +28,7 @@ from synapse_lsp.lsp.protocol import (
     COMMANDS,
     INTERNAL_ERROR,
     SESSION_CANCEL,
+    SESSION_CONTEXT,
     SESSION_DELETE,
     SESSION_LIST,
     SESSION_LOAD,
@@ -38,10 +39,14 @@ from synapse_lsp.lsp.protocol import (
     STATUS,
     TOOLS_REFRESH,
     TOOLS_SEARCH,
+    ContextParts,
+    Cost,
     PromptContext,
     SandboxInfo,
     SessionCancelParams,
     SessionCancelResult,
+    SessionContextParams,
+    SessionContextResult,
     SessionDeleteParams,
     SessionDeleteResult,
     SessionListParams,
@@ -70,7 +75,7 @@ from synapse_lsp.lsp.sessions import title_of
 from synapse_lsp.lsp.wire import from_wire
 
 if TYPE_CHECKING:
-    from synapse_lsp.agent.session import TurnContext
+    from synapse_lsp.agent.session import ChatSession, TurnContext
     from synapse_lsp.config import Settings
     from synapse_lsp.lsp.sessions import ChatSessions
     from synapse_lsp.lsp.workspace import WorkspaceContext
@@ -188,8 +193,48 @@ async def session_prompt(ls: Host, params: SessionPromptParams) -> SessionPrompt
         return SessionPromptResult(
             stop_reason="error", usage=token_usage(Usage()), error="turn ended early"
         )
+    live = ls.chats.live.get(params.session_id)  # None if deleted meanwhile
     return SessionPromptResult(
-        stop_reason=finished.stop_reason, usage=token_usage(finished.usage), error=finished.error
+        stop_reason=finished.stop_reason,
+        usage=token_usage(finished.usage),
+        error=finished.error,
+        session_usage=token_usage(live.chat.usage) if live is not None else None,
+        cost=cost_of(live.chat) if live is not None else None,
+    )
+
+
+@handler(SESSION_CONTEXT)
+async def session_context(ls: Host, params: SessionContextParams) -> SessionContextResult:
+    from synapse_lsp.lsp.updates import token_usage
+
+    chat = ls.chats.get(params.session_id, SESSION_CONTEXT).chat
+    report = await chat.context_report()
+    return SessionContextResult(
+        model=report.model,
+        context_window=report.window,
+        total=report.total,
+        parts=ContextParts(
+            system=report.system,
+            tools=report.tools,
+            history=report.history,
+            tool_outputs=report.tool_outputs,
+        ),
+        source=report.source,
+        note=report.note,
+        last_turn_usage=token_usage(chat.turn_cost().usage),
+        session_usage=token_usage(chat.usage),
+        cost=cost_of(chat),
+    )
+
+
+def cost_of(chat: ChatSession) -> Cost:
+    """The last turn's and the session's cost (the pricing table, `pricing` over it)."""
+    turn, session = chat.turn_cost(), chat.session_cost()
+    return Cost(
+        currency=session.currency,
+        turn=turn.amount,
+        session=session.amount,
+        unpriced=sorted({*turn.unpriced, *session.unpriced}),
     )
 
 

@@ -22,6 +22,7 @@ SESSION_LOAD = "synapse.session.load"
 SESSION_DELETE = "synapse.session.delete"
 SESSION_PROMPT = "synapse.session.prompt"
 SESSION_CANCEL = "synapse.session.cancel"
+SESSION_CONTEXT = "synapse.session.context"
 SHELL_RUN = "synapse.shell.run"
 SHELL_RESTART = "synapse.shell.restart"
 TOOLS_SEARCH = "synapse.tools.search"
@@ -48,6 +49,7 @@ COMMAND_NAMES = (
     SESSION_DELETE,
     SESSION_PROMPT,
     SESSION_CANCEL,
+    SESSION_CONTEXT,
     SHELL_RUN,
     SHELL_RESTART,
     TOOLS_SEARCH,

@@ -29,6 +29,7 @@ from synapse_lsp.lsp.names import (  # re-exported: the protocol's names live th
     PROTOCOL_VERSION,
     REQUEST_FAILED,
     SESSION_CANCEL,
+    SESSION_CONTEXT,
     SESSION_DELETE,
     SESSION_LIST,
     SESSION_LOAD,
@@ -51,6 +52,7 @@ __all__ = [  # the re-exported names; every class below is this module's own
     "PROTOCOL_VERSION",
     "REQUEST_FAILED",
     "SESSION_CANCEL",
+    "SESSION_CONTEXT",
     "SESSION_DELETE",
     "SESSION_LIST",
     "SESSION_LOAD",
@@ -87,6 +89,17 @@ class TokenUsage(Wire):
     output_tokens: int
     cache_creation_input_tokens: int
     cache_read_input_tokens: int
+
+
+@attrs.define(kw_only=True)
+class Cost(Wire):
+    """What tokens cost, from the pricing table (docs/user-guide.md "Context and cost");
+    an amount is null when a model used has no price (`unpriced` names it)."""
+
+    currency: str  # "USD"
+    turn: float | None  # the turn this result answers (the last turn, for context)
+    session: float | None  # the whole session so far
+    unpriced: list[str]
 
 
 @attrs.define(kw_only=True)
@@ -183,8 +196,38 @@ class SessionPromptParams(Wire):
 @attrs.define(kw_only=True)
 class SessionPromptResult(Wire):
     stop_reason: StopReason
-    usage: TokenUsage
+    usage: TokenUsage  # this turn's
     error: str | None = omitted()  # only with stop_reason "error"
+    session_usage: TokenUsage | None = omitted()  # the session's so far
+    cost: Cost | None = omitted()
+
+
+@attrs.define(kw_only=True)
+class SessionContextParams(Wire):
+    session_id: str
+
+
+@attrs.define(kw_only=True)
+class ContextParts(Wire):
+    """Tokens of the next request by part; they add up to `total`."""
+
+    system: int  # the system prompt
+    tools: int  # the Bash tool's definition
+    history: int  # the conversation, without the last turn's tool outputs
+    tool_outputs: int  # the tool outputs of the last turn
+
+
+@attrs.define(kw_only=True)
+class SessionContextResult(Wire):
+    model: str
+    context_window: int
+    total: int
+    parts: ContextParts
+    source: Literal["counted", "estimated"]  # the API's token counting, or ~4 chars/token
+    note: str | None = omitted()  # why estimated
+    last_turn_usage: TokenUsage
+    session_usage: TokenUsage
+    cost: Cost
 
 
 @attrs.define(kw_only=True)
@@ -313,6 +356,7 @@ COMMANDS: dict[str, Command] = {
         Command(SESSION_DELETE, SessionDeleteParams, SessionDeleteResult),
         Command(SESSION_PROMPT, SessionPromptParams, SessionPromptResult),
         Command(SESSION_CANCEL, SessionCancelParams, SessionCancelResult),
+        Command(SESSION_CONTEXT, SessionContextParams, SessionContextResult),
         Command(SHELL_RUN, ShellRunParams, ShellRunResult),
         Command(SHELL_RESTART, ShellRestartParams, ShellRestartResult),
         Command(TOOLS_SEARCH, ToolsSearchParams, ToolsSearchResult),

@@ -52,6 +52,7 @@ export const Commands = {
   sessionDelete: 'synapse.session.delete',
   sessionPrompt: 'synapse.session.prompt',
   sessionCancel: 'synapse.session.cancel',
+  sessionContext: 'synapse.session.context',
   shellRun: 'synapse.shell.run',
   shellRestart: 'synapse.shell.restart',
   toolsSearch: 'synapse.tools.search',
@@ -227,10 +228,33 @@ export interface SessionNewResult {
 
 export type SessionLoadResult = SessionNewResult;
 
+/** What tokens cost (the server's pricing table); null: a model used has no price. */
+export interface Cost {
+  currency: string;
+  turn: number | null;
+  session: number | null;
+  unpriced: string[];
+}
+
 export interface PromptResult {
   stopReason: StopReason;
   usage?: Usage;
   error?: string | null;
+  sessionUsage?: Usage;
+  cost?: Cost;
+}
+
+/** `synapse.session.context`: the next request's tokens by part, and the session's cost. */
+export interface SessionContextResult {
+  model: string;
+  contextWindow: number;
+  total: number;
+  parts: { system: number; tools: number; history: number; toolOutputs: number };
+  source: 'counted' | 'estimated';
+  note?: string;
+  lastTurnUsage: Usage;
+  sessionUsage: Usage;
+  cost: Cost;
 }
 
 export interface Position {

@@ -19,6 +19,7 @@ M.commands = {
   session_delete = "synapse.session.delete",
   session_prompt = "synapse.session.prompt",
   session_cancel = "synapse.session.cancel",
+  session_context = "synapse.session.context",
   shell_run = "synapse.shell.run",
   shell_restart = "synapse.shell.restart",
   tools_search = "synapse.tools.search",
