@@ -55,7 +55,7 @@ class FakeApiProcess:
         return data
 
     def message_bodies(self) -> list[dict[str, Any]]:
-        return [r["body"] for r in self.requests() if r["path"].startswith("/v1/messages")]
+        return [r["body"] for r in self.requests() if r["path"].split("?", 1)[0] == "/v1/messages"]
 
     def close(self) -> None:
         if self.proc.poll() is None:

@@ -156,7 +156,7 @@ def kinds(updates: list[dict[str, Any]]) -> list[str]:
             kind += ":" + str(u.get("status"))
             if kind == "tool_call_update:in_progress":
                 continue
-        if kind == "available_commands_update":
+        if kind in ("available_commands_update", "usage_update"):
             continue
         if not out or out[-1] != kind:
             out.append(kind)
