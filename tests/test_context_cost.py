@@ -378,3 +378,52 @@ def test_pricing_is_read_only_from_the_home_settings_file(tmp_path: Path) -> Non
     live = LiveSettings({"SYNAPSE_HOME": str(home)}, folder=folder)
     assert live().pricing.get("my-model") == ModelPrice(1.0, 5.0, 1.25, 0.1)
     assert any("pricing" in p for p in live.problems)  # the folder's is refused
+
+
+async def test_a_subagent_on_another_model_is_priced_at_its_own_price(
+    make: MakeSession,
+) -> None:
+    haiku = "claude-haiku-4-5"
+    line = f'task:general -p "count the files" -d "count" --model {haiku}'
+    session = make(
+        {"commands": [line], "usage": USAGE_A},
+        {"text": "3 files", "usage": USAGE_B},  # the sub-agent's answer, on haiku
+        {"text": "There are 3 files.", "usage": USAGE_B},
+    )
+    events = await turn(session, "how many files?")
+    assert finished(events).stop_reason == "end_turn"
+    assert session.last_turn_spend == {
+        SONNET: Usage(**USAGE_A) + Usage(**USAGE_B),
+        haiku: Usage(**USAGE_B),
+    }
+    sonnet_price, haiku_price = price_of(SONNET), price_of(haiku)
+    assert sonnet_price is not None and haiku_price is not None
+    want = expected_cost(Usage(**USAGE_A) + Usage(**USAGE_B), sonnet_price) + expected_cost(
+        Usage(**USAGE_B), haiku_price
+    )
+    assert session.turn_cost().amount == pytest.approx(want)
+    assert session.turn_cost().usage == finished(events).usage  # every token counted once
+
+
+async def test_resume_in_the_repl_says_what_the_session_used_so_far(
+    make: MakeSession, store: SessionStore, router: BashRouter, tmp_path: Path
+) -> None:
+    from synapse_lsp.cli.chat import Runtime
+
+    session = make({"text": "hi", "usage": USAGE_B})
+    await turn(session, "hello there")
+    sid = session.id
+    await session.close()
+    live = LiveSettings({"SYNAPSE_HOME": str(tmp_path / "synapse-home")})
+    runtime = Runtime(live, tmp_path, store, router=router)
+    try:
+        shown = await SESSION_COMMANDS.run(runtime, f"/resume {sid}")
+        price = price_of(SONNET)
+        assert price is not None
+        assert f"Resumed {sid}: hello there" in shown
+        assert "So far: 700 in, 90 out, 45,000 cache read" in shown
+        assert f"${expected_cost(Usage(**USAGE_B), price):.4f}" in shown
+        assert "$" in await SESSION_COMMANDS.run(runtime, "/cost")
+    finally:
+        if runtime.session is not None:
+            await runtime.session.close()
