@@ -427,3 +427,22 @@ async def test_resume_in_the_repl_says_what_the_session_used_so_far(
     finally:
         if runtime.session is not None:
             await runtime.session.close()
+
+
+async def test_a_session_stored_before_usage_records_keeps_its_tokens_without_a_price(
+    store: SessionStore, router: BashRouter, settings: Settings
+) -> None:
+    from synapse_lsp.agent.pricing import UNRECORDED, cost_line
+
+    store.create("older-session", "from before", None)
+    store.append_event("older-session", TurnFinished("end_turn", Usage(**USAGE_B)))
+    store.close("older-session")
+    session = ChatSession.resume(store, "older-session", router, settings)
+    try:
+        cost = session.session_cost()
+        assert cost.usage == Usage(**USAGE_B) == session.usage
+        assert cost.amount is None and cost.unpriced == (UNRECORDED,)
+        line = cost_line("Session", cost)
+        assert "cost unknown" in line and "pricing" not in line  # no price would help
+    finally:
+        await session.close()

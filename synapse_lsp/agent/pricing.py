@@ -64,7 +64,8 @@ MODELS: dict[str, ModelInfo] = {
 _SUFFIX = re.compile(r"-(\d{8}|latest)$")
 
 Spend = dict[str, Usage]
-"""Usage per model name."""
+"""Usage per model name ("" for tokens stored before usage was kept per model)."""
+UNRECORDED = "turns stored without their model"
 
 
 def known(model: str) -> ModelInfo | None:
@@ -124,7 +125,7 @@ def spend_cost(spend: Mapping[str, Usage], overrides: PriceOverrides | None = No
             continue
         price = price_of(model, overrides) if model else None
         if price is None:
-            unpriced.append(model or "(model not recorded)")
+            unpriced.append(model or UNRECORDED)
         else:
             amount += usage_cost(usage, price)
     return Cost(total, None if unpriced else amount, tuple(unpriced))
@@ -161,5 +162,6 @@ def cost_line(label: str, cost: Cost) -> str:
     """`Session: 12,345 in, 678 out — $0.0472` (or "cost unknown (no price for X)")."""
     what = cost.text()
     if cost.unpriced:
-        what += f" (no price for {', '.join(cost.unpriced)}; set `pricing` in settings.json)"
+        hint = "; set `pricing` in settings.json" if set(cost.unpriced) - {UNRECORDED} else ""
+        what += f" (no price for {', '.join(cost.unpriced)}{hint})"
     return f"{label}: {tokens_line(cost.usage)} \u2014 {what}"
