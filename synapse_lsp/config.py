@@ -65,7 +65,10 @@ WORKSPACE_SAFE = frozenset(
 )
 # Settings honoured only from $SYNAPSE_HOME/settings.json: neither a folder's file nor
 # the face (editor settings can come from a repository's .vscode/settings.json).
-HOME_ONLY = frozenset({"mcpEnvAllowCredentials", "pricing"})
+HOME_ONLY = frozenset({"mcpEnvAllowCredentials", "pricing", "hooks"})
+# Keys a folder's own settings file may hold that are read elsewhere, and only once the
+# folder is trusted (hooks.py reads its `hooks`): neither applied nor refused here.
+FOLDER_TRUSTED = frozenset({"hooks"})
 _CHOICES: dict[str, tuple[str, ...]] = {
     "permission": POLICIES,
     "log_level": LOG_LEVELS,
@@ -199,10 +202,22 @@ class Settings:
     mcp_env_allow_credentials: bool = False
     # Model prices over the package's table (agent/pricing.py); HOME_ONLY.
     pricing: PriceOverrides = field(default_factory=PriceOverrides)
+    # Commands run at points of a session, in Claude Code's `hooks` shape (`{event:
+    # [{matcher, hooks: [{type, command, timeout}]}]}`), checked in full by hooks.py;
+    # HOME_ONLY (a trusted folder's own hooks are read by hooks.py).
+    hooks: Mapping[str, Any] = field(default_factory=dict)
+    # After a turn that ended with at least `skill_enhance_min_tools` tool calls, a
+    # background task:skill:enhance improves or creates a skill (agent/skill_enhance.py).
+    skill_enhance: bool = False
+    skill_enhance_min_tools: int = 5
 
     @property
     def bin_dir(self) -> Path:
         return self.synapse_home / "bin"
+
+    @property
+    def skills_dir(self) -> Path:
+        return self.synapse_home / "skills"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> tuple[Settings, list[str]]:
@@ -295,6 +310,10 @@ def _coerce(current: Any, value: Any, *, zero_ok: bool = False) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"expected a whole number >= {low}")
         return value
+    if isinstance(current, Mapping):  # `hooks`: the shape is hooks.py's to check
+        if not isinstance(value, dict) or not all(isinstance(v, list) for v in value.values()):
+            raise TypeError("expected an object of events, each a list of {matcher, hooks}")
+        return dict(value)
     if isinstance(current, PriceOverrides):
         return PriceOverrides.parse(value)
     if isinstance(current, tuple):
@@ -369,6 +388,7 @@ def read_settings_file(path: Path, *, workspace: bool) -> tuple[dict[str, Any], 
         return {}, [f"{path}: expected a JSON object of settings"]
     problems: list[str] = []
     if workspace:
+        data = {k: v for k, v in data.items() if k not in FOLDER_TRUSTED}
         refused = sorted(k for k in data if k not in WORKSPACE_SAFE)
         if refused:
             problems.append(

@@ -8,8 +8,8 @@ saying why: `cannot_ask`), where files go (`files`: disk, or the editor's buffer
 how it shows slow start-up work (`progress`), and whether it trusts the folder
 (`trusted`: the face's word, e.g. VS Code's Workspace Trust or `--trust`; None = the
 rule of `synapse_lsp.trust`: the environment, then the remembered answer, else no).
-An untrusted folder's own `mcp_servers.json` is not loaded (home config only) and
-`trust_notice` says so.
+An untrusted folder's own `mcp_servers.json` is not loaded and its hooks do not run
+(home config only), and `trust_notice` says so.
 """
 
 from __future__ import annotations
@@ -133,7 +133,10 @@ class Workspace:
         """A permission gate for the commands of `shell()`: it asks through the face,
         or, when the face cannot ask, denies what would be asked and says why
         (`typed_by_user`: the user's own lines, which only deny rules and the sandbox
-        mode limit)."""
+        mode limit). An agent's gate carries the folder's hooks (`hooks.Hooks`, read
+        for this gate: a trusted folder's hook files once), which the chat sessions on
+        it run too; the user's own lines run none."""
+        from synapse_lsp.hooks import Hooks
         from synapse_lsp.permissions import NO_ASKING, AskingGate
 
         def sandboxed() -> bool:
@@ -148,6 +151,9 @@ class Workspace:
             rules=self.rule_store(),
             cannot_ask=self._cannot_ask or NO_ASKING,
             typed_by_user=typed_by_user,
+            hooks=None
+            if typed_by_user
+            else Hooks(self.settings_source, self.root, lambda: self.trusted),
         )
 
     def rule_store(self) -> RuleStore:

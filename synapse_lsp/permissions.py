@@ -1,7 +1,8 @@
 """Permissions: one decision order for every face, and the sandbox's refusals.
 
 Order (docs/user-guide.md "Sandbox and permissions"): deny rules (the `deny` globs,
-remembered and folder denies from `permission_rules`) -> hooks (later) -> the
+remembered and folder denies from `permission_rules`) -> PreToolUse hooks (hooks.py: a
+deny ends it, an allow skips the policy, an ask forces the question) -> the
 sandbox mode (`sandbox`: read-only refuses `write`/`edit`; workspace-write asks
 before a built-in writes outside the workspace; the shell itself is confined by the
 kernel, `sandbox.py`) -> the `permission` policy (`auto` never asks;
@@ -30,6 +31,8 @@ from synapse_lsp import cmdline
 from synapse_lsp.cmdline import simple_commands
 from synapse_lsp.commands import Layer, Step
 from synapse_lsp.config import POLICIES, SANDBOX_MODES, Settings, SettingsSource, as_source
+from synapse_lsp.hooks import Hooks
+from synapse_lsp.hooks import current as hook_scope
 
 ALLOW_ONCE = "Allow once"
 ALLOW_SESSION = "Allow for this session"
@@ -222,12 +225,14 @@ def always_deny_title(always: str) -> str:
 class _Question:
     reason: str
     outside: bool  # allowing it means running the line outside the sandbox
+    once_only: bool = False  # a hook asks: Allow once or Deny (it asks again next time)
 
 
 class AskingGate:
     """`commands.PermissionGate` for every face: one decision order (docs/user-guide.md
     "Sandbox and permissions"): deny rules (the `deny` setting, remembered and folder
-    denies) -> (hooks, later) -> the sandbox mode -> the `permission` policy -> ask.
+    denies) -> PreToolUse hooks (`hooks`, when the line is a chat turn's) -> the sandbox
+    mode -> the `permission` policy -> ask.
 
     Every step of a line is judged as if it were typed alone: `read a | rm x` asks what
     `rm x` asks. One question covers the whole line. An unanswered question is denied
@@ -248,6 +253,7 @@ class AskingGate:
         rules: RuleStore | None = None,
         cannot_ask: str = NO_ASKING,
         typed_by_user: bool = False,
+        hooks: Hooks | None = None,
     ) -> None:
         self._settings = as_source(settings)
         self._root = workspace_root
@@ -258,6 +264,7 @@ class AskingGate:
         # The user's own command lines (the REPL's `!`): deny rules and the sandbox
         # mode apply, nothing is asked (the user is who would be asked).
         self._typed_by_user = typed_by_user
+        self.hooks = hooks  # the folder's hooks; chat sessions on this gate run them too
         self.remembered: set[str] = set()  # "Allow for this session": exact lines
         self._outside_session: set[str] = set()
         self._outside_once: set[str] = set()
@@ -334,7 +341,15 @@ class AskingGate:
         remembered, rule = self._remembered(parts)
         if remembered == "deny":
             return f"denied: {rule}"
-        # 2. Hooks come here once they exist.
+        # 2. PreToolUse hooks, for a line of a chat turn (`hooks.current()`): the whole
+        # line once, as Claude Code's hooks see a Bash call.
+        hooked, hook_reason = None, ""  # "allow" or "ask", and why
+        scope = hook_scope()
+        if self.hooks is not None and scope is not None and not self._typed_by_user:
+            verdict = await self.hooks.pre_tool_use(scope, line, cwd)
+            if verdict.decision == "deny":
+                return verdict.reason
+            hooked, hook_reason = verdict.decision, verdict.reason
         # 3. The sandbox mode.
         mode = settings.sandbox
         refusal, question = self._mode(plan, cwd, mode)
@@ -342,9 +357,14 @@ class AskingGate:
             return refusal
         if self._typed_by_user:
             return None
-        # 4. The policy (`allow` globs, session and remembered allows skip it).
+        if hooked == "ask":  # whatever would allow the line: the user is asked
+            why = f"{question}; {hook_reason}" if question else hook_reason
+            return await self._ask_line(line, parts, cwd, _Question(why, False, True))
+        # 4. The policy (`allow` globs, session and remembered allows and a hook's allow
+        # skip it; the sandbox mode's question stays).
         allowed = (
-            line in self.remembered
+            hooked == "allow"
+            or line in self.remembered
             or line in self._outside_session
             or remembered == "allow"
             or (
@@ -375,11 +395,18 @@ class AskingGate:
         outside = sandboxed and reason.startswith("writes outside") and _has_native(plan)
         if outside:
             reason += "; allowing runs it outside the sandbox"
+        return await self._ask_line(line, parts, cwd, _Question(reason, outside))
+
+    async def _ask_line(
+        self, line: str, parts: Sequence[str], cwd: Path, question: _Question
+    ) -> str | None:
         shown = _showable(line, parts)
         if shown is None:
-            return f"denied: {reason}; the line has too many commands to show in a question"
-        message = f"Synapse wants to run:\n  {shown}\nin {cwd}\n({reason})"
-        return await self._question(line, parts, message, _Question(reason, outside))
+            return (
+                f"denied: {question.reason}; the line has too many commands to show in a question"
+            )
+        message = f"Synapse wants to run:\n  {shown}\nin {cwd}\n({question.reason})"
+        return await self._question(line, parts, message, question)
 
     async def escalate(self, command: str, cwd: Path, why: str) -> bool:
         """The sandbox blocked `command` (`why`, from `sandbox_refusal`): ask whether to
@@ -422,7 +449,7 @@ class AskingGate:
         """Ask; None when allowed (and remember the answer), else the denial."""
         if self._ask is None:
             return f"denied: {question.reason}; {self._cannot_ask}"
-        prefixes = self._prefixes(parts)
+        prefixes = [] if question.once_only else self._prefixes(parts)
         always: str | None = None
         if question.outside:
             # One prefix at most: "always run X outside" must never carry a second
@@ -431,7 +458,11 @@ class AskingGate:
                 always = f"{ALWAYS_OUTSIDE} `{prefixes[0]}` outside the sandbox here"
         elif prefixes:
             always = f"{ALWAYS} {', '.join(f'`{p}`' for p in prefixes)} here"
-        actions = (ALLOW_ONCE, ALLOW_SESSION, *([always] if always else []), DENY)
+        actions = (
+            (ALLOW_ONCE, DENY)
+            if question.once_only
+            else (ALLOW_ONCE, ALLOW_SESSION, *([always] if always else []), DENY)
+        )
         wait = self._settings().permission_timeout
         try:
             answer = await asyncio.wait_for(self._ask(message, actions), wait)

@@ -1,9 +1,11 @@
 """Workspace trust: whether a folder's own extension config may run.
 
 Opening a folder must not run what the folder says. A folder's own
-`mcp_servers.json` starts programs (and later its hooks and permission rules will
-change what runs without asking), so it is used only once the user trusts that
-folder; an untrusted folder gets the home configuration only, and is told so.
+`mcp_servers.json` starts programs and its hooks (`HOOK_FILES`: the `hooks` of
+`.synapse/settings.json` and of Claude Code's `.claude/settings.json` and
+`.claude/settings.local.json`) run commands, so they are used only once the user
+trusts that folder; an untrusted folder gets the home configuration only, and is told
+so.
 Its `.synapse/settings.json` is read either way: it may only set workspace-safe
 keys (`config.WORKSPACE_SAFE`: limits, model, deny rules; never commands,
 permissions, endpoints or secrets), so it stays safe untrusted.
@@ -38,6 +40,8 @@ ENV = "SYNAPSE_TRUST_WORKSPACE"
 STORE_NAME = "trusted_folders.json"
 # The folder's own files that only a trusted folder may use.
 FOLDER_CONFIGS = ("mcp_servers.json",)
+# The folder's settings files whose `hooks` (hooks.py) only a trusted folder may use.
+HOOK_FILES = (".synapse/settings.json", ".claude/settings.json", ".claude/settings.local.json")
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
@@ -64,7 +68,27 @@ def store_path(home: Path) -> Path:
 
 def needs_trust(root: Path) -> list[Path]:
     """The folder's own config files that trust would let run (empty: nothing to ask)."""
-    return [root / name for name in FOLDER_CONFIGS if (root / name).is_file()]
+    return [root / name for name in FOLDER_CONFIGS if (root / name).is_file()] + hook_files(root)
+
+
+def hook_files(root: Path) -> list[Path]:
+    """The folder's settings files of `HOOK_FILES` that hold a `hooks` key."""
+    found: list[Path] = []
+    for name in HOOK_FILES:
+        path = root / name
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            continue
+        if isinstance(data, dict) and data.get("hooks"):
+            found.append(path)
+    return found
+
+
+def names(root: Path, files: list[Path]) -> str:
+    """How a question or a notice names the folder's files: relative to it."""
+    shown = [str(p.relative_to(root)) for p in files]
+    return ", ".join(name + (" (hooks)" if name in HOOK_FILES else "") for name in shown)
 
 
 def _read(home: Path) -> dict[str, Any]:
@@ -161,6 +185,6 @@ def untrusted_notice(root: Path, how: str = "") -> str | None:
     files = needs_trust(root)
     if not files:
         return None
-    names = ", ".join(p.name for p in files)
     hint = how or (f"run `synapse trust {root}` (or pass --trust, or set {ENV}=1) to trust it")
-    return f"folder not trusted: its {names} was not loaded; {hint}"
+    verb = "was" if len(files) == 1 else "were"
+    return f"folder not trusted: its {names(root, files)} {verb} not loaded; {hint}"

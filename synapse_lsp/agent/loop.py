@@ -8,6 +8,10 @@ at once, the rest queue; their permission questions are asked one at a time). On
 cancel the partial answer is kept and the unanswered calls get "[Cancelled]"
 results, so the history always stays valid for the next call.
 
+Hooks (hooks.py): a turn's `HookScope` makes PostToolUse hooks run after each call
+that ran (their messages join its result), and a hook's `continue: false` ends the turn
+after the calls of that step.
+
 Guards: `maxTurns` model calls per turn; the breaker (`maxToolFailures` failing
 calls in a row: the model is told in the last result, the user by a Notice, and the
 model gets one more call to report, with no more commands run); and, for a chat
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from synapse_lsp import hooks
 from synapse_lsp.agent import prompts
 from synapse_lsp.agent.compaction import (
     DEFAULT_CONTEXT_WINDOW,
@@ -280,6 +285,10 @@ class Loop:
             if tool_uses:
                 results = await self._run_tools(tool_uses, emit, cut=done.stop_reason)
                 self.add({"role": "user", "content": self._noted(results)})
+                if (scope := hooks.current()) is not None and scope.halt is not None:
+                    if self.parent is None:  # a sub-agent's loop just ends, its parent says so
+                        emit(Notice(f"A hook stopped the turn: {scope.halt}", "warning"))
+                    return self._result("end_turn", final_text)
                 if done.stop_reason == "refusal":
                     emit(self.tag(Notice("The model declined to continue (refusal).", "warning")))
                     return self._result("refusal", final_text)
@@ -564,9 +573,11 @@ class Loop:
         tool_id: str = block["id"]
         running.add(tool_id)
         token = CURRENT_TOOL_CALL.set(tool_id)
+        hook_token = hooks.TOOL_USE_ID.set(tool_id)  # hooks' `tool_use_id`
         try:
             done[tool_id] = await self._route_one(block, emit, cut, router or self.router)
         finally:
+            hooks.TOOL_USE_ID.reset(hook_token)
             CURRENT_TOOL_CALL.reset(token)
         running.discard(tool_id)  # a cancelled call stays in `running`: its result says so
 
@@ -609,6 +620,7 @@ class Loop:
         restart = bool(tool_input.get("restart", False))
         emit(ToolCallStarted(tool_id, command, restart, parent))
         self.current_tool_call_id = tool_id
+        cwd = router.shell.cwd  # where the line's paths are (PostToolUse hooks)
 
         def on_output(stream: str, chunk: str) -> None:
             emit(ToolOutput(tool_id, "stderr" if stream == "stderr" else "stdout", chunk, parent))
@@ -635,13 +647,24 @@ class Loop:
             if routed.category is FailureCategory.PERMISSION_DENIED
             else ("failed" if routed.is_error else "completed")
         )
+        text = routed.text
+        scope = hooks.current()
+        if scope is not None and status in ("completed", "failed"):
+            response = {
+                "stdout": routed.stdout,
+                "stderr": routed.stderr,
+                "exit_code": routed.exit_code,
+                "interrupted": routed.category is FailureCategory.TIMEOUT,
+                "is_error": routed.is_error,
+            }
+            text += await scope.hooks.post_tool_use(scope, command, cwd, response)
         emit(
             ToolCallFinished(
                 tool_id,
                 status,  # type: ignore[arg-type]
                 routed.exit_code,
                 routed.is_error,
-                routed.text,
+                text,
                 routed.layer.value,
                 routed.category.value if routed.category else None,
                 routed.data,
@@ -649,4 +672,4 @@ class Loop:
                 routed.diffs,
             )
         )
-        return _Outcome(tool_result(tool_id, routed.text, routed.is_error), status)
+        return _Outcome(tool_result(tool_id, text, routed.is_error), status)

@@ -55,6 +55,7 @@ from synapse_lsp.agent.history import (
 )
 from synapse_lsp.agent.loop import Emit, Loop, LoopResult
 from synapse_lsp.agent.pricing import Cost, Spend, context_window, merged, spend_cost
+from synapse_lsp.agent.skill_enhance import BackgroundSkills, Job, last_turn, tool_calls
 from synapse_lsp.agent.store import DEFAULT_TITLE, SessionLockedError, new_session_id
 from synapse_lsp.agent.subagents import run_subagent
 from synapse_lsp.agent.transcript import Recorder
@@ -63,6 +64,9 @@ from synapse_lsp.config import as_source
 from synapse_lsp.errors import ModelError, SessionBusyError, SynapseError
 from synapse_lsp.events import NO_ANSWER, Event, Notice, TurnFinished, Usage, UserMessage
 from synapse_lsp.files import uri_to_path
+from synapse_lsp.hooks import HookScope, context_block, of_gate
+from synapse_lsp.hooks import current as hook_scope
+from synapse_lsp.hooks import enter as enter_hook_scope
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.model import ModelClient
@@ -242,6 +246,17 @@ class ChatSession:
             tool_running=lambda: self._loop.current_tool_call_id is not None,
         )
         self._loop.notes = self.feedback.take
+        # Hooks (hooks.py): the folder's, as its permission gate carries them; run for
+        # this session's turns (`_work` makes them the turn's `HookScope`).
+        self.hooks = of_gate(router.permission)
+        self._hook_source = "startup"  # SessionStart's `source` ("resume" when resumed)
+        self._hooks_started = False
+        # `/skill enhance on|off` for this session (None: the `skillEnhance` setting), and
+        # its background run (skill_enhance.py); notices from it wait in `_pending` for a
+        # turn to show them in.
+        self.skill_enhance: bool | None = None
+        self._skills = BackgroundSkills(f"session-{self.id}")
+        self._pending: list[Event] = []
 
     @property
     def settings(self) -> Settings:
@@ -288,6 +303,7 @@ class ChatSession:
             raise
         session._locked = locked
         session._restore(stored)
+        session._hook_source = "resume"
         return session
 
     @classmethod
@@ -359,6 +375,7 @@ class ChatSession:
 
     async def close(self) -> None:
         self.cancel()
+        await self._skills.aclose()  # a background enhancement still running ends here
         if self._worker is not None:
             with contextlib.suppress(BaseException):
                 await self._worker
@@ -409,11 +426,20 @@ class ChatSession:
         queue: EventQueue,
     ) -> None:
         self._emit = emit
+        enter_hook_scope(self._hook_scope(emit))
+        for pending in self._pending:  # what background work said meanwhile
+            emit(pending)
+        self._pending.clear()
         finished: TurnFinished
         try:
             locked = self._claim()
             if locked is not None:  # read-only: nothing of this turn is kept or stored
                 queue.put_nowait(TurnFinished("error", Usage(), locked.message))
+                queue.put_nowait(None)
+                return
+            blocked, hooked = await self._prompt_hooks(text)
+            if blocked is not None:  # a hook blocked the prompt: nothing of it is kept
+                queue.put_nowait(TurnFinished("error", Usage(), blocked))
                 queue.put_nowait(None)
                 return
             self._begin(text)
@@ -422,6 +448,7 @@ class ChatSession:
             extra = context_text(context) if context is not None else None
             if extra:
                 content.append({"type": "text", "text": extra})
+            content += hooked
             content.append({"type": "text", "text": text})
             try:
                 self._loop.context_window = self._window or context_window(
@@ -432,7 +459,7 @@ class ChatSession:
                 finished = TurnFinished("error", Usage(), exc.message)
             else:
                 try:
-                    result = await self._loop.run(content, emit)
+                    result = await self._stop_hooks(await self._loop.run(content, emit), emit)
                     silent = result.stop_reason == "end_turn" and not result.final_text.strip()
                     finished = TurnFinished(
                         result.stop_reason,  # type: ignore[arg-type]
@@ -455,6 +482,7 @@ class ChatSession:
         recorder.add(finished)
         queue.put_nowait(finished)
         queue.put_nowait(None)
+        self._after_turn(finished)  # after the turn's last event: it never delays it
 
     def _claim(self) -> SessionLockedError | None:
         """Be the stored session's writer before the turn changes anything; the error when
@@ -651,6 +679,105 @@ class ChatSession:
                 self.router.builtins.values(), cwd=self._cwd, workspace_root=self.workspace_root
             )
         return self._system_cache
+
+    # ------------------------------------------------- hooks and background work
+
+    def _hook_scope(self, notify: Callable[[Notice], None]) -> HookScope | None:
+        """Who this session is to its hooks; None when it has none."""
+        if self.hooks is None:
+            return None
+        transcript = str(self.store.path(self.id)) if self.store is not None else ""
+        return HookScope(self.hooks, self.id, transcript, lambda: self.router.shell.cwd, notify)
+
+    async def _prompt_hooks(self, text: str) -> tuple[str | None, list[dict[str, Any]]]:
+        """SessionStart (before the session's first prompt here) and UserPromptSubmit:
+        why the prompt is blocked (None: it is not), and the context blocks for the model."""
+        scope = hook_scope()
+        if scope is None:
+            return None, []
+        blocks: list[dict[str, Any]] = []
+        if not self._hooks_started:
+            self._hooks_started = True
+            started = await scope.hooks.session_start(scope, self._hook_source)
+            if started:
+                blocks.append(context_block("SessionStart", started))
+        verdict = await scope.hooks.user_prompt_submit(scope, text)
+        if verdict.context:
+            blocks.append(context_block("UserPromptSubmit", verdict.context))
+        return verdict.blocked, blocks
+
+    async def _stop_hooks(self, result: LoopResult, emit: Emit) -> LoopResult:
+        """Stop hooks, when the turn ended normally: one may have the agent go on, once
+        per turn (asked again with `stop_hook_active`, a second block is not followed)."""
+        scope = hook_scope()
+        if scope is None or result.stop_reason != "end_turn" or scope.halt is not None:
+            return result
+        reason = await scope.hooks.stop(scope, False)
+        if reason is None:
+            return result
+        emit(Notice(f"A Stop hook has the agent go on: {reason.splitlines()[0][:200]}"))
+        feedback = [{"type": "text", "text": f"Stop hook feedback:\n{reason}"}]
+        more = await self._loop.run(feedback, emit)
+        result = LoopResult(
+            more.stop_reason,
+            result.usage + more.usage,
+            more.final_text or result.final_text,
+            model_calls=result.model_calls + more.model_calls,
+        )
+        again = more.stop_reason == "end_turn" and scope.halt is None
+        if again and await scope.hooks.stop(scope, True) is not None:
+            emit(Notice("A Stop hook asked again to go on: not followed (once a turn).", "warning"))
+        return result
+
+    @property
+    def skill_enhance_on(self) -> bool:
+        """Whether a finished turn may start a background skill enhancement."""
+        return self.settings.skill_enhance if self.skill_enhance is None else self.skill_enhance
+
+    @property
+    def enhancing(self) -> bool:
+        """A background skill enhancement is running."""
+        return self._skills.running
+
+    def _notify(self, notice: Notice) -> None:
+        """A notice from background work: into the running turn, else before the next."""
+        if self._busy and self._emit is not _drop:
+            self._emit(notice)
+        else:
+            self._pending.append(notice)
+
+    def _after_turn(self, finished: TurnFinished) -> None:
+        """Start the background skill enhancement when this turn calls for it: it ended
+        normally with enough tool calls, a model key is there, skills can be written."""
+        settings = self.settings
+        if finished.stop_reason != "end_turn" or not self.skill_enhance_on or self.read_only:
+            return
+        if settings.sandbox == "read-only":
+            return
+        turn = last_turn(self._transcript)
+        if tool_calls(turn) < settings.skill_enhance_min_tools:
+            return
+        try:
+            self._ensure_model()
+        except ModelError:
+            return
+        job = Job(
+            router=self.router,
+            settings=self.settings_source,
+            model=self._ensure_model,
+            system=self._system("skill:enhance"),
+            context_window=self._loop.context_window,
+            scope=self._hook_scope(self._notify),
+            notify=self._notify,
+            account=self._account,
+        )
+        self._skills.start(job, turn)
+
+    def _account(self, spend: Spend) -> None:
+        """Usage of background work: the session's, not a turn's."""
+        self._add_spend(spend, turn=False)
+        for usage in spend.values():
+            self.usage = self.usage + usage
 
     # ------------------------------------------------------------ sub-agents
 

@@ -8,16 +8,21 @@ case-insensitive and the leading `/` is optional when looking one up.
 `ModelHost`, which `cli.chat.Runtime` is); a face whose host lacks them answers
 that the command is not available there. `/resume` takes a full id, a unique id
 prefix or `--latest`; bare, on a terminal (`PickerHost`), it offers a numbered list.
+`/hooks` and `/skill enhance` act on the host's current chat session (`chat_session()`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from synapse_lsp.agent.context import compact_command, context_command, cost_command
 from synapse_lsp.errors import SynapseError
+from synapse_lsp.hooks import Hooks
+
+if TYPE_CHECKING:
+    from synapse_lsp.agent.session import ChatSession
 
 
 class SlashHost(Protocol):
@@ -240,6 +245,52 @@ async def _model(host: SlashHost, arg: str) -> str:
     return f"Model: {now} from the next request on (this session only)."
 
 
+def _chat(host: object) -> ChatSession | None:
+    """The host's current chat session (a host with `chat_session()`), else None."""
+    getter = getattr(host, "chat_session", None)
+    session: Any = getter() if callable(getter) else None
+    return session if hasattr(session, "skill_enhance_on") else None
+
+
+async def _hooks(host: SlashHost, arg: str) -> str:
+    """The hooks in force for this session: by event, matcher, command and file."""
+    session = _chat(host)
+    if session is None:
+        return "/hooks is not available here (no chat session)."
+    if not isinstance(session.hooks, Hooks):
+        return "No hooks run in this session (its commands have no permission gate)."
+    return session.hooks.describe()
+
+
+SKILL_USAGE = "Usage: /skill enhance [on|off]"
+
+
+async def _skill(host: SlashHost, arg: str) -> str:
+    """`/skill enhance [on|off]`: show or switch the background skill enhancement for
+    this session (the `skillEnhance` setting is the default)."""
+    words = arg.lower().split()
+    if (
+        not words
+        or words[0] != "enhance"
+        or len(words) > 2
+        or words[1:] not in ([], ["on"], ["off"])
+    ):
+        return SKILL_USAGE
+    session = _chat(host)
+    if session is None:
+        return "/skill is not available here (no chat session)."
+    if words[1:]:
+        session.skill_enhance = words[1] == "on"
+    settings = session.settings
+    if not session.skill_enhance_on:
+        return "Skill enhancement: off for this session."
+    return (
+        "Skill enhancement: on for this session: after a turn with at least "
+        f"{settings.skill_enhance_min_tools} tool calls, a background task:skill:enhance "
+        "improves or creates a skill (announced in one line; undo with skill:rollback)."
+    )
+
+
 SESSION_COMMANDS = SlashRegistry(
     [
         SlashCommand("help", "/help", "this help", _help, aliases=("h", "?")),
@@ -257,6 +308,13 @@ SESSION_COMMANDS = SlashRegistry(
         ),
         SlashCommand("skills", "/skills", "list the installed skills (skill:list)", _skills),
         SlashCommand("model", "/model [NAME]", "show or switch the model for this session", _model),
+        SlashCommand("hooks", "/hooks", "list the hooks in force, by event", _hooks),
+        SlashCommand(
+            "skill",
+            "/skill enhance [on|off]",
+            "show or switch background skill enhancement for this session",
+            _skill,
+        ),
         SlashCommand(
             "context", "/context", "what fills the context window, by part", context_command
         ),

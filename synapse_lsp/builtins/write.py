@@ -38,7 +38,7 @@ Examples:
 
     async def run(self, argv: list[str], ctx: CommandContext) -> CommandOutput:
         try:
-            args = _Args(_split(argv))
+            args = _Args(split_args(argv))
             if not args.positional:
                 raise ArgError("missing <file> argument")
             if len(args.positional) == 1:
@@ -82,7 +82,7 @@ class _Args:
         self.positional = positional
 
 
-def _split(argv: list[str]) -> list[str]:
+def split_args(argv: list[str]) -> list[str]:
     """<file> and the content: only the path may be taken for an option (write has
     none); what follows it is content as given, even `---` or `-x`. A leading `--`
     (and one right after the path) is dropped."""

@@ -363,9 +363,9 @@ def ask_trust(cwd: Path, home: Path, *, flag: bool, read: Callable[[str], str]) 
     files = trust.needs_trust(cwd)
     if not files or trust.decide(home, cwd, flag=flag).source != "default":
         return None
-    names = ", ".join(p.name for p in files)
     try:
-        answer = read(TRUST_QUESTION.format(files=names, folder=cwd)).strip().lower()
+        answer = read(TRUST_QUESTION.format(files=trust.names(cwd, files), folder=cwd))
+        answer = answer.strip().lower()
     except (EOFError, KeyboardInterrupt):
         sys.stdout.write("\n")
         return False  # not remembered: asked again next time
@@ -471,6 +471,7 @@ def main(argv: list[str]) -> int:
         if one_shot:
             from synapse_lsp.cli.repl import run_turn
 
+            runtime.session.skill_enhance = False  # the process ends with its one turn
             style = Style.for_stream(sys.stderr, output_lines)
             renderer = _OneShotRenderer(sys.stdout, sys.stderr, one_shot=True, style=style)
             reason = loop.run_until_complete(run_turn(runtime.session, args.prompt, renderer))

@@ -282,16 +282,22 @@ Existing skills:
 {goal}
 Keep skills small and general; do not copy secrets or task-specific data. End with a short
 list of the files you changed."""
-        names = [target] if target else list(self.source.skills)
+        existed = set(self.source.skills)
+        names = [target] if target else list(existed)
         before = await asyncio.to_thread(_copies, root, names)
         try:
             out = await ctx.subagent("skill:enhance", prompt, "improve skills")
         finally:
             saved = await asyncio.to_thread(_keep_changed, root, before)
             await self.source.refresh("skills")
+        created = sorted(set(self.source.skills) - existed)
         if saved:
             note = ", ".join(f"{name} (version {n})" for name, n in saved)
             out.stdout += f"[previous versions kept: {note}; undo: skill:rollback <name>]\n"
+        if created:
+            out.stdout += f"[new skills: {', '.join(created)}; undo: skill:delete <name>]\n"
+        # What changed, for whoever ran it (a background enhancement announces it).
+        out.data = {**out.data, "changed": [list(pair) for pair in saved], "created": created}
         return out
 
 

@@ -312,6 +312,8 @@ export const SERVER_SETTING_KEYS = [
   'maxToolFailures',
   'todoReminder',
   'editorFeedback',
+  'skillEnhance',
+  'skillEnhanceMinTools',
   'maxSessions',
   'baseUrl',
   'apiKeyEnv',

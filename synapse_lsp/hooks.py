@@ -1,0 +1,617 @@
+"""Hooks: the user's own commands at five points of a session, in Claude Code's shape.
+
+`{"hooks": {"PreToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command",
+"command": "…", "timeout": 60}]}]}}` in `$SYNAPSE_HOME/settings.json` (the `hooks`
+setting, home only) and, only when the folder is trusted, in the folder's
+`.synapse/settings.json`, `.claude/settings.json` and `.claude/settings.local.json`
+(`trust.HOOK_FILES`; read once per permission gate, so a file the agent writes
+mid-session changes nothing until the next session). Events: PreToolUse (from the
+permission gate, `permissions.AskingGate`), PostToolUse (`agent/loop.py`),
+UserPromptSubmit, Stop and SessionStart (`agent/session.py`).
+
+A hook gets Claude Code's JSON on stdin and answers with its exit code (0 ok, 2
+blocking, else an error) and, on 0, optional JSON on stdout. The one Bash tool is
+presented to matchers as the tool a Claude Code hook expects (`tool_call`): a single
+`edit`/`write`/`read` call as `Edit`/`Write`/`Read`, `mcp:s:t` as `mcp__s__t`,
+anything else (compound lines included, seen whole) as `Bash`. Hooks run as the user,
+unsandboxed, in the workspace root, with the model credentials and `secretEnv`
+removed from their environment (`secrets.child_env`); matching hooks run at once,
+each in its own process group, killed on timeout (default 60 s) or cancel, and with
+whatever it leaves behind once it exits. A PreToolUse hook that fails (exit other
+than 0/2, a signal, a timeout, a command that cannot start) denies the call; every
+other hook fails open with a warning (a `Notice`). docs/user-guide.md "Hooks".
+
+Who is asking comes from `HookScope` (a context variable the chat session sets for
+its turn): outside a turn (the user's own commands, an editor's direct command)
+no hook runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import os
+import re
+import signal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from synapse_lsp import cmdline, trust
+from synapse_lsp.builtins.args import ArgError, parse_args
+from synapse_lsp.builtins.write import split_args
+from synapse_lsp.config import SETTINGS_FILE, SettingsSource
+from synapse_lsp.events import Notice
+from synapse_lsp.secrets import child_env
+
+EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart")
+# Events whose matcher is used (on the tool name; SessionStart's on its source).
+MATCHED = frozenset({"PreToolUse", "PostToolUse", "SessionStart"})
+DEFAULT_TIMEOUT_S = 60.0
+MAX_OUTPUT_BYTES = 1 << 20  # of each stream a hook prints; the rest is dropped
+SHOWN_CHARS = 2000  # of a hook's message, in a tool result or a notice
+PIPE_GRACE_S = 1.0  # for its output once a hook has exited
+
+
+@dataclass(frozen=True)
+class Hook:
+    event: str
+    matcher: str  # "" and "*" match everything
+    command: str
+    timeout: float
+    source: str  # the settings file it came from
+
+    def matches(self, subject: str | None) -> bool:
+        """Claude Code's rule: all for "" or "*"; names (`Edit|Write`) when the matcher
+        is only word characters and `|`; else a regular expression searched in it."""
+        if self.event not in MATCHED or self.matcher in ("", "*"):
+            return True
+        if subject is None:
+            return False
+        if re.fullmatch(r"[\w|]+", self.matcher):
+            return subject in {part.strip() for part in self.matcher.split("|")}
+        return re.search(self.matcher, subject) is not None
+
+
+def parse(value: Any, source: str) -> tuple[list[Hook], list[str]]:
+    """The hooks of one `hooks` object and the problems found (a bad entry is skipped,
+    the others kept)."""
+    hooks: list[Hook] = []
+    problems: list[str] = []
+    if not isinstance(value, dict):
+        return [], [f"{source}: `hooks` must be an object of events"]
+    for event, groups in value.items():
+        where = f"{source}: hooks.{event}"
+        if event not in EVENTS:
+            problems.append(f"{where}: not an event Synapse runs ({', '.join(EVENTS)}); ignored")
+            continue
+        if not isinstance(groups, list):
+            problems.append(f"{where}: expected a list of {{matcher, hooks}} objects")
+            continue
+        for i, group in enumerate(groups):
+            if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+                problems.append(f'{where}[{i}]: expected {{"matcher": …, "hooks": [...]}}')
+                continue
+            matcher = group.get("matcher", "")
+            if not isinstance(matcher, str):
+                problems.append(f"{where}[{i}].matcher: expected a string")
+                continue
+            if matcher not in ("", "*") and not re.fullmatch(r"[\w|]+", matcher):
+                try:
+                    re.compile(matcher)
+                except re.error as exc:
+                    problems.append(f"{where}[{i}].matcher {matcher!r}: bad pattern ({exc})")
+                    continue
+            for j, entry in enumerate(group["hooks"]):
+                found = _entry(entry, f"{where}[{i}].hooks[{j}]")
+                if isinstance(found, str):
+                    problems.append(found)
+                else:
+                    command, timeout = found
+                    hooks.append(Hook(event, matcher, command, timeout, source))
+    return hooks, problems
+
+
+def _entry(entry: Any, where: str) -> tuple[str, float] | str:
+    if not isinstance(entry, dict):
+        return f"{where}: expected an object"
+    kind = entry.get("type", "command")
+    if kind != "command":
+        return f'{where}: type {kind!r} is not supported (only "command"); ignored'
+    command = entry.get("command")
+    if not isinstance(command, str) or not command.strip():
+        return f"{where}: `command` must be a non-empty string"
+    timeout = entry.get("timeout", DEFAULT_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        return f"{where}: `timeout` must be a positive number of seconds"
+    return command, float(timeout)
+
+
+# ---------------------------------------------------------------- the tool's names
+
+
+def tool_call(line: str, cwd: Path) -> tuple[str, dict[str, Any]]:
+    """(tool_name, tool_input) as a Claude Code hook expects them for one command line.
+
+    One `edit`, `write` or `read` call (a heredoc allowed, nothing after it) is `Edit`
+    {file_path, old_string, new_string, replace_all}, `Write` {file_path, content},
+    `Read` {file_path, offset?, limit?} (paths absolute, against `cwd`); one
+    `mcp:<server>:<tool>` call is `mcp__<server>__<tool>` {command}; anything else —
+    a compound line too, whole — is `Bash` {command}."""
+    text = line.strip()
+    word = cmdline.first_word(text)
+    if word in ("edit", "write", "read") or word.startswith("mcp:"):
+        with contextlib.suppress(ValueError, ArgError):
+            mapped = _mapped(text, word, cwd)
+            if mapped is not None:
+                return mapped
+    return "Bash", {"command": text}
+
+
+def _mapped(text: str, word: str, cwd: Path) -> tuple[str, dict[str, Any]] | None:
+    heredoc = cmdline.extract_heredoc(text)
+    head, body = heredoc if heredoc is not None else (text, None)
+    if len(cmdline.split_all(head)) != 1:
+        return None
+    argv = cmdline.split_argv(head)
+    if word.startswith("mcp:"):
+        parts = word.split(":")
+        if len(parts) != 3 or not all(parts[1:]):
+            return None
+        return f"mcp__{parts[1]}__{parts[2]}", {"command": text}
+
+    def path(arg: str) -> str:
+        return os.path.normpath(cwd / Path(arg).expanduser())
+
+    if word == "edit" and body is None:
+        args = parse_args(argv[1:], options=set(), flags={"all"})
+        if len(args.positional) == 3:
+            file_arg, old, new = args.positional
+            return "Edit", {
+                "file_path": path(file_arg),
+                "old_string": old,
+                "new_string": new,
+                "replace_all": "all" in args.flags,
+            }
+    elif word == "write":
+        given = split_args(argv[1:])  # write's own rule: content may start with "-"
+        if len(given) == 2 and body is None or len(given) == 1 and body is not None:
+            content = given[1] if body is None else body
+            return "Write", {"file_path": path(given[0]), "content": content}
+    elif word == "read" and body is None:
+        args = parse_args(argv[1:], options={"offset", "limit"})
+        if len(args.positional) == 1:
+            tool_input: dict[str, Any] = {"file_path": path(args.positional[0])}
+            for name in ("offset", "limit"):
+                if args.options.get(name, "").isdigit():
+                    tool_input[name] = int(args.options[name])
+            return "Read", tool_input
+    return None
+
+
+# ---------------------------------------------------------------- who is asking
+
+
+@dataclass
+class HookScope:
+    """One chat session's turn (or its background work), as hooks see it: who, where,
+    and where warnings go. `halt` is set when a hook answered `continue: false`."""
+
+    hooks: Hooks
+    session_id: str
+    transcript_path: str
+    cwd: Callable[[], Path]
+    notify: Callable[[Notice], None]
+    halt: str | None = None
+
+
+_SCOPE: contextvars.ContextVar[HookScope | None] = contextvars.ContextVar(
+    "synapse_hook_scope", default=None
+)
+# The tool call running in this task (`tool_use_id`), set by the agent loop.
+TOOL_USE_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "synapse_hook_tool_use_id", default=None
+)
+
+
+def current() -> HookScope | None:
+    return _SCOPE.get()
+
+
+def enter(scope: HookScope | None) -> None:
+    """Make `scope` the current one for this task (and the tasks it starts)."""
+    _SCOPE.set(scope)
+
+
+def of_gate(gate: object) -> Hooks | None:
+    """The hooks a permission gate carries (`core.Workspace` gives every agent gate its
+    folder's), else None."""
+    found = getattr(gate, "hooks", None)
+    return found if isinstance(found, Hooks) else None
+
+
+# ---------------------------------------------------------------- verdicts
+
+
+@dataclass(frozen=True)
+class PreVerdict:
+    decision: str | None  # "deny", "ask", "allow" or None (no word)
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class PromptVerdict:
+    blocked: str | None = None  # why the prompt is not sent
+    context: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Ran:
+    hook: Hook
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    error: str | None = None  # could not start, timed out, killed by a signal
+    output: dict[str, Any] = field(default_factory=dict)  # its JSON (exit 0)
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or self.exit_code not in (0, 2)
+
+    def failure(self) -> str:
+        what = self.error or f"exited with {self.exit_code}"
+        said = _short(self.stderr.strip() or self.stdout.strip())
+        return f"the {self.hook.event} hook `{_short(self.hook.command, 120)}` {what}" + (
+            f": {said}" if said else ""
+        )
+
+    def specific(self, key: str) -> Any:
+        inner = self.output.get("hookSpecificOutput")
+        return inner.get(key) if isinstance(inner, dict) else None
+
+
+# ---------------------------------------------------------------- the hooks
+
+
+@dataclass(frozen=True)
+class Configured:
+    hooks: tuple[Hook, ...]
+    problems: tuple[str, ...]
+    withheld: tuple[str, ...]  # folder files with hooks, not read: the folder is not trusted
+
+
+class Hooks:
+    """The hooks of one folder for one permission gate (and the sessions using it)."""
+
+    def __init__(self, settings: SettingsSource, root: Path, trusted: Callable[[], bool]) -> None:
+        self._settings = settings
+        self.root = root
+        self._trusted = trusted
+        self._home: tuple[object, list[Hook], list[str]] | None = None
+        self._folder: tuple[bool, list[Hook], list[str], list[str]] | None = None
+
+    def configured(self) -> Configured:
+        """Home hooks as the live settings say; the folder's, read once per trust state."""
+        settings = self._settings()
+        value = settings.hooks
+        if self._home is None or self._home[0] is not value:
+            source = str(settings.synapse_home / SETTINGS_FILE)
+            self._home = (value, *parse(dict(value), source)) if value else (value, [], [])
+        trusted = self._trusted()
+        if self._folder is None or self._folder[0] is not trusted:
+            self._folder = (trusted, *self._read_folder(trusted))
+        _, home, home_problems = self._home
+        _, folder, folder_problems, withheld = self._folder
+        return Configured(
+            tuple(home + folder), tuple(home_problems + folder_problems), tuple(withheld)
+        )
+
+    def _read_folder(self, trusted: bool) -> tuple[list[Hook], list[str], list[str]]:
+        hooks: list[Hook] = []
+        problems: list[str] = []
+        withheld: list[str] = []
+        for path in trust.hook_files(self.root):
+            if not trusted:
+                withheld.append(str(path))
+                continue
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError, RecursionError) as exc:
+                problems.append(f"{path}: cannot read its hooks: {exc}")
+                continue
+            found, bad = parse(data.get("hooks") if isinstance(data, dict) else None, str(path))
+            hooks += found
+            problems += bad
+        return hooks, problems, withheld
+
+    def describe(self) -> str:
+        """What `/hooks` prints: every hook by event, matcher, command and file."""
+        found = self.configured()
+        lines: list[str] = []
+        for event in EVENTS:
+            mine = [h for h in found.hooks if h.event == event]
+            if not mine:
+                continue
+            lines.append(event)
+            for hook in mine:
+                matcher = (hook.matcher or "*") if event in MATCHED else "-"
+                lines.append(
+                    f"  {matcher}  {hook.command}  (timeout {hook.timeout:g} s; {hook.source})"
+                )
+        if not lines:
+            lines.append(
+                f'No hooks. Add them under "hooks" in $SYNAPSE_HOME/{SETTINGS_FILE} '
+                "(Claude Code's shape; see the user guide, Hooks)."
+            )
+        if found.withheld:
+            lines.append("Not loaded (the folder is not trusted): " + ", ".join(found.withheld))
+        lines += [f"Problem: {p}" for p in found.problems]
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------- the events
+
+    async def pre_tool_use(self, scope: HookScope, line: str, cwd: Path) -> PreVerdict:
+        """The hooks' word on a command line: any deny wins, then ask, then allow. A
+        hook that fails denies (fail closed)."""
+        if not self._has("PreToolUse"):
+            return PreVerdict(None)  # no parsing of a long line for nothing
+        name, tool_input = tool_call(line, cwd)
+        fields = {"tool_name": name, "tool_input": tool_input, "tool_use_id": TOOL_USE_ID.get()}
+        denied: list[str] = []
+        asked: list[str] = []
+        allowed = False
+        for ran in await self._run(scope, "PreToolUse", name, fields):
+            if ran.failed:
+                denied.append(ran.failure() + " (a PreToolUse hook that fails denies the call)")
+                continue
+            if ran.exit_code == 2:
+                denied.append(_short(ran.stderr.strip()) or "(the hook gave no reason)")
+                continue
+            _show(scope, ran)
+            if ran.specific("updatedInput") is not None:
+                denied.append(
+                    f"the PreToolUse hook `{_short(ran.hook.command, 120)}` returned "
+                    "updatedInput, which Synapse does not support: the command is not run"
+                )
+                continue
+            decision = ran.specific("permissionDecision")
+            reason = ran.specific("permissionDecisionReason") or ran.output.get("reason")
+            if decision is None:  # the older `decision` field
+                decision = {"approve": "allow", "block": "deny"}.get(
+                    str(ran.output.get("decision"))
+                )
+            if ran.output.get("continue") is False:
+                decision = "deny"
+                reason = reason or ran.output.get("stopReason")
+                scope.halt = str(
+                    ran.output.get("stopReason") or "a PreToolUse hook stopped the turn"
+                )
+            why = _short(str(reason)) if reason else ""
+            if decision == "deny":
+                denied.append(why or "(the hook gave no reason)")
+            elif decision == "ask":
+                asked.append(why)
+            elif decision == "allow":
+                allowed = True
+            elif decision not in (None, "defer"):  # defer: no word (Claude Code's -p only)
+                denied.append(
+                    f"the PreToolUse hook `{_short(ran.hook.command, 120)}` answered "
+                    f"permissionDecision {decision!r} (not allow, deny or ask)"
+                )
+        if denied:
+            return PreVerdict("deny", "denied by a PreToolUse hook: " + "; ".join(denied))
+        if asked:
+            shown = "; ".join(a for a in asked if a)
+            return PreVerdict("ask", "a PreToolUse hook asks" + (f": {shown}" if shown else ""))
+        return PreVerdict("allow" if allowed else None)
+
+    async def post_tool_use(
+        self, scope: HookScope, line: str, cwd: Path, response: dict[str, Any]
+    ) -> str:
+        """What the hooks add to the tool result the model sees ("" for nothing)."""
+        if not self._has("PostToolUse"):
+            return ""
+        name, tool_input = tool_call(line, cwd)
+        if "file_path" in tool_input:
+            response = {**response, "filePath": tool_input["file_path"]}
+        fields = {
+            "tool_name": name,
+            "tool_input": tool_input,
+            "tool_response": response,
+            "tool_use_id": TOOL_USE_ID.get(),
+        }
+        said: list[str] = []
+        for ran in await self._run(scope, "PostToolUse", name, fields):
+            if self._fail_open(scope, ran):
+                continue
+            if ran.exit_code == 2:
+                said.append(ran.stderr.strip())
+            elif ran.output.get("decision") == "block":
+                said.append(str(ran.output.get("reason") or "(the hook gave no reason)"))
+            extra = ran.specific("additionalContext")
+            if isinstance(extra, str) and extra.strip():
+                said.append(extra.strip())
+        return "".join(f"\n[PostToolUse hook] {_short(s)}" for s in said if s)
+
+    async def user_prompt_submit(self, scope: HookScope, prompt: str) -> PromptVerdict:
+        blocked: list[str] = []
+        context: list[str] = []
+        for ran in await self._run(scope, "UserPromptSubmit", None, {"prompt": prompt}):
+            if self._fail_open(scope, ran):
+                continue
+            if ran.exit_code == 2:
+                blocked.append(_short(ran.stderr.strip()) or "(no reason given)")
+            elif ran.output.get("decision") == "block" or ran.output.get("continue") is False:
+                why = ran.output.get("reason") or ran.output.get("stopReason")
+                blocked.append(_short(str(why)) if why else "(no reason given)")
+            else:
+                context += _context(ran)
+        if blocked:
+            return PromptVerdict("blocked by a UserPromptSubmit hook: " + "; ".join(blocked))
+        return PromptVerdict(None, tuple(context))
+
+    async def stop(self, scope: HookScope, active: bool) -> str | None:
+        """Why the agent should go on (a hook blocked the stop), or None."""
+        reasons: list[str] = []
+        for ran in await self._run(scope, "Stop", None, {"stop_hook_active": active}):
+            if self._fail_open(scope, ran):
+                continue
+            if ran.output.get("continue") is False:
+                return None  # continue: false wins over a block
+            if ran.exit_code == 2:
+                reasons.append(ran.stderr.strip() or "(no reason given)")
+            elif ran.output.get("decision") == "block":
+                reasons.append(str(ran.output.get("reason") or "(no reason given)"))
+        return "\n".join(_short(r) for r in reasons) if reasons else None
+
+    async def session_start(self, scope: HookScope, source: str) -> list[str]:
+        context: list[str] = []
+        for ran in await self._run(scope, "SessionStart", source, {"source": source}):
+            if self._fail_open(scope, ran):
+                continue
+            if ran.exit_code == 2:
+                scope.notify(Notice(ran.failure(), "warning"))
+                continue
+            context += _context(ran)
+        return context
+
+    # ---------------------------------------------------------- running them
+
+    def _has(self, event: str) -> bool:
+        return any(h.event == event for h in self.configured().hooks)
+
+    def _fail_open(self, scope: HookScope, ran: _Ran) -> bool:
+        """A failed hook of an event that fails open: a warning, and True (skip it).
+        Also shows `systemMessage` and notes `continue: false`."""
+        if ran.failed:
+            scope.notify(Notice(ran.failure() + " (ignored)", "warning"))
+            return True
+        _show(scope, ran)
+        if ran.output.get("continue") is False and ran.hook.event == "PostToolUse":
+            scope.halt = str(ran.output.get("stopReason") or "a PostToolUse hook stopped the turn")
+        return False
+
+    async def _run(
+        self, scope: HookScope, event: str, subject: str | None, fields: dict[str, Any]
+    ) -> list[_Ran]:
+        hooks = [h for h in self.configured().hooks if h.event == event and h.matches(subject)]
+        if not hooks:
+            return []
+        unique = list({h.command: h for h in hooks}.values())  # one run per command
+        payload = {
+            "session_id": scope.session_id,
+            "transcript_path": scope.transcript_path,
+            "cwd": str(scope.cwd()),
+            "hook_event_name": event,
+            **fields,
+        }
+        data = json.dumps(payload).encode()
+        env = child_env(os.environ, self._settings())
+        env["CLAUDE_PROJECT_DIR"] = env["SYNAPSE_PROJECT_DIR"] = str(self.root)
+        return list(await asyncio.gather(*(_run_one(h, data, env, self.root) for h in unique)))
+
+
+async def _run_one(hook: Hook, data: bytes, env: dict[str, str], cwd: Path) -> _Ran:
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "bash",
+            "-c",
+            hook.command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,  # its own process group: killed whole
+        )
+    except OSError as exc:
+        return _Ran(hook, None, "", "", f"could not start ({exc})")
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    out, err = bytearray(), bytearray()
+    parts = [
+        asyncio.ensure_future(_feed(proc.stdin, data)),
+        asyncio.ensure_future(_read(proc.stdout, out)),
+        asyncio.ensure_future(_read(proc.stderr, err)),
+    ]
+    error: str | None = None
+    try:
+        try:
+            await asyncio.wait_for(proc.wait(), hook.timeout)
+        except TimeoutError:
+            error = f"timed out after {hook.timeout:g} s"
+        _kill_group(proc.pid)  # on timeout, and what it left behind holding the pipes
+        await proc.wait()
+        # A child that left the group (setsid) may still hold a pipe: what came is kept.
+        await asyncio.wait({parts[1], parts[2]}, timeout=PIPE_GRACE_S)
+    finally:
+        _kill_group(proc.pid)
+        for part in parts:
+            part.cancel()
+        await asyncio.gather(*parts, return_exceptions=True)
+    stdout, stderr = _text(out), _text(err)
+    code = proc.returncode
+    if error is None and code is not None and code < 0:
+        error = f"was killed by signal {-code}"
+    output: dict[str, Any] = {}
+    if error is None and code == 0 and stdout.lstrip().startswith("{"):
+        with contextlib.suppress(ValueError, RecursionError):
+            parsed = json.loads(stdout)
+            output = parsed if isinstance(parsed, dict) else {}
+    return _Ran(hook, None if error else code, stdout, stderr, error, output)
+
+
+async def _feed(stream: asyncio.StreamWriter, data: bytes) -> None:
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stream.write(data)
+        await stream.drain()
+        stream.close()
+
+
+async def _read(stream: asyncio.StreamReader, kept: bytearray) -> None:
+    """A stream to its end into `kept`, keeping the first MAX_OUTPUT_BYTES."""
+    while chunk := await stream.read(65536):
+        if len(kept) < MAX_OUTPUT_BYTES:
+            kept += chunk[: MAX_OUTPUT_BYTES - len(kept)]
+
+
+def _text(data: bytearray) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _show(scope: HookScope, ran: _Ran) -> None:
+    """A hook's `systemMessage`, to the user."""
+    message = ran.output.get("systemMessage")
+    if isinstance(message, str) and message.strip():
+        scope.notify(Notice(_short(message.strip()), "info"))
+
+
+def _context(ran: _Ran) -> list[str]:
+    """Context for the model from a successful hook: `additionalContext`, else its
+    plain (non-JSON) stdout."""
+    extra = ran.specific("additionalContext")
+    if isinstance(extra, str):
+        return [extra.strip()] if extra.strip() else []
+    if not ran.output and ran.stdout.strip():
+        return [ran.stdout.strip()]
+    return []
+
+
+def context_block(event: str, texts: Sequence[str]) -> dict[str, Any]:
+    """The content block that brings hook context to the model."""
+    body = "\n".join(_short(t, 10 * SHOWN_CHARS) for t in texts)
+    return {
+        "type": "text",
+        "text": f"<system-reminder>\n{event} hook additional context:\n{body}\n</system-reminder>",
+    }
+
+
+def _short(text: str, limit: int = SHOWN_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
