@@ -16,8 +16,8 @@ presented to matchers as the tool a Claude Code hook expects (`tool_call`): a si
 anything else (compound lines included, seen whole) as `Bash`. Hooks run as the user,
 unsandboxed, in the workspace root, with the model credentials and `secretEnv`
 removed from their environment (`secrets.child_env`); matching hooks run at once,
-each in its own process group, killed on timeout (default 60 s) or cancel, and with
-whatever it leaves behind once it exits. A PreToolUse hook that fails (exit other
+each in a process group of its own, killed at its timeout (default 60 s), on cancel,
+and once it exits (whatever it left behind). A PreToolUse hook that fails (exit other
 than 0/2, a signal, a timeout, a command that cannot start) denies the call; every
 other hook fails open with a warning (a `Notice`). docs/user-guide.md "Hooks".
 

@@ -190,8 +190,16 @@ async def test_the_background_run_may_only_touch_skills(folder: Folder, api: Enh
     session = await folder.session({"skillEnhance": True, "skillEnhanceMinTools": 1})
     api.add({"commands": ["echo hi"]}, {"text": "ok"})
     outside = folder.work / "notes.md"
+    piped = folder.skills / "piped" / "SKILL.md"
     api.add_background(
-        {"commands": [f"write {outside} 'x'", f"rm -rf {folder.work}", "ls"]},
+        {
+            "commands": [
+                f"write {outside} 'x'",
+                f"rm -rf {folder.work}",
+                "ls",
+                f"echo '# piped' | write {piped}",
+            ]
+        },
         {"text": "Nothing reusable."},
     )
     await turn(session, "say hi")
@@ -200,11 +208,13 @@ async def test_the_background_run_may_only_touch_skills(folder: Folder, api: Enh
     results = api.background_bodies[1]["messages"][-1]["content"]
     texts = [r["content"] for r in results if r.get("type") == "tool_result"]
     assert "may only read, list and search" in texts[0] and "may only read" in texts[1]
-    assert "Not run" not in texts[2]  # reading is fine
+    assert "Not run" not in texts[2] and "Not run" not in texts[3]  # reading, a skill file
     assert not outside.exists() and folder.work.is_dir()
+    assert piped.read_text() == "# piped\n"
     api.add({"text": "ok"})
-    later = await turn(session, "again")  # nothing changed: no announcement
-    assert not any(isinstance(e, Notice) for e in later)
+    later = await turn(session, "again")
+    (notice,) = [e for e in later if isinstance(e, Notice)]
+    assert notice.message.endswith("`piped` created (undo: skill:delete piped).")
 
 
 async def test_off_by_default_below_the_threshold_and_switchable_per_session(

@@ -134,9 +134,8 @@ class SkillEnhanceGate(ExploreGate):
         )
         for step in steps or [Step(command, layer)]:
             if step.layer is Layer.AGENT and cmdline.first_word(step.text) in ("write", "edit"):
-                name, tool_input = hooks.tool_call(step.text, cwd)
-                target = os.path.realpath(str(tool_input.get("file_path", "")))
-                if settings.sandbox == "read-only" or name not in ("Write", "Edit"):
+                target = _target(step.text, cwd)
+                if settings.sandbox == "read-only" or target is None:
                     return refusal
                 if os.path.commonpath([target, self._skills]) != self._skills:
                     return refusal
@@ -155,6 +154,17 @@ class SkillEnhanceGate(ExploreGate):
             if verdict.decision == "ask":
                 return f"denied: {verdict.reason}; a background run cannot ask"
         return None
+
+
+def _target(text: str, cwd: Path) -> str | None:
+    """The real path a `write`/`edit` step changes (`… | write FILE` too), else None."""
+    name, tool_input = hooks.tool_call(text, cwd)
+    if name in ("Write", "Edit"):
+        return os.path.realpath(str(tool_input["file_path"]))
+    argv = cmdline.split_argv(text)
+    if argv[0] == "write" and len(argv) == 2 and not argv[1].startswith("-"):
+        return os.path.realpath(cwd / Path(argv[1]).expanduser())  # content from a pipe
+    return None
 
 
 # ---------------------------------------------------------------- the run
@@ -196,11 +206,6 @@ class BackgroundSkills:
             return False
         self._task = self._tasks.spawn(_enhance(job, summary(turn)), "skill-enhance")
         return True
-
-    async def wait(self) -> None:
-        """Until the run in progress (if any) ends."""
-        if self._task is not None:
-            await asyncio.wait({self._task})
 
     async def aclose(self) -> None:
         await self._tasks.aclose()
