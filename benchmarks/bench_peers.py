@@ -1,6 +1,6 @@
 """Synapse beside its peers on one scripted turn: 50 Bash `true` calls, then an answer.
 
-    .venv/bin/python benchmarks/bench_peers.py [--runs 5] [--calls 50]
+    .venv/bin/python benchmarks/bench_peers.py [--runs 5] [--calls 50] [--settings JSON]
 
 Every agent talks to the same fake Messages API (synapse_lsp.agent.fakeapi) on
 loopback, in this process, which timestamps each request's arrival and each
@@ -160,6 +160,12 @@ def main() -> int:
         metavar="N",
         help="configure N stdio MCP servers (tests/mcp_servers/demo_server.py) for Synapse",
     )
+    parser.add_argument(
+        "--settings",
+        default="{}",
+        metavar="JSON",
+        help="more Synapse settings, e.g. '{\"checkpoints\": false}' to compare without them",
+    )
     args = parser.parse_args()
 
     # As an installed package would be: byte-compiled (this machine's environment may
@@ -176,7 +182,9 @@ def main() -> int:
         work.mkdir()
         home = Path(tmp, "synapse-home")
         home.mkdir()
-        (home / "settings.json").write_text('{"maxTurns": 1000}')  # 50 calls > default 50 turns
+        # 50 calls > the default 50 turns
+        settings = {"maxTurns": 1000, **json.loads(args.settings)}
+        (home / "settings.json").write_text(json.dumps(settings))
         if args.mcp:
             server = ROOT / "tests" / "mcp_servers" / "demo_server.py"
             servers = {

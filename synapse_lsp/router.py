@@ -17,7 +17,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -128,8 +128,12 @@ class BashRouter:
         permission: PermissionGate | None = None,
         state: dict[str, Any] | None = None,
         builtins: dict[str, Command] | None = None,
+        before_command: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.shell = shell
+        # Awaited before each command line runs (a chat session waits there for the
+        # checkpoint of the folder before its turn).
+        self.before_command = before_command
         self.settings_source = as_source(settings)
         self.files: FileGateway = files or DiskFiles()
         self.extensions = extensions
@@ -163,6 +167,7 @@ class BashRouter:
             "permission": self.permission,
             "state": self.state,
             "builtins": self.builtins,
+            "before_command": self.before_command,
         }
         unknown = set(changes) - set(fields_)
         if unknown:
@@ -194,6 +199,8 @@ class BashRouter:
         what the line's built-ins changed (`edit a … && write b …`: both files)."""
         if _checked:
             return await self._route(command, restart, on_output, emit, _checked)
+        if self.before_command is not None:
+            await self.before_command()
         recorder = ChangeRecorder(self.files)
         token = _RECORDER.set(recorder)  # per task: parallel task:* calls keep theirs
         try:

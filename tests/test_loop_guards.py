@@ -243,8 +243,9 @@ def test_prune_keeps_live_and_checkpointed_sessions(tmp_path: Path) -> None:
     # once nobody writes it, it may go; checkpoints still protect s3
     assert store.prune(2) == ["s2-live"]
     assert sorted(i.id for i in store.list()) == ["s3-checkpoints", "s5", "s6-newest"]
-    # an empty checkpoints folder protects nothing
-    (root / "s3-checkpoints" / CHECKPOINTS / "0001").unlink()
+    # checkpoints older than a week protect nothing (checkpoints are on by default)
+    old = time.time() - 8 * 86400
+    os.utime(root / "s3-checkpoints" / CHECKPOINTS / "0001", (old, old))
     assert store.prune(2) == ["s3-checkpoints"]
 
 

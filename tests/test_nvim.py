@@ -84,6 +84,13 @@ SCENARIOS = [
             {"text": "Changed foo and added new.txt."},
         ],
     ),
+    Scenario(
+        "rewind",
+        script=[
+            {"commands": ["edit a.py 'foo' 'bar'", "echo made > made.txt && rm b.py"]},
+            {"text": "Changed things."},
+        ],
+    ),
 ]
 
 
@@ -167,8 +174,12 @@ async def kill_group(proc: asyncio.subprocess.Process) -> None:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Scenario]:
     """All scenarios, each in its own Neovim + server + fake API, run a few at a time."""
 
+    # SYNAPSE_TEST_NVIM_ONLY=rewind,diff runs only those (the others' tests skip)
+    only = {n for n in os.environ.get("SYNAPSE_TEST_NVIM_ONLY", "").split(",") if n}
+    chosen = [sc for sc in SCENARIOS if not only or sc.name in only]
+
     async def run_all() -> None:
-        await asyncio.gather(*(run_nvim(sc, tmp_path_factory.mktemp(sc.name)) for sc in SCENARIOS))
+        await asyncio.gather(*(run_nvim(sc, tmp_path_factory.mktemp(sc.name)) for sc in chosen))
 
     asyncio.run(run_all())
     return {sc.name: sc for sc in SCENARIOS}
@@ -359,3 +370,19 @@ def test_synapse_diff_opens_the_old_text_and_the_file_in_diff_mode(
     assert after["lines"] == ["x = 1", "bar = 2"]
     # :SynapseDiff completes the calls that changed files, newest first
     assert result["completion"] == list(reversed(result["diff_ids"]))
+
+
+def test_synapse_rewind_puts_the_buffer_and_the_disk_back(runs: dict[str, Scenario]) -> None:
+    sc = get(runs, "rewind")
+    result = sc.result
+    # The turn: the edit went to the open buffer, the shell made and removed files.
+    assert result["after_turn"]["buffer"] == ["x = 1", "bar = 2"]
+    assert result["after_turn"]["made"] == "made\n" and result["after_turn"]["b"] is None
+    # :SynapseRewind 1: the buffer has its old text again (an edit, not a reload),
+    # the created file is gone and the removed one is back; the disk copy of a.py was
+    # never written by the turn.
+    assert result["buffer"] == ["x = 1", "foo = 2"]
+    assert result["disk"] == "x = 1\nfoo = 2\n"
+    assert result["b"] == "old = 1\n" and result["made"] is None
+    assert "Rewound the files to before turn 1." in result["messages"]
+    assert "usage: :SynapseRewind {turn}" in result["messages"]

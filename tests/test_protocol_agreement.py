@@ -40,7 +40,7 @@ SOURCES: dict[str, Callable[[], str]] = {
 
 
 def test_the_server_declares_commands_and_update_kinds() -> None:
-    assert len(COMMANDS) == 12 and "synapse.session.prompt" in COMMANDS
+    assert len(COMMANDS) == 14 and "synapse.session.prompt" in COMMANDS
     assert len(UPDATE_KINDS) == 9 and "tool_call_update" in UPDATE_KINDS
 
 

@@ -427,3 +427,69 @@ async def test_a_session_follows_its_folders_live_settings(
     assert [r["max_tokens"] for r in requests] == [1234, 1234]
     assert requests[0]["model"] != "claude-other"
     assert requests[1]["model"] == "claude-other"
+
+
+async def test_rewind_restores_a_turn_through_the_editor_and_asks_about_later_changes(
+    ed: Editor, proj: Path, api: FakeAnthropic
+) -> None:
+    """Checkpoints over the LSP face: the open buffer (with unsaved text) gets its old text
+    back through applyEdit, shell changes are undone on disk, a file the user changed
+    after the turn is asked about (and kept), the user's `.git` is untouched."""
+    (proj / "b.txt").write_text("bee\n")
+    (proj / "c.txt").write_text("sea\n")
+    (proj / "mine.txt").write_text("mine\n")
+    (proj / ".git").mkdir()
+    (proj / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    uri = ed.open(proj / "a.py")
+    ed.type_text(uri, "y = 2\n")  # unsaved: the buffer holds "x = 1\ny = 2\n"
+    api.add(
+        {
+            "commands": [
+                "edit a.py 'y = 2' 'y = 3'",
+                "sed -i s/bee/BEE/ b.txt && rm c.txt && echo new > made.txt",
+                "echo changed > mine.txt",
+            ]
+        },
+        {"text": "done"},
+    )
+    sid = await new_session(ed, proj)
+    await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "change it"})
+    assert ed.docs[uri].text == "x = 1\ny = 3\n"
+    for _ in range(500):  # the snapshot after the turn runs in the background
+        listed = await ed.command("synapse.session.checkpoints", {"sessionId": sid})
+        if listed["checkpoints"] and listed["checkpoints"][0]["finished"]:
+            break
+        await asyncio.sleep(0.02)
+    (checkpoint,) = listed["checkpoints"]
+    assert checkpoint["turn"] == 1 and checkpoint["prompt"] == "change it"
+    assert {(c["path"], c["status"]) for c in checkpoint["changed"]} == {
+        ("a.py", "modified"),
+        ("b.txt", "modified"),
+        ("c.txt", "deleted"),
+        ("made.txt", "added"),
+        ("mine.txt", "modified"),
+    }
+    (proj / "mine.txt").write_text("the user's later edit\n")
+    ed.answer = "Keep current"
+    ed.asks.clear()
+    edits_before = len(ed.edits)
+    report = await ed.command("synapse.session.rewind", {"sessionId": sid, "turn": 1})
+    assert sorted(report["restored"]) == ["a.py", "b.txt", "c.txt"]
+    assert report["deleted"] == ["made.txt"] and report["skipped"] == ["mine.txt"]
+    assert report["truncated"] is True
+    assert [a.message for a in ed.asks] == [
+        "Rewind: mine.txt changed after the agent's turn (by you or another session). "
+        "Put back the version from before the turn anyway?"
+    ]
+    # The buffer got its unsaved pre-turn text back as an edit; the disk was not written.
+    assert len(ed.edits) > edits_before
+    assert ed.docs[uri].text == "x = 1\ny = 2\n"
+    assert (proj / "a.py").read_text() == "x = 1\n"
+    assert (proj / "b.txt").read_text() == "bee\n" and (proj / "c.txt").read_text() == "sea\n"
+    assert not (proj / "made.txt").exists()
+    assert (proj / "mine.txt").read_text() == "the user's later edit\n"
+    assert sorted(p.name for p in (proj / ".git").iterdir()) == ["HEAD"]
+    listed = await ed.command("synapse.session.checkpoints", {"sessionId": sid})
+    assert listed["checkpoints"] == []
+    with pytest.raises(JsonRpcException, match="no checkpoint before turn 1"):
+        await ed.command("synapse.session.rewind", {"sessionId": sid, "turn": 1})

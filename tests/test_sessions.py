@@ -239,7 +239,14 @@ async def test_a_session_is_a_folder_with_a_header_a_log_and_a_lock(
     session = ChatSession(router, settings, model=model, store=store, workspace_root=workdir)
     await run(session, "first words")
     folder = store.root / session.id
-    assert sorted(p.name for p in folder.iterdir()) == ["events.jsonl", "lock", "session.json"]
+    # checkpoints/: the turn's checkpoint record (checkpoints.py)
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "checkpoints",
+        "events.jsonl",
+        "lock",
+        "session.json",
+    ]
+    assert [p.name for p in (folder / "checkpoints").iterdir()] == ["1.json"]
     header = json.loads((folder / "session.json").read_text())
     assert header["format"] == 2 and header["id"] == session.id
     assert header["title"] == "first words" and header["workspace"] == str(workdir)

@@ -333,6 +333,39 @@ function scenarios.diff()
   result.completion = vim.fn.getcompletion("SynapseDiff ", "cmdline")
 end
 
+-- Issue 20: checkpoints. A turn edits the open buffer and runs shell commands;
+-- :SynapseRewind 1 puts everything back (the buffer through applyEdit).
+function scenarios.rewind()
+  local _, root = ready_client()
+  local file_buf = vim.api.nvim_get_current_buf()
+  vim.cmd("SynapseChat change things")
+  local chat = synapse.current_chat(false)
+  wait_for("the turn to finish", function()
+    return chat.turns >= 1
+  end)
+  settle(chat)
+  result.after_turn = {
+    buffer = vim.api.nvim_buf_get_lines(file_buf, 0, -1, false),
+    made = read_disk(root .. "/made.txt"),
+    b = read_disk(root .. "/b.py"),
+  }
+  vim.cmd("SynapseRewind 1")
+  wait_for("the rewind", function()
+    return read_disk(root .. "/made.txt") == vim.NIL and read_disk(root .. "/b.py") ~= vim.NIL
+  end)
+  wait_for("the buffer to get its old text", function()
+    return vim.api.nvim_buf_get_lines(file_buf, 0, -1, false)[2] == "foo = 2"
+  end)
+  wait_for("the rewind's report", function()
+    return vim.fn.execute("messages"):find("Rewound the files", 1, true) ~= nil
+  end)
+  result.buffer = vim.api.nvim_buf_get_lines(file_buf, 0, -1, false)
+  result.disk = read_disk(root .. "/a.py")
+  result.b = read_disk(root .. "/b.py")
+  result.made = read_disk(root .. "/made.txt")
+  vim.cmd("SynapseRewind nope")
+end
+
 -- Benchmark (benchmarks/bench_nvim.py): one long streamed answer end to end.
 function scenarios.stream_bench()
   ready_client()

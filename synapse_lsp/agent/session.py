@@ -56,9 +56,11 @@ from synapse_lsp.agent.history import (
 from synapse_lsp.agent.loop import Emit, Loop, LoopResult
 from synapse_lsp.agent.pricing import Cost, Spend, context_window, merged, spend_cost
 from synapse_lsp.agent.skill_enhance import BackgroundSkills, Job, last_turn, tool_calls
-from synapse_lsp.agent.store import DEFAULT_TITLE, SessionLockedError, new_session_id
+from synapse_lsp.agent.store import CHECKPOINTS, DEFAULT_TITLE, SessionLockedError, new_session_id
 from synapse_lsp.agent.subagents import run_subagent
 from synapse_lsp.agent.transcript import Recorder
+from synapse_lsp.agent.turn_checkpoints import TurnCheckpoints
+from synapse_lsp.checkpoints import Decide, RewindReport
 from synapse_lsp.commands import CommandOutput, FailureCategory
 from synapse_lsp.config import as_source
 from synapse_lsp.errors import ModelError, SessionBusyError, SynapseError
@@ -226,7 +228,19 @@ class ChatSession:
         self._transcript: list[Event] = []
         self._system_cache: list[dict[str, Any]] | None = None
         self._cwd = router.shell.cwd
-        self.router = router.derive(subagent=self._run_subagent, in_subagent=False)
+        self.checkpoints = TurnCheckpoints(
+            lambda: self.id,
+            lambda: self.workspace_root or self._cwd,
+            self.settings_source,
+            self._checkpoint_records,
+            router.files,
+            lambda notice: self._emit(notice),
+        )
+        self.router = router.derive(
+            subagent=self._run_subagent,
+            in_subagent=False,
+            before_command=self.checkpoints.ready,
+        )
         self._loop = Loop(
             router=self.router,
             settings=self.settings_source,
@@ -379,12 +393,59 @@ class ChatSession:
         if self._worker is not None:
             with contextlib.suppress(BaseException):
                 await self._worker
+        await self.checkpoints.settle()  # the last turn's "after" snapshot
         if self.store is not None:
             self.store.close(self.id)
         if self._owns_model and self._model is not None:
             model, self._model, self._owns_model = self._model, None, False
             with contextlib.suppress(Exception):
                 await model.close()
+
+    # ------------------------------------------------------------ checkpoints
+
+    def _checkpoint_records(self) -> Path | None:
+        if self.store is None or not self._persisted:
+            return None
+        return self.store.folder(self.id) / CHECKPOINTS
+
+    async def rewind(
+        self, turn: int, *, truncate: bool = True, decide: Decide | None = None
+    ) -> RewindReport:
+        """Put the folder's files back as they were before `turn` (checkpoints.py) and,
+        with `truncate`, end the conversation before that turn (a `rewind` record in the
+        store: the history and the replay both end before the turn)."""
+        if self._busy:
+            raise SessionBusyError("A turn is running: rewind after it ends (or cancel it).")
+        if self.read_only:
+            raise SynapseError("This session is read-only here (another process writes it).")
+        kept = {cp.turn: cp for cp in self.checkpoints.kept()}
+        target = kept.get(turn)
+        report = await self.checkpoints.rewind(turn, decide)
+        if truncate and target is not None:
+            messages = self._loop.messages
+            cut = target.messages
+            first = messages[cut] if cut < len(messages) else None
+            if (
+                first is not None
+                and first.get("role") == "user"
+                and _ends_with_text(first, target.prompt)
+            ):
+                kept_messages = messages[:cut]
+                self._loop.messages = kept_messages
+                self._loop.last_context_tokens = estimate_tokens(kept_messages)
+                del self._transcript[target.events :]
+                if self.store is not None and self._persisted:
+                    try:
+                        self.store.append_rewind(self.id, kept_messages, target.events)
+                    except (OSError, SynapseError) as exc:
+                        log.warning("cannot store the rewind: %s", exc)
+                report.truncated = True
+            else:
+                report.problems.append(
+                    "The conversation was compacted since that turn; it is kept whole."
+                )
+        self._record(Notice(report.text().splitlines()[0]))
+        return report
 
     # -------------------------------------------------------------- the turn
 
@@ -443,6 +504,7 @@ class ChatSession:
                 queue.put_nowait(None)
                 return
             self._begin(text)
+            self.checkpoints.begin(len(self._loop.messages), text, len(self._transcript) - 1)
             self._loop.model_usage = {}
             content: list[dict[str, Any]] = []
             extra = context_text(context) if context is not None else None
@@ -478,6 +540,7 @@ class ChatSession:
             )
         self.usage = self.usage + finished.usage
         self._add_spend(self._loop.model_usage)
+        await self.checkpoints.finish()
         recorder.flush()
         recorder.add(finished)
         queue.put_nowait(finished)
@@ -827,3 +890,14 @@ def _with_model(client: ModelClient, model: str) -> ModelClient:
 
 def _drop(event: Event) -> None:
     return None
+
+
+def _ends_with_text(message: Message, text: str) -> bool:
+    """True when the message's last text block is `text` (the turn's prompt)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content == text
+    if isinstance(content, list) and content:
+        last = content[-1]
+        return isinstance(last, dict) and last.get("text") == text
+    return False

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from synapse_lsp.agent.context import compact_command, context_command, cost_command
+from synapse_lsp.agent.turn_checkpoints import checkpoints_command, rewind_command
 from synapse_lsp.errors import SynapseError
 from synapse_lsp.hooks import Hooks
 
@@ -326,6 +327,18 @@ SESSION_COMMANDS = SlashRegistry(
         ),
         SlashCommand(
             "cost", "/cost", "tokens and cost of the last turn and the session", cost_command
+        ),
+        SlashCommand(
+            "checkpoints",
+            "/checkpoints",
+            "the turns that can be rewound, with the files each changed",
+            checkpoints_command,
+        ),
+        SlashCommand(
+            "rewind",
+            "/rewind TURN [--keep-chat] [--force]",
+            "put the files back as before TURN and end the chat there",
+            rewind_command,
         ),
     ]
 )

@@ -9,8 +9,10 @@ Layout under `root` (faces use `$SYNAPSE_HOME/sessions`):
                         a single `write` (O_APPEND) as it happens; no fsync, so a crash
                         loses at most the record in flight
     <id>/lock           the writer lock (flock); holds the holder's pid, for messages
-    <id>/checkpoints/   reserved for checkpoints (none are written yet): a session
-                        whose folder holds any is never pruned (`has_checkpoints`)
+    <id>/checkpoints/   one record per turn (`<turn>.json`, checkpoints.py) naming the
+                        shadow-git trees of the folder before and after it; a
+                        session with one from the last 7 days is never pruned
+                        (`has_checkpoints`)
     <id>/offload/       large tool outputs moved out of the history at a compaction
                         (`<tool_use_id>.txt`, compaction.py); the history names them
     .migrate.lock       serialises the migration of format-1 files between processes
@@ -27,6 +29,9 @@ Records (unchanged from format 1):
   by these messages (the records before it stay: the full record);
 - `{"kind": "event", "event": {...}}` — an event for transcript replay
   (`events.event_to_dict`; text deltas are stored coalesced);
+- `{"kind": "rewind", "messages": [...], "events": N}` — `/rewind` ended the conversation
+  before a turn: the history is replaced by these messages and only the first N events
+  stay for replay;
 - `{"kind": "usage", "models": {MODEL: {"input_tokens", ...}}}` — the tokens a turn
   (or a `/compact`) used, per model: the session's usage and cost are their sum.
 
@@ -45,7 +50,8 @@ into the removed files, which are lost.
 **A cap (`prune`).** With the setting `maxSessions` (off by default) a new session
 prunes the oldest beyond the cap (by last update). A candidate is removed only while
 its lock is taken here (so never one live in any process: its writer's flock makes
-the attempt fail and it is skipped), and never one with checkpoints. The cap counts
+the attempt fail and it is skipped), and never one with checkpoints from the last
+7 days (older checkpoints protect nothing). The cap counts
 every stored session, so skipped ones may leave more than `max_sessions` on disk.
 
 **Repair.** A torn last line (no newline, not a complete record) is skipped on
@@ -100,6 +106,7 @@ HEADER = "session.json"
 LOG = "events.jsonl"
 LOCK = "lock"
 CHECKPOINTS = "checkpoints"
+CHECKPOINTS_PROTECT_DAYS = 7  # checkpoints this recent keep a session from the cap
 OFFLOAD = "offload"
 V1_SUFFIX = ".jsonl"
 _MIGRATE_LOCK = ".migrate.lock"
@@ -305,6 +312,11 @@ class SessionStore:
     def append_compaction(self, session_id: str, messages: list[dict[str, Any]]) -> None:
         self._append(session_id, {"kind": "compaction", "messages": messages})
 
+    def append_rewind(self, session_id: str, messages: list[dict[str, Any]], events: int) -> None:
+        """The conversation now ends before a rewound turn: the history is `messages` and
+        only the first `events` replay events stay."""
+        self._append(session_id, {"kind": "rewind", "messages": messages, "events": events})
+
     def append_event(self, session_id: str, event: Event) -> None:
         self._append(session_id, {"kind": "event", "event": event_to_dict(event)})
 
@@ -401,11 +413,15 @@ class SessionStore:
         shutil.rmtree(trash, ignore_errors=True)
 
     def has_checkpoints(self, session_id: str) -> bool:
-        """True when the session keeps checkpoints (`<id>/checkpoints/` is not empty):
-        such a session is never pruned."""
+        """True when the session keeps checkpoints taken in the last
+        `CHECKPOINTS_PROTECT_DAYS` (a record in `<id>/checkpoints/` that recent): such a
+        session is never pruned. Older ones protect nothing, or the cap could never
+        prune anything while checkpoints are on (the default)."""
         folder = self.root / session_id
+        since = time.time() - CHECKPOINTS_PROTECT_DAYS * 86400
         try:
-            return any(os.scandir(folder / CHECKPOINTS))
+            with os.scandir(folder / CHECKPOINTS) as entries:
+                return any(e.stat(follow_symlinks=False).st_mtime >= since for e in entries)
         except (FileNotFoundError, NotADirectoryError):
             return False
 
@@ -718,6 +734,12 @@ def _apply(
         messages[:] = replaced
     elif kind == "event":
         events.append(event_from_dict(record["event"]))
+    elif kind == "rewind":  # /rewind cut the conversation before a turn
+        replaced, kept = record["messages"], record["events"]
+        if not isinstance(replaced, list) or not isinstance(kept, int) or kept < 0:
+            raise TypeError("a rewind record without messages or events")
+        messages[:] = replaced
+        del events[kept:]
 
 
 def _add_usage(total: dict[str, Usage], record: dict[str, Any]) -> dict[str, Usage]:

@@ -120,6 +120,26 @@ class EditorFiles:
                 return doc
         return None
 
+    def open_texts(self) -> dict[Path, str]:
+        """The text of every open `file:` document (unsaved changes included): what a
+        checkpoint keeps for those files instead of the disk's."""
+        if not self.can_apply:
+            return {}
+        try:
+            docs: dict[str, TextDocument] = self._server.workspace.text_documents
+        except Exception:
+            return {}
+        out: dict[Path, str] = {}
+        for uri, doc in list(docs.items()):
+            path = self._path_of(uri)
+            if path is None:
+                continue
+            shadow = self._shadows.get(path)
+            out[path] = (
+                shadow.text if shadow is not None and doc.version == shadow.version else doc.source
+            )
+        return out
+
     def documents_changed(self, uri: str | None = None) -> None:
         """Called by the server on didOpen/didChange/didClose: wakes waiters."""
         if uri is not None:

@@ -28,23 +28,29 @@ from synapse_lsp.lsp.protocol import (
     COMMANDS,
     INTERNAL_ERROR,
     SESSION_CANCEL,
+    SESSION_CHECKPOINTS,
     SESSION_CONTEXT,
     SESSION_DELETE,
     SESSION_LIST,
     SESSION_LOAD,
     SESSION_NEW,
     SESSION_PROMPT,
+    SESSION_REWIND,
     SHELL_RESTART,
     SHELL_RUN,
     STATUS,
     TOOLS_REFRESH,
     TOOLS_SEARCH,
+    ChangedFile,
+    CheckpointInfo,
     ContextParts,
     Cost,
     PromptContext,
     SandboxInfo,
     SessionCancelParams,
     SessionCancelResult,
+    SessionCheckpointsParams,
+    SessionCheckpointsResult,
     SessionContextParams,
     SessionContextResult,
     SessionDeleteParams,
@@ -57,6 +63,8 @@ from synapse_lsp.lsp.protocol import (
     SessionNewResult,
     SessionPromptParams,
     SessionPromptResult,
+    SessionRewindParams,
+    SessionRewindResult,
     ShellRestartParams,
     ShellRestartResult,
     ShellRunParams,
@@ -105,6 +113,10 @@ class Host(Protocol):
 
     async def before_command(self) -> None:
         """Wait (bounded) for the first settings and the core modules' warm-up."""
+        ...
+
+    async def ask_user(self, message: str, actions: tuple[str, ...]) -> str | None:
+        """A question in the editor (window/showMessageRequest); the action picked."""
         ...
 
 
@@ -200,6 +212,68 @@ async def session_prompt(ls: Host, params: SessionPromptParams) -> SessionPrompt
         error=finished.error,
         session_usage=token_usage(live.chat.usage) if live is not None else None,
         cost=cost_of(live.chat) if live is not None else None,
+    )
+
+
+_STATUS = {"A": "added", "M": "modified", "D": "deleted", "T": "modified"}
+
+
+@handler(SESSION_CHECKPOINTS)
+async def session_checkpoints(
+    ls: Host, params: SessionCheckpointsParams
+) -> SessionCheckpointsResult:
+    chat = ls.chats.get(params.session_id, SESSION_CHECKPOINTS).chat
+    infos = [
+        CheckpointInfo(
+            turn=cp.turn,
+            prompt=cp.prompt,
+            started_at=cp.started_at,
+            finished=cp.after is not None,
+            changed=[
+                ChangedFile(path=path, status=_STATUS.get(status[:1], "modified"))  # type: ignore[arg-type]
+                for status, path in cp.changed
+            ],
+            ignored_changed=list(cp.ignored_changed),
+            not_kept=list(cp.skipped),
+        )
+        for cp in chat.checkpoints.kept()
+    ]
+    result = SessionCheckpointsResult(checkpoints=infos)
+    if chat.checkpoints.disabled is not None:
+        result.disabled = chat.checkpoints.disabled
+    return result
+
+
+@handler(SESSION_REWIND)
+async def session_rewind(ls: Host, params: SessionRewindParams) -> SessionRewindResult:
+    from synapse_lsp.errors import SessionBusyError
+
+    chat = ls.chats.get(params.session_id, SESSION_REWIND).chat
+
+    async def decide(path: str) -> bool:
+        if params.on_conflict != "ask":
+            return params.on_conflict == "overwrite"
+        answer = await ls.ask_user(
+            f"Rewind: {path} changed after the agent's turn (by you or another session). "
+            "Put back the version from before the turn anyway?",
+            ("Restore it", "Keep current"),
+        )
+        return answer == "Restore it"
+
+    try:
+        report = await chat.rewind(params.turn, truncate=params.truncate, decide=decide)
+    except SessionBusyError as exc:
+        raise request_failed(exc.message, "session_busy") from None
+    return SessionRewindResult(
+        restored=report.restored,
+        deleted=report.deleted,
+        skipped=report.skipped,
+        overwritten=report.overwritten,
+        not_restorable=report.not_restorable,
+        repository_changed=report.repository_changed,
+        truncated=report.truncated,
+        problems=report.problems,
+        text=report.text(),
     )
 
 

@@ -23,6 +23,8 @@ SESSION_DELETE = "synapse.session.delete"
 SESSION_PROMPT = "synapse.session.prompt"
 SESSION_CANCEL = "synapse.session.cancel"
 SESSION_CONTEXT = "synapse.session.context"
+SESSION_CHECKPOINTS = "synapse.session.checkpoints"
+SESSION_REWIND = "synapse.session.rewind"
 SHELL_RUN = "synapse.shell.run"
 SHELL_RESTART = "synapse.shell.restart"
 TOOLS_SEARCH = "synapse.tools.search"
@@ -50,6 +52,8 @@ COMMAND_NAMES = (
     SESSION_PROMPT,
     SESSION_CANCEL,
     SESSION_CONTEXT,
+    SESSION_CHECKPOINTS,
+    SESSION_REWIND,
     SHELL_RUN,
     SHELL_RESTART,
     TOOLS_SEARCH,

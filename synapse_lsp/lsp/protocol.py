@@ -29,12 +29,14 @@ from synapse_lsp.lsp.names import (  # re-exported: the protocol's names live th
     PROTOCOL_VERSION,
     REQUEST_FAILED,
     SESSION_CANCEL,
+    SESSION_CHECKPOINTS,
     SESSION_CONTEXT,
     SESSION_DELETE,
     SESSION_LIST,
     SESSION_LOAD,
     SESSION_NEW,
     SESSION_PROMPT,
+    SESSION_REWIND,
     SESSION_UPDATE,
     SHELL_RESTART,
     SHELL_RUN,
@@ -52,12 +54,14 @@ __all__ = [  # the re-exported names; every class below is this module's own
     "PROTOCOL_VERSION",
     "REQUEST_FAILED",
     "SESSION_CANCEL",
+    "SESSION_CHECKPOINTS",
     "SESSION_CONTEXT",
     "SESSION_DELETE",
     "SESSION_LIST",
     "SESSION_LOAD",
     "SESSION_NEW",
     "SESSION_PROMPT",
+    "SESSION_REWIND",
     "SESSION_UPDATE",
     "SHELL_RESTART",
     "SHELL_RUN",
@@ -231,6 +235,57 @@ class SessionContextResult(Wire):
 
 
 @attrs.define(kw_only=True)
+class SessionCheckpointsParams(Wire):
+    session_id: str
+
+
+@attrs.define(kw_only=True)
+class ChangedFile(Wire):
+    path: str  # relative to the session's folder
+    status: Literal["added", "modified", "deleted"]
+
+
+@attrs.define(kw_only=True)
+class CheckpointInfo(Wire):
+    turn: int
+    prompt: str
+    started_at: float  # seconds since the epoch
+    finished: bool  # the snapshot after the turn is taken
+    changed: list[ChangedFile]
+    ignored_changed: list[str]  # ignored files (.env...) the turn changed
+    not_kept: list[str]  # files too large to keep
+
+
+@attrs.define(kw_only=True)
+class SessionCheckpointsResult(Wire):
+    checkpoints: list[CheckpointInfo]
+    disabled: str | None = omitted()  # why checkpoints are off for this session
+
+
+@attrs.define(kw_only=True)
+class SessionRewindParams(Wire):
+    session_id: str
+    turn: int = attrs.field(validator=attrs.validators.ge(1))
+    truncate: bool = True  # also end the conversation before that turn
+    # A file changed since the turn (by the user or another session): ask the user
+    # (window/showMessageRequest), leave it, or restore it anyway.
+    on_conflict: Literal["ask", "skip", "overwrite"] = "ask"
+
+
+@attrs.define(kw_only=True)
+class SessionRewindResult(Wire):
+    restored: list[str]
+    deleted: list[str]
+    skipped: list[str]
+    overwritten: list[str]
+    not_restorable: list[str]
+    repository_changed: bool
+    truncated: bool
+    problems: list[str]
+    text: str  # the same report as prose
+
+
+@attrs.define(kw_only=True)
 class SessionCancelParams(Wire):
     session_id: str
 
@@ -357,6 +412,8 @@ COMMANDS: dict[str, Command] = {
         Command(SESSION_PROMPT, SessionPromptParams, SessionPromptResult),
         Command(SESSION_CANCEL, SessionCancelParams, SessionCancelResult),
         Command(SESSION_CONTEXT, SessionContextParams, SessionContextResult),
+        Command(SESSION_CHECKPOINTS, SessionCheckpointsParams, SessionCheckpointsResult),
+        Command(SESSION_REWIND, SessionRewindParams, SessionRewindResult),
         Command(SHELL_RUN, ShellRunParams, ShellRunResult),
         Command(SHELL_RESTART, ShellRestartParams, ShellRestartResult),
         Command(TOOLS_SEARCH, ToolsSearchParams, ToolsSearchResult),

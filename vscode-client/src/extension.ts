@@ -69,6 +69,7 @@ import {
 import { apply, busySessions, initialState, questionTarget, type Action, type ChatState, type ServerPhase } from './state';
 import { EditDiffs } from './editDiffs';
 import { EditorFeedbackReporter } from './editorFeedback';
+import { rewindCommand } from './rewind';
 import { makeNonce, webviewHtml } from './webview/html';
 import { promptContext, type Attachment, type FromWebview, type ToWebview } from './webview/messages';
 
@@ -142,6 +143,13 @@ class SynapseController implements vscode.WebviewViewProvider {
       vscode.commands.registerCommand('synapse.clearApiKey', () => this.clearApiKey()),
       vscode.commands.registerCommand('synapse.restartServer', () => this.restartServer('restart requested')),
       vscode.commands.registerCommand('synapse.showStatus', () => this.showStatus()),
+      vscode.commands.registerCommand('synapse.rewind', () =>
+        rewindCommand({
+          activeSessionId: () => this.state.activeSessionId,
+          execute: (command, args) => this.execute(command, args),
+          reload: (sessionId) => this.reloadSession(sessionId),
+        }),
+      ),
       vscode.workspace.onDidChangeConfiguration((e) => this.onConfigurationChanged(e)),
       vscode.workspace.onDidGrantWorkspaceTrust(() => this.onTrustGranted()),
       this.context.secrets.onDidChange((e) => {
@@ -598,6 +606,17 @@ class SynapseController implements vscode.WebviewViewProvider {
     } catch (error) {
       void vscode.window.showErrorMessage(`Synapse: could not start a chat: ${errorMessage(error)}`);
       return null;
+    }
+  }
+
+  /** Replay a session from the server (after a rewind cut its conversation). */
+  private async reloadSession(sessionId: string): Promise<void> {
+    this.dispatch({ type: 'loadStarted', sessionId });
+    try {
+      const session = await this.execute<SessionNewResult>(Commands.sessionLoad, { sessionId });
+      this.dispatch({ type: 'sessionLoaded', session });
+    } catch (error) {
+      void vscode.window.showErrorMessage(`Synapse: could not reload the chat: ${errorMessage(error)}`);
     }
   }
 

@@ -257,6 +257,71 @@ function M.open_session(id, root)
   return c
 end
 
+--- :SynapseCheckpoints: the current chat's turns that can be rewound, with the files
+--- each changed; picking one rewinds to before it (files changed since are skipped).
+function M.checkpoints()
+  ensure_setup()
+  local c = M.current_chat(false)
+  if not c or not c.session_id then
+    client.notify("no chat session here yet", vim.log.levels.WARN)
+    return
+  end
+  client.exec(c.root, commands.session_checkpoints, { sessionId = c.session_id }, function(err, result)
+    if err then
+      client.notify("could not list checkpoints: " .. tostring(err.message), vim.log.levels.ERROR)
+      return
+    end
+    local items = (type(result) == "table" and result.checkpoints) or {}
+    if #items == 0 then
+      client.notify(type(result) == "table" and result.disabled and ("checkpoints are off: " .. result.disabled) or "no checkpoints yet")
+      return
+    end
+    vim.ui.select(items, {
+      prompt = "Rewind to before turn",
+      format_item = function(cp)
+        local files = {}
+        for _, f in ipairs(cp.changed or {}) do
+          local mark = f.status == "added" and "+" or (f.status == "deleted" and "-" or "~")
+          files[#files + 1] = mark .. f.path
+        end
+        return string.format("turn %d  %s  %s", cp.turn, cp.prompt or "", table.concat(files, " "))
+      end,
+    }, function(choice)
+      if choice then
+        M.rewind(choice.turn, false)
+      end
+    end)
+  end)
+end
+
+--- :SynapseRewind {turn}[!]: put the files back as they were before {turn} and end the
+--- chat there; with !, files someone changed since are restored too (else skipped).
+--- Open buffers get the old text as an edit (undo brings the agent's version back).
+function M.rewind(turn, force, done)
+  ensure_setup()
+  local c = M.current_chat(false)
+  local n = tonumber(turn)
+  if not c or not c.session_id then
+    client.notify("no chat session here yet", vim.log.levels.WARN)
+    return
+  end
+  if not n then
+    client.notify("usage: :SynapseRewind {turn}[!] (see :SynapseCheckpoints)", vim.log.levels.WARN)
+    return
+  end
+  local arg = { sessionId = c.session_id, turn = n, onConflict = force and "overwrite" or "skip" }
+  client.exec(c.root, commands.session_rewind, arg, function(err, result)
+    if err then
+      client.notify("rewind failed: " .. tostring(err.message), vim.log.levels.ERROR)
+    else
+      client.notify(result.text)
+    end
+    if done then
+      done(err, result)
+    end
+  end)
+end
+
 --- :SynapseRun {cmd}
 function M.run(command)
   ensure_setup()

@@ -1,0 +1,792 @@
+"""Checkpoints: the work tree before and after every turn, in a shadow git store.
+
+Claude Code's checkpoints cover its own file edits only; these cover whatever the
+turn changed, `sed -i`, `rm` and a build included, because they photograph the
+folder itself. The store is `$SYNAPSE_HOME/checkpoints/<hash of the folder>/`, a
+bare git repository used with `--work-tree=<folder>`: the user's `.git` is never
+read for writing or changed, and folders that are not repositories work alike.
+Objects are shared by every session of the folder; each session has its own index
+(`index-<session>`, which makes the next snapshot incremental: git's stat cache
+re-reads only what changed) and refs (`refs/synapse/<session>/<turn>-before|after`,
+each naming a snapshot's tree).
+
+A snapshot stages the folder's tracked and untracked files as the folder's own
+`.gitignore` files see them, plus the text an editor holds unsaved for open files
+(`open_texts` of the file gateway), skips files over `MAX_FILE_BYTES` (named in the
+record, not restorable) and notes the ignored ones: each ignored entry (`.env`, a
+local database; an ignored directory counts as one entry, by its own mtime) gets a
+fingerprint, and small ignored files are kept whole up to `IGNORED_CAPTURE_BYTES`,
+so a rewind can restore those and reports the others as not restorable. The user's
+repository index and HEAD are fingerprinted too: a rewind reports a `git mv`, `git
+add` or commit made since, and never undoes it.
+
+One record per turn (`<records>/<turn>.json`, in the session's folder) names the
+two trees, the number of history messages before the turn and what changed. At
+most `MAX_CHECKPOINTS` turns are kept per session (older refs dropped; git's own gc
+reclaims their objects, run now and then in the background).
+
+`rewind(turn)` restores the files the turns since `turn` changed to what they were
+before it, only where a file still holds what the last turn left; a file someone
+changed since (the user, another session) is a conflict: `decide` says whether to
+overwrite it, else it is skipped. Restores go through the file gateway, so an
+editor's buffers get the old text as an edit (undoable, unsaved), never behind
+their back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import stat
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from synapse_lsp.errors import SynapseError
+from synapse_lsp.files import FileError, FileGateway, atomic_write
+
+log = logging.getLogger(__name__)
+
+MAX_FILE_BYTES = 8 << 20  # a bigger file is not kept (a notice names it)
+MAX_FILES = 100_000  # a folder with more files is not checkpointed at all
+MAX_CHECKPOINTS = 50  # turns kept per session
+IGNORED_CAPTURE_BYTES = 64 << 10  # an ignored file this small is kept whole...
+IGNORED_CAPTURE_TOTAL = 1 << 20  # ...up to this much per snapshot
+GC_EVERY = 25  # snapshots between background `git gc --auto`
+
+
+class CheckpointError(SynapseError):
+    """Checkpoints cannot be taken or restored; the message says why."""
+
+
+@dataclass
+class Checkpoint:
+    """One turn: the folder before and after it."""
+
+    turn: int
+    before: str
+    messages: int  # history messages before the turn
+    started_at: float
+    prompt: str = ""  # the user's words that started the turn (to check a truncation)
+    events: int = 0  # replay events before the turn
+    after: str | None = None
+    changed: list[tuple[str, str]] = field(default_factory=list)  # (status A/M/D, path)
+    ignored_changed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # too large to keep
+    ignored_before: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ignored_after: dict[str, dict[str, Any]] = field(default_factory=dict)
+    repo_before: str | None = None
+    repo_after: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "turn": self.turn,
+            "before": self.before,
+            "after": self.after,
+            "messages": self.messages,
+            "startedAt": self.started_at,
+            "prompt": self.prompt,
+            "events": self.events,
+            "changed": [list(c) for c in self.changed],
+            "ignoredChanged": self.ignored_changed,
+            "skipped": self.skipped,
+            "ignoredBefore": self.ignored_before,
+            "ignoredAfter": self.ignored_after,
+            "repoBefore": self.repo_before,
+            "repoAfter": self.repo_after,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Checkpoint:
+        return cls(
+            turn=int(raw["turn"]),
+            before=str(raw["before"]),
+            messages=int(raw.get("messages", 0)),
+            started_at=float(raw.get("startedAt", 0.0)),
+            prompt=str(raw.get("prompt", "")),
+            events=int(raw.get("events", 0)),
+            after=raw.get("after"),
+            changed=[(str(s), str(p)) for s, p in raw.get("changed", [])],
+            ignored_changed=list(raw.get("ignoredChanged", [])),
+            skipped=list(raw.get("skipped", [])),
+            ignored_before=dict(raw.get("ignoredBefore", {})),
+            ignored_after=dict(raw.get("ignoredAfter", {})),
+            repo_before=raw.get("repoBefore"),
+            repo_after=raw.get("repoAfter"),
+        )
+
+
+@dataclass
+class RewindReport:
+    turn: int
+    restored: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # changed since: left as they are
+    overwritten: list[str] = field(default_factory=list)  # changed since, restored anyway
+    not_restorable: list[str] = field(default_factory=list)
+    repository_changed: bool = False
+    truncated: bool = False
+    problems: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        lines = [f"Rewound the files to before turn {self.turn}."]
+        for label, paths in (
+            ("restored", self.restored),
+            ("removed (created by the turn)", self.deleted),
+            ("restored over later changes", self.overwritten),
+            ("skipped (changed since the turn; left as they are)", self.skipped),
+            ("not restorable (ignored or too large; changed)", self.not_restorable),
+        ):
+            if paths:
+                lines.append(f"  {label}: {', '.join(paths)}")
+        if not (self.restored or self.deleted or self.overwritten):
+            lines.append("  No file needed restoring.")
+        if self.repository_changed:
+            lines.append(
+                "  The git index or HEAD changed since then (git add/mv/commit): "
+                "not undone; see `git status`."
+            )
+        if self.truncated:
+            lines.append("  The conversation now ends before that turn.")
+        lines.extend(f"  {p}" for p in self.problems)
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "turn": self.turn,
+            "restored": self.restored,
+            "deleted": self.deleted,
+            "skipped": self.skipped,
+            "overwritten": self.overwritten,
+            "notRestorable": self.not_restorable,
+            "repositoryChanged": self.repository_changed,
+            "truncated": self.truncated,
+            "problems": self.problems,
+        }
+
+
+# Decides a conflict: the path, what it holds now vs what the turn left; True = overwrite.
+Decide = Callable[[str], Awaitable[bool]]
+
+
+def store_dir(synapse_home: Path, root: Path) -> Path:
+    real = os.path.realpath(root)
+    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return synapse_home / "checkpoints" / f"{Path(real).name or 'root'}-{digest}"
+
+
+def _git_env(git_dir: Path, root: Path, index: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(
+        GIT_DIR=str(git_dir),
+        GIT_WORK_TREE=str(root),
+        GIT_INDEX_FILE=str(index),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_TERMINAL_PROMPT="0",
+        GIT_AUTHOR_NAME="synapse",
+        GIT_AUTHOR_EMAIL="synapse@localhost",
+        GIT_COMMITTER_NAME="synapse",
+        GIT_COMMITTER_EMAIL="synapse@localhost",
+        LC_ALL="C",
+    )
+    return env
+
+
+class Checkpoints:
+    """The checkpoints of one session in one folder."""
+
+    def __init__(
+        self,
+        root: Path,
+        synapse_home: Path,
+        session_id: str,
+        records: Path,
+        *,
+        files: FileGateway | None = None,
+    ) -> None:
+        self.root = Path(os.path.realpath(root))
+        self.git_dir = store_dir(synapse_home, self.root)
+        self.session_id = session_id
+        self.records = records
+        self.files = files
+        self.index = self.git_dir / f"index-{session_id}"
+        self.disabled: str | None = None  # why, once checkpoints are off for the session
+        self._lock = asyncio.Lock()
+        self._pending: asyncio.Task[None] | None = None
+        self._current: Checkpoint | None = None
+        self._snapshots = 0
+        self.max_file_bytes = MAX_FILE_BYTES
+        self.last_skipped: list[str] = []  # too large, at the last snapshot
+
+    # ------------------------------------------------------------------ git
+
+    async def _git(
+        self, *args: str, stdin: bytes | None = None, check: bool = True
+    ) -> tuple[int, bytes, bytes]:
+        env = _git_env(self.git_dir, self.root, self.index)
+        if args[0] == "init":
+            del env["GIT_WORK_TREE"], env["GIT_DIR"]
+        proc = await asyncio.create_subprocess_exec(
+            "git",
+            *args,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=self.root,
+        )
+        try:
+            out, err = await proc.communicate(stdin)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            raise
+        code = proc.returncode if proc.returncode is not None else -1
+        if check and code != 0:
+            message = err.decode("utf-8", "replace").strip() or f"exit {code}"
+            raise CheckpointError(f"git {args[0]}: {message}")
+        return code, out, err
+
+    async def _ensure_store(self) -> None:
+        if (self.git_dir / "HEAD").exists():
+            return
+        self.git_dir.parent.mkdir(parents=True, exist_ok=True)
+        await self._git("init", "--quiet", "--bare", str(self.git_dir))
+        for key, value in (
+            ("core.autocrlf", "false"),
+            ("core.safecrlf", "false"),
+            ("core.fileMode", "true"),
+            ("gc.auto", "0"),  # ours runs in the background, not inside a snapshot
+            ("core.untrackedCache", "true"),  # the walk for new files reuses the last one
+            ("core.bare", "false"),
+        ):
+            await self._git("config", key, value)
+        info = self.git_dir / "info"
+        info.mkdir(exist_ok=True)
+        (info / "exclude").write_text("*.synapse-lock\n*.synapse-tmp\n")
+        (self.git_dir / "synapse-folder").write_text(str(self.root) + "\n")
+
+    # ------------------------------------------------------------- snapshots
+
+    async def _snapshot(self, label: str) -> tuple[str, list[str], dict[str, dict[str, Any]]]:
+        """(tree, paths skipped as too large, ignored entries' fingerprints)."""
+        await self._ensure_store()
+        # One walk of the folder (git status: its stat cache, untracked cache and
+        # threads) says what changed since the last snapshot, what is new, what is
+        # ignored. The shadow store has no HEAD, so every kept file also shows as
+        # "added" (X); Y is the work tree against the last snapshot.
+        _, out, _ = await self._git(
+            "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=matching",
+            "--no-renames",
+        )  # fmt: skip
+        candidates: list[str] = []
+        ignored_listing: list[str] = []
+        for record in out.decode("utf-8", "surrogateescape").split("\0"):
+            if len(record) < 4:
+                continue
+            xy, rel = record[:2], record[3:]
+            if xy == "!!":
+                ignored_listing.append(rel)
+            elif xy == "??" or xy[1] in "MDT":
+                candidates.append(rel)
+        if len(candidates) > MAX_FILES:
+            raise CheckpointError(
+                f"{self.root} has more than {MAX_FILES} files to keep; checkpoints are off "
+                "for this session (open a smaller folder, or ignore build output in .gitignore)"
+            )
+        stage: list[str] = []
+        skipped: list[str] = []
+        gone: list[str] = []
+        for rel in candidates:
+            if rel.endswith("/"):  # a nested repository: git keeps it as a link only
+                continue
+            if self._beyond_link(rel):  # its folder became a link: the file is gone here
+                gone.append(rel)
+                continue
+            try:
+                info = os.lstat(self.root / rel)
+            except FileNotFoundError:
+                stage.append(rel)  # deleted: --remove drops it
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_size > self.max_file_bytes:
+                skipped.append(rel)
+                continue
+            if stat.S_ISDIR(info.st_mode):  # a file that became a directory
+                gone.append(rel)
+                continue
+            stage.append(rel)
+        if skipped or gone:  # keep no stale copy of a file we no longer follow
+            await self._git(
+                "update-index", "--force-remove", "-z", "--stdin",
+                stdin=b"".join(_z(p) for p in skipped + gone),
+            )  # fmt: skip
+        if stage:
+            await self._git(
+                "update-index", "--add", "--remove", "-z", "--stdin",
+                stdin=b"".join(_z(p) for p in stage),
+            )  # fmt: skip
+        await self._overlay_open_texts()
+        _, tree, _ = await self._git("write-tree")
+        ignored = await self._ignored(sorted(ignored_listing))
+        self._snapshots += 1
+        self.last_skipped = skipped
+        if self._snapshots % GC_EVERY == 0:
+            self._background_gc()
+        # A snapshot is a tree (no commit object: nothing reads a history of them).
+        return tree.decode().strip(), skipped, ignored
+
+    async def _overlay_open_texts(self) -> None:
+        """What an editor holds unsaved for files of the folder is what the agent and
+        the user see: stage that text instead of the disk's."""
+        getter = getattr(self.files, "open_texts", None)
+        if getter is None:
+            return
+        try:
+            texts: Mapping[Path, str] = getter()
+        except Exception:
+            log.debug("open_texts failed", exc_info=True)
+            return
+        for path, text in texts.items():
+            try:
+                rel = Path(os.path.realpath(path)).relative_to(self.root)
+            except ValueError:
+                continue
+            data = text.encode("utf-8", "surrogatepass")
+            try:
+                if (self.root / rel).read_bytes() == data:
+                    continue
+            except OSError:
+                pass
+            _, blob, _ = await self._git("hash-object", "-w", "--stdin", stdin=data)
+            await self._git(
+                "update-index", "--add", "--cacheinfo",
+                f"100644,{blob.decode().strip()},{rel.as_posix()}",
+            )  # fmt: skip
+
+    async def _ignored(self, listing: list[str]) -> dict[str, dict[str, Any]]:
+        """Fingerprints of the ignored entries; small files kept whole (one git call)."""
+        entries: dict[str, dict[str, Any]] = {}
+        budget = IGNORED_CAPTURE_TOTAL
+        keep: list[str] = []
+        for rel in listing:
+            path = self.root / rel.rstrip("/")
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            entry: dict[str, Any] = {"size": info.st_size, "mtime": info.st_mtime_ns}
+            if stat.S_ISDIR(info.st_mode):
+                entry = {"dir": True, "mtime": info.st_mtime_ns}
+            elif stat.S_ISREG(info.st_mode) and info.st_size <= min(IGNORED_CAPTURE_BYTES, budget):
+                entry["mode"] = info.st_mode & 0o777
+                budget -= info.st_size
+                keep.append(rel)
+            entries[rel.rstrip("/")] = entry
+        if keep:
+            code, out, _ = await self._git(
+                "hash-object", "-w", "--stdin-paths",
+                stdin="".join(f"{rel}\n" for rel in keep).encode("utf-8", "surrogateescape"),
+                check=False,
+            )  # fmt: skip
+            blobs = out.decode().split()
+            if code == 0 and len(blobs) == len(keep):
+                for rel, blob in zip(keep, blobs, strict=True):
+                    entries[rel]["blob"] = blob
+        return entries
+
+    def _repo_fingerprint(self) -> str | None:
+        """The user's repository index and HEAD, as a fingerprint (read only)."""
+        git = self.root / ".git"
+        parts: list[str] = []
+        for name in ("index", "HEAD"):
+            target = git / name
+            try:
+                if name == "HEAD":
+                    head = target.read_text().strip()
+                    parts.append(head)
+                    if head.startswith("ref: "):
+                        ref = git / head[5:]
+                        parts.append(ref.read_text().strip() if ref.exists() else "")
+                else:
+                    info = target.stat()
+                    parts.append(f"{info.st_size}:{info.st_mtime_ns}")
+            except OSError:
+                parts.append("-")
+        return "|".join(parts) if git.exists() else None
+
+    async def _update_ref(self, turn: int, phase: str, tree: str) -> None:
+        """Keep the snapshot from gc: a loose ref naming its tree, written directly (the
+        file git itself would write; no process to start on every turn)."""
+        ref = self.git_dir / "refs" / "synapse" / self.session_id / f"{turn}-{phase}"
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        _write_bytes(ref, tree.encode() + b"\n")
+
+    # ------------------------------------------------------------------ turns
+
+    def begin_turn(self, turn: int, messages: int, prompt: str = "", events: int = 0) -> None:
+        """Start the snapshot of the folder before `turn` (in the background: the model
+        request goes on meanwhile; `ready()` waits for it before a command runs)."""
+        if self.disabled is not None:
+            return
+        previous = self._pending
+        self._pending = asyncio.create_task(self._begin(turn, messages, prompt, events, previous))
+
+    async def _begin(
+        self,
+        turn: int,
+        messages: int,
+        prompt: str,
+        events: int,
+        previous: asyncio.Task[None] | None,
+    ) -> None:
+        if previous is not None:
+            await asyncio.wait([previous])  # its outcome is its own; our cancel is ours
+        async with self._lock:
+            try:
+                commit, skipped, ignored = await self._snapshot(f"before turn {turn}")
+                await self._update_ref(turn, "before", commit)
+            except (CheckpointError, OSError) as exc:
+                self.disabled = str(exc)
+                log.warning("checkpoints off: %s", exc)
+                return
+            self._current = Checkpoint(
+                turn=turn,
+                before=commit,
+                messages=messages,
+                started_at=time.time(),
+                prompt=prompt,
+                events=events,
+                skipped=skipped,
+                ignored_before=ignored,
+                repo_before=self._repo_fingerprint(),
+            )
+            self._write(self._current)
+
+    async def ready(self) -> None:
+        """Wait for the snapshot in progress (before a command may change the folder)."""
+        pending = self._pending
+        if pending is not None and not pending.done():
+            with contextlib.suppress(Exception):  # a cancelled caller stops waiting
+                await asyncio.shield(pending)
+
+    def end_turn(self) -> None:
+        """Start the snapshot of what the turn left (in the background)."""
+        if self.disabled is not None or self._pending is None:
+            return
+        previous = self._pending
+        self._pending = asyncio.create_task(self._end(previous))
+
+    async def _end(self, previous: asyncio.Task[None]) -> None:
+        await asyncio.wait([previous])
+        async with self._lock:
+            current, self._current = self._current, None
+            if current is None or self.disabled is not None:
+                return
+            try:
+                commit, skipped, ignored = await self._snapshot(f"after turn {current.turn}")
+                await self._update_ref(current.turn, "after", commit)
+                current.after = commit
+                current.skipped = sorted(set(current.skipped) | set(skipped))
+                current.ignored_after = ignored
+                current.repo_after = self._repo_fingerprint()
+                current.changed = await self._changes(current.before, commit)
+                current.ignored_changed = _ignored_changes(current.ignored_before, ignored)
+            except (CheckpointError, OSError) as exc:
+                log.warning("checkpoint after turn %d: %s", current.turn, exc)
+            self._write(current)
+            await self._prune()
+
+    async def settle(self) -> None:
+        """Wait for every snapshot started so far."""
+        while self._pending is not None and not self._pending.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._pending)
+
+    async def _changes(self, a: str, b: str) -> list[tuple[str, str]]:
+        _, out, _ = await self._git("diff-tree", "-r", "-z", "--no-renames", "--name-status", a, b)
+        fields = out.decode("utf-8", "surrogateescape").split("\0")
+        return [(fields[i], fields[i + 1]) for i in range(0, len(fields) - 1, 2) if fields[i]]
+
+    # ---------------------------------------------------------------- records
+
+    def _write(self, checkpoint: Checkpoint) -> None:
+        try:
+            self.records.mkdir(parents=True, exist_ok=True)
+            path = self.records / f"{checkpoint.turn}.json"
+            atomic_write(path, json.dumps(checkpoint.to_json()))
+        except (OSError, FileError) as exc:  # a full disk must not end the conversation
+            log.warning("cannot store checkpoint: %s", exc)
+
+    def kept(self) -> list[Checkpoint]:
+        """The kept checkpoints, oldest first."""
+        out: list[Checkpoint] = []
+        try:
+            names = list(self.records.iterdir())
+        except OSError:
+            return []
+        for path in names:
+            if path.suffix != ".json" or not path.stem.isdigit():
+                continue
+            try:
+                out.append(Checkpoint.from_json(json.loads(path.read_text())))
+            except (OSError, ValueError, KeyError, TypeError):
+                log.warning("unreadable checkpoint record %s", path)
+        return sorted(out, key=lambda c: c.turn)
+
+    def next_turn(self) -> int:
+        kept = self.kept()
+        return kept[-1].turn + 1 if kept else 1
+
+    async def _prune(self) -> None:
+        kept = self.kept()
+        for old in kept[: max(0, len(kept) - MAX_CHECKPOINTS)]:
+            for phase in ("before", "after"):
+                await self._git(
+                    "update-ref", "-d", f"refs/synapse/{self.session_id}/{old.turn}-{phase}",
+                    check=False,
+                )  # fmt: skip
+            with contextlib.suppress(OSError):
+                (self.records / f"{old.turn}.json").unlink()
+
+    def _background_gc(self) -> None:
+        async def gc() -> None:
+            with contextlib.suppress(Exception):
+                await self._git("gc", "--auto", "--quiet", check=False)
+
+        asyncio.get_running_loop().create_task(gc())
+
+    # ----------------------------------------------------------------- rewind
+
+    async def _blob_of(self, commit: str, rel: str) -> tuple[bytes, int] | None:
+        """(content, mode) of `rel` in `commit`; None when it is not there."""
+        code, out, _ = await self._git("ls-tree", "-z", commit, "--", rel, check=False)
+        entry = out.decode("utf-8", "surrogateescape").split("\0", 1)[0]
+        if code != 0 or not entry:
+            return None
+        meta, _name = entry.split("\t", 1)
+        mode, kind, sha = meta.split(" ")
+        if kind != "blob":
+            return None
+        _, data, _ = await self._git("cat-file", "blob", sha)
+        return data, int(mode, 8)
+
+    async def _now(self, rel: str) -> bytes | None:
+        """What `rel` holds now: the editor's text when it has the file open, else disk."""
+        path = self.root / rel
+        if self.files is not None:
+            try:
+                text = await self.files.document_text(path)
+            except FileError:
+                text = None
+            if text is not None:
+                return text.encode("utf-8", "surrogatepass")
+        try:
+            if path.is_symlink():
+                return str(path.readlink()).encode("utf-8", "surrogateescape")
+            return path.read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    async def rewind(self, turn: int, decide: Decide | None = None) -> RewindReport:
+        """Put back the files the turns since `turn` changed, as they were before it."""
+        await self.settle()
+        kept = self.kept()
+        since = [c for c in kept if c.turn >= turn]
+        if not since or since[0].turn != turn:
+            have = ", ".join(str(c.turn) for c in kept) or "none"
+            raise CheckpointError(f"no checkpoint before turn {turn} (kept: {have})")
+        base = since[0]
+        async with self._lock:
+            last_after = since[-1].after
+            if last_after is None:  # the last turn did not finish its snapshot
+                last_after, _, _ = await self._snapshot(f"rewind of {turn}")
+            touched: set[str] = set()
+            for cp in since:
+                end = cp.after or last_after
+                touched.update(path for _, path in await self._changes(cp.before, end))
+            report = RewindReport(turn)
+            for rel in sorted(touched):
+                await self._restore_one(rel, base.before, last_after, report, decide)
+            await self._rewind_ignored(since, report)
+            too_large: set[str] = set()
+            for cp in since:
+                too_large.update(cp.skipped)
+            report.not_restorable.extend(sorted(too_large - set(report.not_restorable)))
+            now = self._repo_fingerprint()
+            report.repository_changed = base.repo_before is not None and now != base.repo_before
+            # The rewound turns are gone; the next snapshot starts from the folder as it is.
+            for cp in since:
+                with contextlib.suppress(OSError):
+                    (self.records / f"{cp.turn}.json").unlink()
+            with contextlib.suppress(OSError):
+                self.index.unlink()
+        return report
+
+    async def _restore_one(
+        self,
+        rel: str,
+        base: str,
+        last: str,
+        report: RewindReport,
+        decide: Decide | None,
+    ) -> None:
+        original = await self._blob_of(base, rel)
+        left = await self._blob_of(last, rel)
+        now = await self._now(rel)
+        if now == (original[0] if original else None):
+            return  # already as it was
+        if now != (left[0] if left else None):
+            if decide is None or not await decide(rel):
+                report.skipped.append(rel)
+                return
+            overwritten = True
+        else:
+            overwritten = False
+        path = self.root / rel
+        if not self._inside(path):
+            report.problems.append(
+                f"{rel}: a folder on its path now leads out of {self.root} (a link); not restored"
+            )
+            return
+        try:
+            if original is None:
+                path.unlink(missing_ok=True)
+                report.deleted.append(rel)
+                await self._remove_empty_parents(path, base)
+                return
+            data, mode = original
+            await self._put(path, data, mode)
+        except (OSError, FileError) as exc:
+            report.problems.append(f"{rel}: {exc}")
+            return
+        (report.overwritten if overwritten else report.restored).append(rel)
+
+    async def _remove_empty_parents(self, path: Path, base: str) -> None:
+        """Folders the rewound turns created and left empty go too."""
+        parent = path.parent
+        while parent != self.root and self.root in parent.parents:
+            rel = parent.relative_to(self.root).as_posix()
+            _, listed, _ = await self._git("ls-tree", base, "--", rel, check=False)
+            if listed.strip():
+                return  # it was there before the turn
+            try:
+                parent.rmdir()
+            except OSError:
+                return  # not empty (or gone)
+            parent = parent.parent
+
+    def _beyond_link(self, rel: str) -> bool:
+        """True when a folder on `rel`'s path is a symbolic link."""
+        parts = rel.split("/")[:-1]
+        here = self.root
+        for part in parts:
+            here = here / part
+            if here.is_symlink():
+                return True
+        return False
+
+    def _inside(self, path: Path) -> bool:
+        """True when `path`'s folder really is inside the work tree: a turn may have
+        replaced a folder with a link elsewhere (`ln -s ~/.ssh src`), and a restore
+        must never write through it."""
+        parent = os.path.realpath(path.parent)
+        return parent == str(self.root) or parent.startswith(str(self.root) + os.sep)
+
+    async def _put(self, path: Path, data: bytes, mode: int) -> None:
+        if path.is_symlink() and not stat.S_ISLNK(mode):
+            path.unlink()  # the turn made it a link: put the file back, not its target
+        if stat.S_ISLNK(mode):
+            path.unlink(missing_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.symlink_to(data.decode("utf-8", "surrogateescape"))
+            return
+        text: str | None
+        try:
+            text = data.decode("utf-8") if b"\0" not in data[:8192] else None
+        except UnicodeDecodeError:
+            text = None
+        held: str | None = None
+        if text is not None and self.files is not None:
+            with contextlib.suppress(FileError):
+                held = await self.files.document_text(path)
+        if held is not None and self.files is not None and text is not None:
+            await self.files.write(path, text)  # an open buffer gets it as an edit
+        else:
+            _write_bytes(path, data)
+        with contextlib.suppress(OSError):
+            path.chmod(mode & 0o777)
+
+    async def _rewind_ignored(self, since: list[Checkpoint], report: RewindReport) -> None:
+        """Ignored entries the turns changed: a small file kept whole is put back when it
+        still is as the last turn left it; the others are reported."""
+        before = since[0].ignored_before
+        last = since[-1].ignored_after
+        changed: set[str] = set()
+        for cp in since:
+            changed.update(cp.ignored_changed)
+        for rel in sorted(changed):
+            entry = before.get(rel)
+            blob = entry.get("blob") if entry else None
+            if entry is None or blob is None:
+                report.not_restorable.append(rel)
+                continue
+            try:
+                info = os.lstat(self.root / rel)
+                now = {"size": info.st_size, "mtime": info.st_mtime_ns}
+            except OSError:
+                now = {}
+            left = last.get(rel, {})
+            if (now.get("size"), now.get("mtime")) != (left.get("size"), left.get("mtime")):
+                report.skipped.append(rel)  # changed again since the turn
+                continue
+            if not self._inside(self.root / rel):
+                report.problems.append(f"{rel}: a folder on its path leads out; not restored")
+                continue
+            try:
+                _, data, _ = await self._git("cat-file", "blob", str(blob))
+                if (self.root / rel).is_symlink():
+                    (self.root / rel).unlink()
+                _write_bytes(self.root / rel, data)
+                (self.root / rel).chmod(int(entry.get("mode", 0o644)))
+            except (OSError, CheckpointError) as exc:
+                report.problems.append(f"{rel}: {exc}")
+                continue
+            report.restored.append(rel)
+
+
+def _ignored_changes(
+    before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]
+) -> list[str]:
+    keys = set(before) | set(after)
+    return sorted(k for k in keys if before.get(k, {}).get("mtime") != after.get(k, {}).get("mtime")
+                  or before.get(k, {}).get("size") != after.get(k, {}).get("size"))  # fmt: skip
+
+
+def _z(path: str) -> bytes:
+    """A path as `update-index -z --stdin` reads it."""
+    return path.encode("utf-8", "surrogateescape") + b"\0"
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    """Atomic byte write (temp file + rename), parents created."""
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".synapse-tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        Path(tmp).replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            Path(tmp).unlink()
+        raise

@@ -1,0 +1,325 @@
+"""Checkpoints end to end: a real chat session with the fake Messages API, real bash and
+real git; a turn that edits, writes, runs `sed -i` and `rm` and creates a file is
+rewound, the user's own `.git` is never touched, later changes by someone else are
+skipped (or overwritten when asked), ignored files are reported or restored."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import subprocess
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.session import ChatSession
+from synapse_lsp.agent.slash import SESSION_COMMANDS
+from synapse_lsp.agent.store import SessionStore
+from synapse_lsp.checkpoints import CheckpointError, Checkpoints, store_dir
+from synapse_lsp.config import Settings
+from synapse_lsp.events import Event, Notice
+from synapse_lsp.router import BashRouter
+
+KEY = "sk-ant-checkpoint-test-key"
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic([]) as server:
+        yield server
+
+
+@pytest.fixture
+async def make(
+    api: FakeAnthropic, router: BashRouter, settings: Settings, workdir: Path
+) -> AsyncIterator[Callable[..., ChatSession]]:
+    models: list[ModelClient] = []
+    sessions: list[ChatSession] = []
+
+    def factory(*, store: SessionStore | None = None, **changes: Any) -> ChatSession:
+        model = ModelClient(
+            api_key=KEY, base_url=api.base_url, model="fake-model", retry_base_delay=0.001
+        )
+        models.append(model)
+        session = ChatSession(
+            router,
+            dataclasses.replace(settings, **changes),
+            model=model,
+            store=store,
+            workspace_root=workdir,
+        )
+        sessions.append(session)
+        return session
+
+    yield factory
+    for session in sessions:
+        await session.close()
+    for model in models:
+        await model.close()
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=root, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def tree_digest(folder: Path) -> str:
+    """Every byte of a folder (names, modes, contents), to prove it was not touched."""
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        h.update(str(path.relative_to(folder)).encode())
+        if path.is_file():
+            h.update(path.read_bytes())
+        h.update(str(path.stat().st_mode).encode())
+    return h.hexdigest()
+
+
+async def turn(session: ChatSession, text: str) -> list[Event]:
+    return [e async for e in session.run_turn(text)]
+
+
+@pytest.fixture
+def repo(workdir: Path) -> Path:
+    (workdir / "a.py").write_text("x = 1\ny = 2\n")
+    (workdir / "b.txt").write_text("hello\n")
+    (workdir / "c.txt").write_text("keep me\n")
+    (workdir / "d.txt").write_text("sed target\n")
+    (workdir / ".gitignore").write_text(".env\nbig.db\n")
+    (workdir / ".env").write_text("TOKEN=old\n")
+    git(workdir, "init", "-q")
+    git(workdir, "add", "-A")
+    git(workdir, "-c", "user.email=u@x", "-c", "user.name=u", "commit", "-qm", "init")
+    return workdir
+
+
+async def test_a_turn_with_builtins_and_bash_is_rewound_and_git_is_untouched(
+    make: Callable[..., ChatSession], api: FakeAnthropic, repo: Path, settings: Settings
+) -> None:
+    api.add(
+        {
+            "commands": [
+                "edit a.py 'y = 2' 'y = 3'",
+                "write b.txt 'rewritten\n'",
+                "sed -i 's/target/changed/' d.txt",
+                "rm c.txt",
+                "echo made > new.txt && mkdir -p sub && echo deep > sub/n.txt",
+                "echo TOKEN=new > .env",
+            ]
+        },
+        {"text": "done"},
+    )
+    session = make(store=SessionStore(settings.synapse_home / "sessions"))
+    git_before = tree_digest(repo / ".git")
+    events = await turn(session, "change things")
+    await session.checkpoints.settle()
+    assert (repo / "a.py").read_text() == "x = 1\ny = 3\n"
+    assert not (repo / "c.txt").exists()
+    listing = await SESSION_COMMANDS.run(_Host(session), "/checkpoints")
+    assert "turn 1" in listing and "+new.txt" in listing and "-c.txt" in listing
+    assert "~d.txt" in listing and "!.env" in listing
+    kept = session.checkpoints.kept()
+    assert [c.turn for c in kept] == [1] and kept[0].after is not None
+    assert not any(isinstance(e, Notice) and e.level == "warning" for e in events)
+
+    report = await session.rewind(1)
+    assert sorted(report.restored) == [".env", "a.py", "b.txt", "c.txt", "d.txt"]
+    assert sorted(report.deleted) == ["new.txt", "sub/n.txt"]
+    assert report.skipped == [] and report.truncated
+    assert (repo / "a.py").read_text() == "x = 1\ny = 2\n"
+    assert (repo / "b.txt").read_text() == "hello\n"
+    assert (repo / "c.txt").read_text() == "keep me\n"
+    assert (repo / "d.txt").read_text() == "sed target\n"
+    assert (repo / ".env").read_text() == "TOKEN=old\n"  # small ignored file: kept whole
+    assert not (repo / "new.txt").exists()
+    # The user's repository: not one byte changed, and git sees a clean tree.
+    assert tree_digest(repo / ".git") == git_before
+    assert git(repo, "status", "--porcelain") == ""
+    assert not (repo / "sub").exists()  # the folder the turn made, left empty, is gone
+    # The conversation ends before the turn, and the store keeps that.
+    assert session.messages == []
+    (notice,) = session.transcript()  # the turn's replay is gone too; the rewind is told
+    assert isinstance(notice, Notice) and "before turn 1" in notice.message
+    stored = SessionStore(settings.synapse_home / "sessions").load(session.id)
+    assert stored.messages == [] and stored.events == [notice]
+
+
+async def test_a_file_changed_after_the_turn_is_skipped_unless_forced(
+    make: Callable[..., ChatSession], api: FakeAnthropic, repo: Path
+) -> None:
+    api.add({"commands": ["edit a.py 'x = 1' 'x = 10'", "edit b.txt hello bye"]}, {"text": "ok"})
+    session = make()
+    await turn(session, "edit")
+    await session.checkpoints.settle()
+    (repo / "a.py").write_text("x = 10\ny = 2\n# the user's own line\n")
+    answer = await SESSION_COMMANDS.run(_Host(session), "/rewind 1 --keep-chat")
+    assert "skipped" in answer and "a.py" in answer and "--force" in answer
+    assert (repo / "a.py").read_text().endswith("# the user's own line\n")
+    assert (repo / "b.txt").read_text() == "hello\n"
+    assert session.messages != []  # --keep-chat
+
+
+async def test_force_overwrites_and_a_second_session_sees_a_conflict(
+    make: Callable[..., ChatSession], api: FakeAnthropic, repo: Path
+) -> None:
+    api.add({"commands": ["write b.txt 'one\n'"]}, {"text": "ok"})
+    session = make()
+    await turn(session, "write")
+    await session.checkpoints.settle()
+    (repo / "b.txt").write_text("another session wrote this\n")
+    asked: list[str] = []
+
+    async def decide(path: str) -> bool:
+        asked.append(path)
+        return True
+
+    report = await session.rewind(1, decide=decide)
+    assert asked == ["b.txt"] and report.overwritten == ["b.txt"]
+    assert (repo / "b.txt").read_text() == "hello\n"
+
+
+async def test_works_in_a_folder_that_is_not_a_repository_and_reports_large_files(
+    make: Callable[..., ChatSession], api: FakeAnthropic, workdir: Path, settings: Settings
+) -> None:
+    (workdir / "notes.md").write_text("v1\n")
+    api.add(
+        {"commands": ["echo v2 > notes.md && head -c 9000000 /dev/zero > huge.bin"]},
+        {"text": "ok"},
+        {"commands": ["echo v3 > notes.md"]},
+        {"text": "ok"},
+    )
+    session = make()
+    await turn(session, "one")
+    events = await turn(session, "two")
+    warnings = [e.message for e in events if isinstance(e, Notice) and e.level == "warning"]
+    assert any("huge.bin" in w and "Not kept" in w for w in warnings), warnings
+    await session.checkpoints.settle()
+    assert not (workdir / ".git").exists()
+    assert [c.turn for c in session.checkpoints.kept()] == [1, 2]
+    report = await session.rewind(2, decide=None)
+    assert (workdir / "notes.md").read_text() == "v2\n" and report.restored == ["notes.md"]
+    report = await session.rewind(1)
+    assert (workdir / "notes.md").read_text() == "v1\n"
+    assert report.not_restorable == ["huge.bin"] and (workdir / "huge.bin").exists()
+    assert session.checkpoints.kept() == []
+    with pytest.raises(CheckpointError, match="no checkpoint before turn 1"):
+        await session.rewind(1)
+    # The shadow store lives under $SYNAPSE_HOME, not in the folder.
+    assert (store_dir(settings.synapse_home, workdir) / "HEAD").exists()
+
+
+async def test_an_index_change_is_reported_not_undone(
+    make: Callable[..., ChatSession], api: FakeAnthropic, repo: Path
+) -> None:
+    api.add({"commands": ["git mv c.txt moved.txt"]}, {"text": "ok"})
+    session = make()
+    await turn(session, "move")
+    await session.checkpoints.settle()
+    report = await session.rewind(1)
+    assert report.repository_changed
+    assert "git index or HEAD changed" in report.text()
+    # The files are back; git's index still records the move (reported, not undone).
+    assert (repo / "c.txt").exists() and not (repo / "moved.txt").exists()
+    assert "moved.txt" in git(repo, "diff", "--cached", "--name-only")
+
+
+async def test_the_setting_turns_checkpoints_off(
+    make: Callable[..., ChatSession], api: FakeAnthropic, workdir: Path, settings: Settings
+) -> None:
+    api.add({"commands": ["echo x > f.txt"]}, {"text": "ok"})
+    session = make(checkpoints=False)
+    await turn(session, "go")
+    assert session.checkpoints.kept() == []
+    assert not (settings.synapse_home / "checkpoints").exists()
+
+
+async def test_snapshots_are_incremental_and_include_unsaved_editor_text(
+    tmp_path: Path, workdir: Path
+) -> None:
+    (workdir / "open.py").write_text("on disk\n")
+
+    class Editor:
+        async def document_text(self, path: Path) -> str | None:
+            return "unsaved\n" if path.name == "open.py" else None
+
+        async def apply_change(self, path: Path, before: str, after: str) -> None:
+            raise AssertionError
+
+        async def write(self, path: Path, text: str) -> None:
+            raise AssertionError
+
+        def open_texts(self) -> dict[Path, str]:
+            return {workdir / "open.py": "unsaved\n"}
+
+    keeper = Checkpoints(workdir, tmp_path / "home", "s1", tmp_path / "records", files=Editor())
+    keeper.begin_turn(1, 0, "p")
+    await keeper.settle()
+    (commit,) = [c.before for c in keeper.kept()]
+    shown = subprocess.run(
+        ["git", f"--git-dir={keeper.git_dir}", "show", f"{commit}:open.py"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert shown == "unsaved\n"
+
+
+class _Host:
+    """The REPL's side of the slash commands: the current chat session."""
+
+    def __init__(self, session: ChatSession) -> None:
+        self.session = session
+
+    def chat_session(self) -> ChatSession:
+        return self.session
+
+    def request_exit(self) -> None:
+        pass
+
+    def list_sessions(self) -> list[tuple[str, str, str]]:
+        return []
+
+    async def new_session(self) -> str:
+        return ""
+
+    async def resume(self, session_id: str) -> str:
+        return ""
+
+
+async def test_a_rewind_never_writes_through_a_link_the_turn_made(
+    make: Callable[..., ChatSession], api: FakeAnthropic, workdir: Path, tmp_path: Path
+) -> None:
+    """A turn that swaps a folder for a link elsewhere (`ln -s ~/.ssh src`): the rewind
+    puts the folder back and writes nothing outside the work tree."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.txt").write_text("not the workspace's\n")
+    (workdir / "src").mkdir()
+    (workdir / "src" / "a.txt").write_text("one\n")
+    api.add({"commands": [f"rm -rf src && ln -s {outside} src"]}, {"text": "ok"})
+    session = make()
+    await turn(session, "swap")
+    assert (workdir / "src").is_symlink()
+    report = await session.rewind(1)
+    assert not (workdir / "src").is_symlink() and (workdir / "src" / "a.txt").read_text() == "one\n"
+    assert (outside / "a.txt").read_text() == "not the workspace's\n"
+    assert report.deleted == ["src"] and report.restored == ["src/a.txt"]
+
+    # The same, but the link was changed after the turn (a conflict, skipped): the
+    # file under it is not restored through the link.
+    api.add({"commands": [f"rm -rf src && ln -s {outside} src"]}, {"text": "ok"})
+    await turn(session, "swap again")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (workdir / "src").unlink()
+    (workdir / "src").symlink_to(elsewhere, target_is_directory=True)  # changed since
+    second = session.checkpoints.kept()[-1].turn
+    report = await session.rewind(second)
+    assert report.skipped == ["src"] and report.restored == []
+    assert any("leads out" in p for p in report.problems), report.problems
+    assert list(elsewhere.iterdir()) == []
+    assert (outside / "a.txt").read_text() == "not the workspace's\n"
