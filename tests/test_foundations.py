@@ -140,7 +140,7 @@ async def test_slash_commands_one_table_case_insensitive_with_aliases() -> None:
     names = [row["name"] for row in SESSION_COMMANDS.describe()]
     assert names == [
         *["help", "exit", "sessions", "resume", "clear", "tools", "skills", "model"],
-        *["hooks", "skill", "context", "compact", "cost"],
+        *["hooks", "skill", "context", "compact", "cost", "checkpoints", "rewind"],
     ]
     with pytest.raises(ValueError, match="twice"):
         SlashRegistry([*SESSION_COMMANDS.commands(), SlashCommand("quit", "/quit", "x", _noop)])
