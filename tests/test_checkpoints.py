@@ -23,6 +23,7 @@ from synapse_lsp.checkpoints import CheckpointError, Checkpoints, store_dir
 from synapse_lsp.config import Settings
 from synapse_lsp.events import Event, Notice
 from synapse_lsp.router import BashRouter
+from tests.slash_host import SessionHost
 
 KEY = "sk-ant-checkpoint-test-key"
 
@@ -119,7 +120,7 @@ async def test_a_turn_with_builtins_and_bash_is_rewound_and_git_is_untouched(
     await session.checkpoints.settle()
     assert (repo / "a.py").read_text() == "x = 1\ny = 3\n"
     assert not (repo / "c.txt").exists()
-    listing = await SESSION_COMMANDS.run(_Host(session), "/checkpoints")
+    listing = await SESSION_COMMANDS.run(SessionHost(session), "/checkpoints")
     assert "turn 1" in listing and "+new.txt" in listing and "-c.txt" in listing
     assert "~d.txt" in listing and "!.env" in listing
     kept = session.checkpoints.kept()
@@ -156,7 +157,7 @@ async def test_a_file_changed_after_the_turn_is_skipped_unless_forced(
     await turn(session, "edit")
     await session.checkpoints.settle()
     (repo / "a.py").write_text("x = 10\ny = 2\n# the user's own line\n")
-    answer = await SESSION_COMMANDS.run(_Host(session), "/rewind 1 --keep-chat")
+    answer = await SESSION_COMMANDS.run(SessionHost(session), "/rewind 1 --keep-chat")
     assert "skipped" in answer and "a.py" in answer and "--force" in answer
     assert (repo / "a.py").read_text().endswith("# the user's own line\n")
     assert (repo / "b.txt").read_text() == "hello\n"
@@ -266,28 +267,6 @@ async def test_snapshots_are_incremental_and_include_unsaved_editor_text(
         check=True,
     ).stdout
     assert shown == "unsaved\n"
-
-
-class _Host:
-    """The REPL's side of the slash commands: the current chat session."""
-
-    def __init__(self, session: ChatSession) -> None:
-        self.session = session
-
-    def chat_session(self) -> ChatSession:
-        return self.session
-
-    def request_exit(self) -> None:
-        pass
-
-    def list_sessions(self) -> list[tuple[str, str, str]]:
-        return []
-
-    async def new_session(self) -> str:
-        return ""
-
-    async def resume(self, session_id: str) -> str:
-        return ""
 
 
 async def test_a_rewind_never_writes_through_a_link_the_turn_made(

@@ -24,6 +24,7 @@ from synapse_lsp.agent.store import SessionStore
 from synapse_lsp.config import LiveSettings, ModelPrice, Settings
 from synapse_lsp.events import Event, Notice, ToolCallFinished, TurnFinished, Usage
 from synapse_lsp.router import BashRouter
+from tests.slash_host import SessionHost
 
 KEY = "sk-ant-context-test-key"
 SONNET = "claude-sonnet-5-5"  # the default model, Sonnet-tier price
@@ -82,28 +83,6 @@ def finished(events: list[Event]) -> TurnFinished:
     return last
 
 
-class Host:
-    """A face with a current chat session (what the REPL's Runtime is for /context...)."""
-
-    def __init__(self, session: ChatSession) -> None:
-        self.session = session
-
-    def chat_session(self) -> ChatSession:
-        return self.session
-
-    def list_sessions(self) -> list[tuple[str, str, str]]:
-        return []
-
-    async def new_session(self) -> str:
-        return ""
-
-    async def resume(self, session_id: str) -> str:
-        return ""
-
-    def request_exit(self) -> None:
-        return None
-
-
 # ------------------------------------------------------------------- /context
 
 
@@ -127,7 +106,7 @@ async def test_context_parts_are_counted_by_the_api_and_add_up(
     assert report.window == context_window(SONNET) == MODELS[SONNET].context_window
     # The scripted answers were not touched by the counting.
     assert api.calls == 2
-    shown = await SESSION_COMMANDS.run(Host(session), "/context")
+    shown = await SESSION_COMMANDS.run(SessionHost(session), "/context")
     assert "counted by the API" in shown and f"{report.total:,} of 200,000" in shown
     assert "Last tool outputs" in shown
 
@@ -160,7 +139,7 @@ async def test_compact_with_a_focus_reaches_the_summary_request(
     session = make("first answer", "second answer", "SUMMARY: all about parsers.", "third")
     await turn(session, "one")
     await turn(session, "two")
-    answer = await SESSION_COMMANDS.run(Host(session), "/compact the parser bug")
+    answer = await SESSION_COMMANDS.run(SessionHost(session), "/compact the parser bug")
     assert "Compacted the conversation" in answer
     summary_request = api.message_requests[2]
     assert "tools" not in summary_request
@@ -313,7 +292,7 @@ async def test_turn_and_session_cost_follow_the_pricing_table(
     total = turn_one + Usage(**USAGE_B)
     assert session.session_cost().usage == total == session.usage
     assert session.session_cost().amount == pytest.approx(expected_cost(total, price))
-    shown = await SESSION_COMMANDS.run(Host(session), "/cost")
+    shown = await SESSION_COMMANDS.run(SessionHost(session), "/cost")
     assert f"${expected_cost(total, price):.4f}" in shown and "Session: 2,600 in" in shown
 
     # Stored with the session: a resume has the same totals (and /resume says so).
@@ -336,7 +315,7 @@ async def test_an_unknown_model_shows_tokens_and_cost_unknown_unless_priced(
     cost = session.session_cost()
     assert cost.amount is None and cost.unpriced == ("claude-future-9",)
     assert cost.usage == Usage(**USAGE_B)
-    shown = await SESSION_COMMANDS.run(Host(session), "/cost")
+    shown = await SESSION_COMMANDS.run(SessionHost(session), "/cost")
     assert "cost unknown" in shown and "claude-future-9" in shown and "700 in" in shown
     # The `pricing` setting prices it (cache prices default to 1.25x / 0.1x input).
     priced, problems = settings.with_overrides(

@@ -23,6 +23,7 @@ from synapse_lsp.config import LiveSettings
 from synapse_lsp.core import Workspace
 from synapse_lsp.events import Event, Notice, ToolCallFinished, TurnFinished
 from synapse_lsp.hooks import tool_call
+from tests.slash_host import SessionHost
 
 KEY = "sk-ant-hooks-test-key"
 
@@ -467,7 +468,7 @@ async def test_a_folder_hook_runs_only_when_the_folder_is_trusted(env: Env) -> N
     env.api.add({"commands": ["echo ran"]}, {"text": "ok"})
     (call,) = finished_calls(await turn(untrusted, "go"))
     assert call.status == "completed"
-    listing = await SESSION_COMMANDS.run(Host(untrusted), "/hooks")
+    listing = await SESSION_COMMANDS.run(SessionHost(untrusted), "/hooks")
     assert (
         f"Not loaded (the folder is not trusted): {env.work / '.claude' / 'settings.json'}"
         in listing
@@ -513,28 +514,6 @@ async def test_hooks_get_no_model_credentials(env: Env) -> None:
     assert os.environ["ANTHROPIC_API_KEY"] == "sk-ant-must-not-leak"  # Synapse keeps it
 
 
-class Host:
-    """A face's slash host with a current chat session."""
-
-    def __init__(self, session: ChatSession) -> None:
-        self.session = session
-
-    def chat_session(self) -> ChatSession:
-        return self.session
-
-    def list_sessions(self) -> list[tuple[str, str, str]]:
-        return []
-
-    async def new_session(self) -> str:
-        return ""
-
-    async def resume(self, session_id: str) -> str:
-        return ""
-
-    def request_exit(self) -> None:
-        return None
-
-
 async def test_slash_hooks_lists_them_with_their_problems(env: Env) -> None:
     settings = {
         "hooks": {
@@ -548,7 +527,7 @@ async def test_slash_hooks_lists_them_with_their_problems(env: Env) -> None:
         }
     }
     session = await env.session(settings)
-    listing = await SESSION_COMMANDS.run(Host(session), "/hooks")
+    listing = await SESSION_COMMANDS.run(SessionHost(session), "/hooks")
     source = env.home / "settings.json"
     lines = listing.splitlines()
     assert lines[:4] == [
@@ -565,7 +544,7 @@ async def test_slash_hooks_lists_them_with_their_problems(env: Env) -> None:
 
 async def test_slash_hooks_without_hooks_says_where_they_go(env: Env) -> None:
     session = await env.session({})
-    listing = await SESSION_COMMANDS.run(Host(session), "/hooks")
+    listing = await SESSION_COMMANDS.run(SessionHost(session), "/hooks")
     assert listing.startswith('No hooks. Add them under "hooks" in $SYNAPSE_HOME/settings.json')
 
 
