@@ -94,7 +94,7 @@ from synapse_lsp.summaries.tool_calls import tool_call_summary
 if TYPE_CHECKING:
     from acp.interfaces import Client
 
-    from synapse_lsp.agent.session import TurnContext
+    from synapse_lsp.agent.session import ChatSession, TurnContext
     from synapse_lsp.agent.store import SessionStore
 
 log = logging.getLogger(__name__)
@@ -110,8 +110,18 @@ MODE_TEXT = {
     "full-access": ("Full access", "No sandbox: commands run with your permissions."),
 }
 # Slash commands of the one registry that mean something here (an ACP client makes,
-# switches and closes sessions itself).
-ACP_SLASH = ("help", "sessions")
+# switches and closes sessions itself; the model is the client's to pick).
+ACP_SLASH = (
+    "help",
+    "sessions",
+    "context",
+    "compact",
+    "cost",
+    "checkpoints",
+    "rewind",
+    "hooks",
+    "skill",
+)
 
 
 class SynapseAcpAgent:
@@ -507,15 +517,20 @@ class SynapseAcpAgent:
             await self.conn.session_update(live.id, update)
 
     async def _slash(self, live: AcpSession, text: str) -> PromptResponse | None:
-        """`/help`, `/sessions`: the slash registry's answer, not a model turn."""
+        """`/help`, `/context`, `/rewind 2`...: the slash registry's answer, not a model
+        turn (`ACP_SLASH`)."""
         from synapse_lsp.agent.slash import SESSION_COMMANDS
 
         word = text.strip().split(" ", 1)[0] if text.strip().startswith("/") else ""
         command = SESSION_COMMANDS.get(word) if word else None
         if command is None or command.name not in ACP_SLASH:
             return None
+        if live.turn is not None and command.name in ("compact", "rewind"):
+            raise RequestError.invalid_request(
+                {"details": f"a turn is running: /{command.name} after it"}
+            )
         try:
-            answer = await SESSION_COMMANDS.run(_SlashHost(self), text)
+            answer = await SESSION_COMMANDS.run(_SlashHost(self, live), text)
         except SynapseError as exc:
             answer = exc.message
         await self.conn.session_update(
@@ -590,8 +605,13 @@ class SynapseAcpAgent:
 class _SlashHost:
     """What the slash commands may do from an ACP client."""
 
-    def __init__(self, agent: SynapseAcpAgent) -> None:
+    def __init__(self, agent: SynapseAcpAgent, live: AcpSession) -> None:
         self._agent = agent
+        self._live = live
+
+    def chat_session(self) -> ChatSession | None:
+        """The session the command was typed in (`/context`, `/rewind`, `/hooks`...)."""
+        return self._live.chat
 
     def list_sessions(self) -> list[tuple[str, str, str]]:
         rows = [(i.id, i.updated_at, i.title) for i in self._agent.store.list()]

@@ -57,6 +57,13 @@ class ClientFiles:
         self.can_write = bool(can_write and client is not None)
         self._timeout = timeout
         self._disk = DiskFiles()
+        # What we last wrote into the client's buffers: ACP cannot list what an editor
+        # holds, so a checkpoint keeps these texts for those files (`open_texts`).
+        self._written: dict[Path, str] = {}
+
+    def open_texts(self) -> dict[Path, str]:
+        """The text of files the agent wrote through the client (perhaps unsaved there)."""
+        return dict(self._written)
 
     async def _client_text(self, path: Path) -> str | None:
         """The client's text of `path`; None when it has none (no such file) or cannot say."""
@@ -109,6 +116,7 @@ class ClientFiles:
                 "nothing changed: read it again and redo the edit"
             )
         await self._client_write(path, after)
+        self._written[path] = after
 
     async def write(self, path: Path, text: str) -> None:
         if not self.can_write:
@@ -116,3 +124,4 @@ class ClientFiles:
         else:
             make_parents(path)  # an editor may not create directories
             await self._client_write(path, text)
+            self._written[path] = text
