@@ -43,13 +43,14 @@ import logging
 import os
 import stat
 import time
+import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from synapse_lsp.errors import SynapseError
-from synapse_lsp.files import FileError, FileGateway, atomic_write
+from synapse_lsp.files import FileError, FileGateway, atomic_write, read_regular
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,13 @@ MAX_FILES = 100_000  # a folder with more files is not checkpointed at all
 MAX_CHECKPOINTS = 50  # turns kept per session
 IGNORED_CAPTURE_BYTES = 64 << 10  # an ignored file this small is kept whole...
 IGNORED_CAPTURE_TOTAL = 1 << 20  # ...up to this much per snapshot
+IGNORED_CAPTURE_COUNT = 100  # ...and at most this many files
+MAX_IGNORED_ENTRIES = 2000  # ignored entries fingerprinted (the rest are not watched)
 GC_EVERY = 25  # snapshots between background `git gc --auto`
+READY_WAIT = 120.0  # a command waits this long for the snapshot before its turn
+# What the shadow store must never apply to a file's bytes: line-ending conversion,
+# `ident`, encodings, filters (whatever the folder's .gitattributes say).
+ATTRIBUTES = "* -text -eol -crlf -ident -filter -working-tree-encoding\n"
 
 
 class CheckpointError(SynapseError):
@@ -181,8 +188,13 @@ def store_dir(synapse_home: Path, root: Path) -> Path:
     return synapse_home / "checkpoints" / f"{Path(real).name or 'root'}-{digest}"
 
 
-def _git_env(git_dir: Path, root: Path, index: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+def _git_env(
+    git_dir: Path, root: Path, index: Path, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """git's environment: `base` (the caller's, secrets already out; else ours without
+    model credentials) without any GIT_* a user set, and our own settings."""
+    source = base if base is not None else os.environ
+    env = {k: v for k, v in source.items() if not k.startswith(("GIT_", "ANTHROPIC_", "CLAUDE_"))}
     env.update(
         GIT_DIR=str(git_dir),
         GIT_WORK_TREE=str(root),
@@ -210,8 +222,15 @@ class Checkpoints:
         records: Path,
         *,
         files: FileGateway | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.root = Path(os.path.realpath(root))
+        self.env = env  # git's environment, without secrets (None: ours, no credentials)
+        home = Path(os.path.realpath(synapse_home))
+        # $SYNAPSE_HOME inside the folder (the folder is $HOME): never kept, never restored.
+        self.home_rel: str | None = None
+        if home == self.root or self.root in home.parents:
+            self.home_rel = home.relative_to(self.root).as_posix() if home != self.root else "."
         self.git_dir = store_dir(synapse_home, self.root)
         self.session_id = session_id
         self.records = records
@@ -230,7 +249,7 @@ class Checkpoints:
     async def _git(
         self, *args: str, stdin: bytes | None = None, check: bool = True
     ) -> tuple[int, bytes, bytes]:
-        env = _git_env(self.git_dir, self.root, self.index)
+        env = _git_env(self.git_dir, self.root, self.index, self.env)
         if args[0] == "init":
             del env["GIT_WORK_TREE"], env["GIT_DIR"]
         proc = await asyncio.create_subprocess_exec(
@@ -255,22 +274,28 @@ class Checkpoints:
         return code, out, err
 
     async def _ensure_store(self) -> None:
-        if (self.git_dir / "HEAD").exists():
+        info = self.git_dir / "info"
+        if (self.git_dir / "HEAD").exists() and (info / "attributes").exists():
             return
         self.git_dir.parent.mkdir(parents=True, exist_ok=True)
-        await self._git("init", "--quiet", "--bare", str(self.git_dir))
+        if not (self.git_dir / "HEAD").exists():
+            await self._git("init", "--quiet", "--bare", str(self.git_dir))
         for key, value in (
             ("core.autocrlf", "false"),
             ("core.safecrlf", "false"),
             ("core.fileMode", "true"),
+            ("core.attributesFile", os.devnull),  # not the user's global attributes either
             ("gc.auto", "0"),  # ours runs in the background, not inside a snapshot
             ("core.untrackedCache", "true"),  # the walk for new files reuses the last one
             ("core.bare", "false"),
         ):
             await self._git("config", key, value)
-        info = self.git_dir / "info"
         info.mkdir(exist_ok=True)
-        (info / "exclude").write_text("*.synapse-lock\n*.synapse-tmp\n")
+        excludes = "*.synapse-lock\n*.synapse-tmp\n"
+        if self.home_rel not in (None, "."):
+            excludes += f"/{self.home_rel}/\n"
+        (info / "exclude").write_text(excludes)
+        (info / "attributes").write_text(ATTRIBUTES)
         (self.git_dir / "synapse-folder").write_text(str(self.root) + "\n")
 
     # ------------------------------------------------------------- snapshots
@@ -371,12 +396,19 @@ class Checkpoints:
             )  # fmt: skip
 
     async def _ignored(self, listing: list[str]) -> dict[str, dict[str, Any]]:
-        """Fingerprints of the ignored entries; small files kept whole (one git call)."""
+        """Fingerprints of the ignored entries (the first `MAX_IGNORED_ENTRIES`); small
+        regular files kept whole. Read here, never by git from a name: a name is only
+        ever a file of the folder (no FIFO, device or link followed), and git gets bytes."""
+        return await asyncio.to_thread(self._ignored_sync, listing[:MAX_IGNORED_ENTRIES])
+
+    def _ignored_sync(self, listing: list[str]) -> dict[str, dict[str, Any]]:
         entries: dict[str, dict[str, Any]] = {}
-        budget = IGNORED_CAPTURE_TOTAL
-        keep: list[str] = []
+        budget, count = IGNORED_CAPTURE_TOTAL, IGNORED_CAPTURE_COUNT
         for rel in listing:
-            path = self.root / rel.rstrip("/")
+            name = rel.rstrip("/")
+            if self._under_home(name):
+                continue
+            path = self.root / name
             try:
                 info = os.lstat(path)
             except OSError:
@@ -384,22 +416,38 @@ class Checkpoints:
             entry: dict[str, Any] = {"size": info.st_size, "mtime": info.st_mtime_ns}
             if stat.S_ISDIR(info.st_mode):
                 entry = {"dir": True, "mtime": info.st_mtime_ns}
-            elif stat.S_ISREG(info.st_mode) and info.st_size <= min(IGNORED_CAPTURE_BYTES, budget):
-                entry["mode"] = info.st_mode & 0o777
-                budget -= info.st_size
-                keep.append(rel)
-            entries[rel.rstrip("/")] = entry
-        if keep:
-            code, out, _ = await self._git(
-                "hash-object", "-w", "--stdin-paths",
-                stdin="".join(f"{rel}\n" for rel in keep).encode("utf-8", "surrogateescape"),
-                check=False,
-            )  # fmt: skip
-            blobs = out.decode().split()
-            if code == 0 and len(blobs) == len(keep):
-                for rel, blob in zip(keep, blobs, strict=True):
-                    entries[rel]["blob"] = blob
+            elif (
+                stat.S_ISREG(info.st_mode)
+                and count > 0
+                and info.st_size <= min(IGNORED_CAPTURE_BYTES, budget)
+                and not self._beyond_link(name)
+            ):
+                try:
+                    data = read_regular(path, IGNORED_CAPTURE_BYTES, follow=False)
+                except OSError:
+                    data = None
+                if data is not None:
+                    entry["blob"] = self._store_blob(data)
+                    entry["mode"] = info.st_mode & 0o777
+                    budget -= len(data)
+                    count -= 1
+            entries[name] = entry
         return entries
+
+    def _store_blob(self, data: bytes) -> str:
+        """Write `data` as a loose git blob of the store (what `git hash-object -w` does,
+        without handing git a path); its id."""
+        raw = b"blob %d\0" % len(data) + data
+        sha = hashlib.sha1(raw, usedforsecurity=False).hexdigest()
+        target = self.git_dir / "objects" / sha[:2] / sha[2:]
+        if not target.exists():
+            _write_bytes(target, zlib.compress(raw))
+        return sha
+
+    def _under_home(self, rel: str) -> bool:
+        """True for a path inside $SYNAPSE_HOME (when the folder holds it)."""
+        home = self.home_rel
+        return home is not None and (home == "." or rel == home or rel.startswith(home + "/"))
 
     def _repo_fingerprint(self) -> str | None:
         """The user's repository index and HEAD, as a fingerprint (read only)."""
@@ -408,14 +456,16 @@ class Checkpoints:
         for name in ("index", "HEAD"):
             target = git / name
             try:
-                if name == "HEAD":
-                    head = target.read_text().strip()
-                    parts.append(head)
-                    if head.startswith("ref: "):
-                        ref = git / head[5:]
-                        parts.append(ref.read_text().strip() if ref.exists() else "")
+                if name == "HEAD":  # small regular files only: never a FIFO or a device
+                    head = read_regular(target, 4096, follow=False).decode(errors="replace")
+                    parts.append(head.strip())
+                    ref = head.strip()[5:] if head.startswith("ref: ") else ""
+                    if ref.startswith("refs/") and ".." not in ref.split("/"):
+                        with contextlib.suppress(OSError):
+                            data = read_regular(git / ref, 4096, follow=False)
+                            parts.append(data.decode(errors="replace").strip())
                 else:
-                    info = target.stat()
+                    info = target.lstat()
                     parts.append(f"{info.st_size}:{info.st_mtime_ns}")
             except OSError:
                 parts.append("-")
@@ -433,6 +483,8 @@ class Checkpoints:
     def begin_turn(self, turn: int, messages: int, prompt: str = "", events: int = 0) -> None:
         """Start the snapshot of the folder before `turn` (in the background: the model
         request goes on meanwhile; `ready()` waits for it before a command runs)."""
+        if self.home_rel == ".":
+            self.disabled = f"{self.root} is $SYNAPSE_HOME itself"
         if self.disabled is not None:
             return
         previous = self._pending
@@ -470,11 +522,19 @@ class Checkpoints:
             self._write(self._current)
 
     async def ready(self) -> None:
-        """Wait for the snapshot in progress (before a command may change the folder)."""
+        """Wait for the snapshot in progress (before a command may change the folder);
+        one that takes over `READY_WAIT` turns checkpoints off for the session."""
         pending = self._pending
         if pending is not None and not pending.done():
-            with contextlib.suppress(Exception):  # a cancelled caller stops waiting
-                await asyncio.shield(pending)
+            try:
+                await asyncio.wait_for(asyncio.shield(pending), READY_WAIT)
+            except TimeoutError:
+                self.disabled = (
+                    f"the snapshot of {self.root} took over {READY_WAIT:.0f} s; checkpoints "
+                    "are off for this session"
+                )
+            except Exception:
+                log.debug("snapshot failed", exc_info=True)
 
     def end_turn(self) -> None:
         """Start the snapshot of what the turn left (in the background)."""
@@ -558,7 +618,8 @@ class Checkpoints:
     def _background_gc(self) -> None:
         async def gc() -> None:
             with contextlib.suppress(Exception):
-                await self._git("gc", "--auto", "--quiet", check=False)
+                # The store's own gc.auto is 0 (never inside a snapshot); here it counts.
+                await self._git("-c", "gc.auto=6700", "gc", "--auto", "--quiet", check=False)
 
         asyncio.get_running_loop().create_task(gc())
 
@@ -590,9 +651,11 @@ class Checkpoints:
         try:
             if path.is_symlink():
                 return str(path.readlink()).encode("utf-8", "surrogateescape")
-            return path.read_bytes()
+            return await asyncio.to_thread(read_regular, path, self.max_file_bytes)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
+        except OSError:  # a FIFO, a device, too big: equal to nothing kept
+            return _UNCOMPARABLE
 
     async def rewind(self, turn: int, decide: Decide | None = None) -> RewindReport:
         """Put back the files the turns since `turn` changed, as they were before it."""
@@ -650,37 +713,44 @@ class Checkpoints:
         else:
             overwritten = False
         path = self.root / rel
-        if not self._inside(path):
+        if self._under_home(rel) or not self._inside(path):
             report.problems.append(
-                f"{rel}: a folder on its path now leads out of {self.root} (a link); not restored"
+                f"{rel}: a folder on its path now leads out of {self.root} (a link), or it "
+                "is Synapse's own; not restored"
             )
             return
         try:
             if original is None:
-                path.unlink(missing_ok=True)
+                self._unlink_at(rel)
                 report.deleted.append(rel)
-                await self._remove_empty_parents(path, base)
+                await self._remove_empty_parents(rel, base)
                 return
             data, mode = original
-            await self._put(path, data, mode)
+            await self._put(rel, data, mode)
         except (OSError, FileError) as exc:
-            report.problems.append(f"{rel}: {exc}")
+            report.problems.append(
+                f"{rel}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
+            )
             return
         (report.overwritten if overwritten else report.restored).append(rel)
 
-    async def _remove_empty_parents(self, path: Path, base: str) -> None:
+    async def _remove_empty_parents(self, rel: str, base: str) -> None:
         """Folders the rewound turns created and left empty go too."""
-        parent = path.parent
-        while parent != self.root and self.root in parent.parents:
-            rel = parent.relative_to(self.root).as_posix()
-            _, listed, _ = await self._git("ls-tree", base, "--", rel, check=False)
+        parts = rel.split("/")[:-1]
+        while parts:
+            folder = "/".join(parts)
+            _, listed, _ = await self._git("ls-tree", base, "--", folder, check=False)
             if listed.strip():
                 return  # it was there before the turn
             try:
-                parent.rmdir()
+                dfd = self._open_parent(folder, create=False)
+                try:
+                    os.rmdir(parts[-1], dir_fd=dfd)
+                finally:
+                    os.close(dfd)
             except OSError:
-                return  # not empty (or gone)
-            parent = parent.parent
+                return  # not empty, gone, or behind a link
+            parts.pop()
 
     def _beyond_link(self, rel: str) -> bool:
         """True when a folder on `rel`'s path is a symbolic link."""
@@ -695,17 +765,86 @@ class Checkpoints:
     def _inside(self, path: Path) -> bool:
         """True when `path`'s folder really is inside the work tree: a turn may have
         replaced a folder with a link elsewhere (`ln -s ~/.ssh src`), and a restore
-        must never write through it."""
+        must never write through it (the writes themselves walk from the root without
+        following links, `_open_parent`, so a link made after this check fails too)."""
         parent = os.path.realpath(path.parent)
         return parent == str(self.root) or parent.startswith(str(self.root) + os.sep)
 
-    async def _put(self, path: Path, data: bytes, mode: int) -> None:
-        if path.is_symlink() and not stat.S_ISLNK(mode):
-            path.unlink()  # the turn made it a link: put the file back, not its target
+    def _open_parent(self, rel: str, *, create: bool) -> int:
+        """A descriptor of `rel`'s folder, reached from the root one name at a time with
+        O_NOFOLLOW (a link on the way: OSError), missing folders made when `create`."""
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for part in rel.split("/")[:-1]:
+                try:
+                    step = os.open(part, flags, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                    step = os.open(part, flags, dir_fd=fd)
+                os.close(fd)
+                fd = step
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _unlink_at(self, rel: str) -> None:
+        dfd = self._open_parent(rel, create=False)
+        try:
+            os.unlink(rel.rsplit("/", 1)[-1], dir_fd=dfd)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(dfd)
+
+    def _write_at(self, rel: str, data: bytes, mode: int) -> None:
+        """Put `data` at `rel` (temp file + rename in its folder, reached without
+        following links): a link there is replaced, never written through."""
+        name = rel.rsplit("/", 1)[-1]
+        dfd = self._open_parent(rel, create=True)
+        tmp = f".{name[:100]}.{os.urandom(4).hex()}.synapse-tmp"
+        try:
+            fd = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=dfd,
+            )
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+                os.fchmod(fd, mode & 0o777)
+            finally:
+                os.close(fd)
+            if stat.S_ISLNK(mode):
+                raise AssertionError("links are put with _link_at")
+            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+            raise
+        finally:
+            os.close(dfd)
+
+    def _link_at(self, rel: str, target: str) -> None:
+        name = rel.rsplit("/", 1)[-1]
+        dfd = self._open_parent(rel, create=True)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=dfd)
+            os.symlink(target, name, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+
+    async def _put(self, rel: str, data: bytes, mode: int) -> None:
+        path = self.root / rel
         if stat.S_ISLNK(mode):
-            path.unlink(missing_ok=True)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.symlink_to(data.decode("utf-8", "surrogateescape"))
+            self._link_at(rel, data.decode("utf-8", "surrogateescape"))
             return
         text: str | None
         try:
@@ -713,15 +852,14 @@ class Checkpoints:
         except UnicodeDecodeError:
             text = None
         held: str | None = None
-        if text is not None and self.files is not None:
+        if text is not None and self.files is not None and not path.is_symlink():
             with contextlib.suppress(FileError):
                 held = await self.files.document_text(path)
         if held is not None and self.files is not None and text is not None:
+            os.close(self._open_parent(rel, create=False))  # no link on the way, now
             await self.files.write(path, text)  # an open buffer gets it as an edit
         else:
-            _write_bytes(path, data)
-        with contextlib.suppress(OSError):
-            path.chmod(mode & 0o777)
+            self._write_at(rel, data, mode)
 
     async def _rewind_ignored(self, since: list[Checkpoint], report: RewindReport) -> None:
         """Ignored entries the turns changed: a small file kept whole is put back when it
@@ -746,15 +884,12 @@ class Checkpoints:
             if (now.get("size"), now.get("mtime")) != (left.get("size"), left.get("mtime")):
                 report.skipped.append(rel)  # changed again since the turn
                 continue
-            if not self._inside(self.root / rel):
+            if self._under_home(rel) or not self._inside(self.root / rel):
                 report.problems.append(f"{rel}: a folder on its path leads out; not restored")
                 continue
             try:
                 _, data, _ = await self._git("cat-file", "blob", str(blob))
-                if (self.root / rel).is_symlink():
-                    (self.root / rel).unlink()
-                _write_bytes(self.root / rel, data)
-                (self.root / rel).chmod(int(entry.get("mode", 0o644)))
+                self._write_at(rel, data, stat.S_IFREG | int(entry.get("mode", 0o644)))
             except (OSError, CheckpointError) as exc:
                 report.problems.append(f"{rel}: {exc}")
                 continue
@@ -767,6 +902,9 @@ def _ignored_changes(
     keys = set(before) | set(after)
     return sorted(k for k in keys if before.get(k, {}).get("mtime") != after.get(k, {}).get("mtime")
                   or before.get(k, {}).get("size") != after.get(k, {}).get("size"))  # fmt: skip
+
+
+_UNCOMPARABLE = b"\0synapse: not a regular file we can compare\0"
 
 
 def _z(path: str) -> bytes:

@@ -75,10 +75,37 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def read_regular(path: Path, limit: int | None = None, *, follow: bool = True) -> bytes:
+    """The bytes of a regular file, never blocking: a FIFO, a device (`/dev/zero`, also
+    behind a link) or a socket is refused instead of read forever, and with `limit` a
+    bigger file too (OSError; FileNotFoundError, IsADirectoryError... as usual).
+    `follow=False` refuses a symbolic link itself."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(21, "Is a directory", str(path))
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError("not a regular file (a pipe, device or socket)")
+        if limit is not None and info.st_size > limit:
+            raise OSError(f"larger than {limit} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            size += len(chunk)
+            if limit is not None and size > limit:  # it grew while we read
+                raise OSError(f"larger than {limit} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_disk_text(path: Path) -> str:
     """Whole file as UTF-8 text, with errors a model can act on."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except FileNotFoundError:
         raise FileError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -318,10 +345,9 @@ class ChangeRecorder:
         if not path.exists():
             return None
         try:
-            if path.stat().st_size > 4 * MAX_DIFF_CHARS:
-                return _UNRECORDED
-            return read_disk_text(path)
-        except (FileError, OSError):
+            data = read_regular(path, 4 * MAX_DIFF_CHARS)  # never a FIFO or a device
+            return data.decode("utf-8") if b"\0" not in data[:8192] else _UNRECORDED
+        except (OSError, UnicodeDecodeError):
             return _UNRECORDED
 
     def _record(self, path: Path, old: str | None, new: str) -> None:

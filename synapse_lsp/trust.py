@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Mapping
@@ -71,13 +72,26 @@ def needs_trust(root: Path) -> list[Path]:
     return [root / name for name in FOLDER_CONFIGS if (root / name).is_file()] + hook_files(root)
 
 
+def _small_regular_text(path: Path, limit: int = 1 << 20) -> str:
+    """A settings file of an untrusted folder, read without trusting it: a FIFO, a
+    device or a link to `/dev/zero` is refused, not read forever (OSError)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            raise OSError(f"{path}: not a small regular file")
+        return os.read(fd, limit + 1)[:limit].decode("utf-8")
+    finally:
+        os.close(fd)
+
+
 def hook_files(root: Path) -> list[Path]:
     """The folder's settings files of `HOOK_FILES` that hold a `hooks` key."""
     found: list[Path] = []
     for name in HOOK_FILES:
         path = root / name
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(_small_regular_text(path))
         except (OSError, ValueError, RecursionError):
             continue
         if isinstance(data, dict) and data.get("hooks"):

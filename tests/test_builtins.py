@@ -338,3 +338,18 @@ async def test_no_diff_for_a_file_too_big_or_not_text(router: BashRouter, workdi
     result = await router.route("edit big.txt xxx yyy")
     assert result.exit_code == 0 and result.diffs == ()
     assert (workdir / "big.txt").read_text().startswith("yyy")
+
+
+async def test_pipes_and_devices_are_refused_never_read(router: BashRouter, workdir: Path) -> None:
+    """A FIFO or `/dev/zero` behind a name (the model can make both) must not hang or
+    fill the server: read, edit and write (its diff) refuse or skip them at once."""
+    os.mkfifo(workdir / "pipe")
+    (workdir / "zero").symlink_to("/dev/zero")
+    for name in ("pipe", "zero"):
+        out = await router.route(f"read {name}")
+        assert out.exit_code == 1 and "not a regular file" in out.text, out.text
+        out = await router.route(f"edit {name} a b")
+        assert out.exit_code == 1 and "not a regular file" in out.text, out.text
+    written = await router.route("write pipe 'now a file'")
+    assert written.exit_code == 0 and written.diffs == ()  # no diff: the old side was no file
+    assert (workdir / "pipe").read_text() == "now a file"

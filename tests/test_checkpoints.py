@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import subprocess
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ from synapse_lsp.agent.slash import SESSION_COMMANDS
 from synapse_lsp.agent.store import SessionStore
 from synapse_lsp.checkpoints import CheckpointError, Checkpoints, store_dir
 from synapse_lsp.config import Settings
+from synapse_lsp.errors import SessionBusyError
 from synapse_lsp.events import Event, Notice
 from synapse_lsp.router import BashRouter
 from tests.slash_host import SessionHost
@@ -302,3 +304,100 @@ async def test_a_rewind_never_writes_through_a_link_the_turn_made(
     assert any("leads out" in p for p in report.problems), report.problems
     assert list(elsewhere.iterdir()) == []
     assert (outside / "a.txt").read_text() == "not the workspace's\n"
+
+
+# ------------------------------------------------------------- hostile folders
+
+
+async def test_a_snapshot_reads_only_the_folders_own_regular_files(
+    make: Callable[..., ChatSession],
+    api: FakeAnthropic,
+    workdir: Path,
+    tmp_path: Path,
+    settings: Settings,
+) -> None:
+    """Names git would decode (`"..\\057x"`), FIFOs, `/dev/zero` and links among the
+    ignored files, a FIFO as `.git/HEAD`: the snapshot neither hangs nor keeps a byte
+    from outside the folder."""
+    secret = tmp_path / "outside-secret"
+    secret.write_text("TOKEN=sk-outside-the-folder\n")
+    (workdir / ".gitignore").write_text("*.env\n")
+    (workdir / '"..\\057outside-secret".env').write_text("x")
+    os.mkfifo(workdir / "pipe.env")
+    (workdir / "zero.env").symlink_to("/dev/zero")
+    (workdir / "link.env").symlink_to(secret)
+    (workdir / "small.env").write_text("KEEP=1\n")
+    (workdir / ".git").mkdir()
+    os.mkfifo(workdir / ".git" / "HEAD")
+    api.add({"commands": ["echo KEEP=2 > small.env"]}, {"text": "ok"})
+    session = make()
+    await turn(session, "go")
+    store = store_dir(settings.synapse_home, workdir)
+    objects = subprocess.run(
+        ["git", f"--git-dir={store}", "cat-file", "--batch-all-objects", "--batch"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert b"sk-outside-the-folder" not in objects
+    assert b"KEEP=1" in objects  # the folder's own small ignored file is kept
+    report = await session.rewind(1)
+    assert (workdir / "small.env").read_text() == "KEEP=1\n" and "small.env" in report.restored
+    assert secret.read_text() == "TOKEN=sk-outside-the-folder\n"
+
+
+async def test_line_endings_survive_a_rewind_whatever_gitattributes_say(
+    make: Callable[..., ChatSession], api: FakeAnthropic, workdir: Path
+) -> None:
+    (workdir / ".gitattributes").write_text("* text=auto eol=lf\n")
+    (workdir / "crlf.txt").write_bytes(b"one\r\ntwo\r\n")
+    api.add({"commands": ["printf 'changed\\r\\n' > crlf.txt"]}, {"text": "ok"})
+    session = make()
+    await turn(session, "go")
+    report = await session.rewind(1)
+    assert report.restored == ["crlf.txt"] and report.skipped == []
+    assert (workdir / "crlf.txt").read_bytes() == b"one\r\ntwo\r\n"
+
+
+async def test_synapse_home_inside_the_folder_is_never_kept_or_restored(
+    api: FakeAnthropic, router: BashRouter, workdir: Path
+) -> None:
+    """The folder is $HOME and $SYNAPSE_HOME is ~/.synapse: the store must not keep
+    (and a rewind must not put back) its own files."""
+    settings = Settings(synapse_home=workdir / ".synapse", command_timeout=30.0)
+    model = ModelClient(api_key=KEY, base_url=api.base_url, model="fake-model")
+    store = SessionStore(settings.synapse_home / "sessions")
+    session = ChatSession(router, settings, model=model, store=store, workspace_root=workdir)
+    try:
+        api.add({"commands": ["echo hi > note.txt"]}, {"text": "ok"}, "again")
+        await turn(session, "one")
+        await turn(session, "two")
+        (first, second) = session.checkpoints.kept()
+        assert [p for _, p in first.changed] == ["note.txt"]
+        assert second.changed == []  # the store's own growth is not a change
+        await session.rewind(1)
+        assert not (workdir / "note.txt").exists()
+        assert (settings.synapse_home / "sessions" / session.id / "events.jsonl").exists()
+    finally:
+        await session.close()
+        await model.close()
+
+
+async def test_no_turn_starts_while_a_rewind_asks(
+    make: Callable[..., ChatSession], api: FakeAnthropic, workdir: Path
+) -> None:
+    (workdir / "f.txt").write_text("one\n")
+    api.add({"commands": ["echo two > f.txt"]}, {"text": "ok"})
+    session = make()
+    await turn(session, "go")
+    (workdir / "f.txt").write_text("the user's\n")
+    refused: list[str] = []
+
+    async def decide(path: str) -> bool:
+        assert session.busy
+        with pytest.raises(SessionBusyError):
+            session.run_turn("a prompt sent meanwhile")
+        refused.append(path)
+        return False
+
+    await session.rewind(1, decide=decide)
+    assert refused == ["f.txt"] and not session.busy

@@ -418,6 +418,13 @@ class ChatSession:
             raise SessionBusyError("A turn is running: rewind after it ends (or cancel it).")
         if self.read_only:
             raise SynapseError("This session is read-only here (another process writes it).")
+        self._busy = True  # no turn starts while files and history are put back
+        try:
+            return await self._rewind(turn, truncate, decide)
+        finally:
+            self._busy = False
+
+    async def _rewind(self, turn: int, truncate: bool, decide: Decide | None) -> RewindReport:
         kept = {cp.turn: cp for cp in self.checkpoints.kept()}
         target = kept.get(turn)
         report = await self.checkpoints.rewind(turn, decide)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from synapse_lsp.checkpoints import Checkpoint, Checkpoints, Decide, RewindRepor
 from synapse_lsp.config import Settings
 from synapse_lsp.events import Notice
 from synapse_lsp.files import FileGateway
+from synapse_lsp.secrets import child_env
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +58,14 @@ class TurnCheckpoints:
             records = self._records()
             if records is None:
                 records = store_dir(home, self._root()) / "records" / self._session_id()
+            settings = self._settings()
             self._keeper = Checkpoints(
-                self._root(), home, self._session_id(), records, files=self._files
+                self._root(),
+                home,
+                self._session_id(),
+                records,
+                files=self._files,
+                env=child_env(os.environ, settings),  # git gets no secret either
             )
         return self._keeper
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import itertools
 import os
+import stat
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -67,8 +68,15 @@ Examples:
         if buffered is not None:
             return _page_text(shown, buffered, offset, limit, numbered)
         try:
-            with path.open("rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
+            # Non-blocking open: a FIFO must not hang the session (nor `/dev/zero` fill it).
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as fh:
+                info = os.fstat(fh.fileno())
+                if stat.S_ISDIR(info.st_mode):
+                    raise IsADirectoryError
+                if not stat.S_ISREG(info.st_mode):
+                    return _fail(f"read: {shown}: not a regular file (a pipe, device or socket)")
+                size = info.st_size
                 data = fh.read() if size <= WHOLE_FILE_BYTES else fh.read(_SNIFF)
                 if b"\0" in data[:_SNIFF]:
                     return _fail(f"read: {shown}: binary file ({size} bytes), not shown")
