@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from synapse_lsp.commands import FailureCategory
+from synapse_lsp.config import Settings
 from synapse_lsp.events import FileDiff
 from synapse_lsp.files import MAX_DIFF_CHARS, FileError, atomic_write
 from synapse_lsp.router import BashRouter
@@ -353,3 +354,22 @@ async def test_pipes_and_devices_are_refused_never_read(router: BashRouter, work
     written = await router.route("write pipe 'now a file'")
     assert written.exit_code == 0 and written.diffs == ()  # no diff: the old side was no file
     assert (workdir / "pipe").read_text() == "now a file"
+
+
+async def test_read_refuses_synapses_own_store_but_not_offloaded_outputs(
+    router: BashRouter, settings: Settings
+) -> None:
+    """`read` runs outside the sandbox: other sessions' conversations and the checkpoint
+    store stay out of the model's reach; an offloaded output (what a compacted history
+    tells the model to read) does not."""
+    sessions = settings.synapse_home / "sessions" / "other-session"
+    (sessions / "offload").mkdir(parents=True)
+    (sessions / "events.jsonl").write_text('{"secret": "pasted by the user"}\n')
+    (sessions / "offload" / "toolu_1.txt").write_text("the long output\n")
+    (settings.synapse_home / "checkpoints").mkdir()
+    (settings.synapse_home / "checkpoints" / "x").write_text("old file text\n")
+    for refused in (sessions / "events.jsonl", settings.synapse_home / "checkpoints" / "x"):
+        out = await router.route(f"read {refused}")
+        assert out.exit_code == 1 and "Synapse's own store" in out.text, out.text
+    out = await router.route(f"read {sessions / 'offload' / 'toolu_1.txt'}")
+    assert out.exit_code == 0 and "the long output" in out.text

@@ -7,6 +7,7 @@ import itertools
 import os
 import stat
 from collections.abc import Iterator
+from pathlib import Path
 from typing import BinaryIO
 
 from synapse_lsp.builtins.args import ArgError, non_negative_int, parse_args
@@ -63,6 +64,12 @@ Examples:
         path = ctx.resolve(args.positional[0])
         shown = args.positional[0]
         assert limit is not None
+        if _synapse_private(path, ctx.settings.synapse_home):
+            return _fail(
+                f"read: {shown}: Synapse's own store (other sessions' conversations, "
+                "checkpoints) is not for the agent to read; an offloaded output is (read "
+                "the path the history names)"
+            )
         buffered = await ctx.files.document_text(path)
         numbered = not ctx.piped
         if buffered is not None:
@@ -95,6 +102,20 @@ Examples:
             return _fail(f"read: {shown}: permission denied")
         except OSError as exc:
             return _fail(f"read: {shown}: {exc.strerror or exc}")
+
+
+def _synapse_private(path: Path, synapse_home: Path) -> bool:
+    """True under $SYNAPSE_HOME/sessions (but a session's `offload/`, which compacted
+    histories point the model at) or $SYNAPSE_HOME/checkpoints: the sandbox hides
+    those from bash, and `read` runs outside it."""
+    real = Path(os.path.realpath(path))
+    home = Path(os.path.realpath(synapse_home))
+    for name in ("sessions", "checkpoints"):
+        base = home / name
+        if real == base or base in real.parents:
+            inner = real.relative_to(base).parts
+            return not (name == "sessions" and len(inner) >= 3 and inner[1] == "offload")
+    return False
 
 
 class _DecodeError(Exception):
