@@ -65,7 +65,9 @@ WORKSPACE_SAFE = frozenset(
 )
 # Settings honoured only from $SYNAPSE_HOME/settings.json: neither a folder's file nor
 # the face (editor settings can come from a repository's .vscode/settings.json).
-HOME_ONLY = frozenset({"mcpEnvAllowCredentials", "pricing", "hooks"})
+HOME_ONLY = frozenset(
+    {"mcpEnvAllowCredentials", "pricing", "hooks", "skillEnhance", "skillEnhanceMinTools"}
+)
 # Keys a folder's own settings file may hold that are read elsewhere, and only once the
 # folder is trusted (hooks.py reads its `hooks`): neither applied nor refused here.
 FOLDER_TRUSTED = frozenset({"hooks"})
@@ -209,7 +211,8 @@ class Settings:
     # HOME_ONLY (a trusted folder's own hooks are read by hooks.py).
     hooks: Mapping[str, Any] = field(default_factory=dict)
     # After a turn that ended with at least `skill_enhance_min_tools` tool calls, a
-    # background task:skill:enhance improves or creates a skill (agent/skill_enhance.py).
+    # background task:skill:enhance improves or creates a skill (agent/skill_enhance.py);
+    # both HOME_ONLY (the run writes under $SYNAPSE_HOME/skills with nobody watching).
     skill_enhance: bool = False
     skill_enhance_min_tools: int = 5
 

@@ -256,13 +256,17 @@ class _Ran:
     stderr: str
     error: str | None = None  # could not start, timed out, killed by a signal
     output: dict[str, Any] = field(default_factory=dict)  # its JSON (exit 0)
+    # Exit 0, but what it printed cannot be its answer: cut off at MAX_OUTPUT_BYTES, or
+    # starting with `{` and not a JSON object. A failure: PreToolUse denies (fail
+    # closed), the other events warn and go on without it.
+    bad_output: str | None = None
 
     @property
     def failed(self) -> bool:
-        return self.error is not None or self.exit_code not in (0, 2)
+        return self.error is not None or self.exit_code not in (0, 2) or self.bad_output is not None
 
     def failure(self) -> str:
-        what = self.error or f"exited with {self.exit_code}"
+        what = self.error or self.bad_output or f"exited with {self.exit_code}"
         said = _short(self.stderr.strip() or self.stdout.strip())
         return f"the {self.hook.event} hook `{_short(self.hook.command, 120)}` {what}" + (
             f": {said}" if said else ""
@@ -531,10 +535,11 @@ async def _run_one(hook: Hook, data: bytes, env: dict[str, str], cwd: Path) -> _
         return _Ran(hook, None, "", "", f"could not start ({exc})")
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     out, err = bytearray(), bytearray()
+    cut: list[bool] = []  # stdout went past MAX_OUTPUT_BYTES
     parts = [
         asyncio.ensure_future(_feed(proc.stdin, data)),
-        asyncio.ensure_future(_read(proc.stdout, out)),
-        asyncio.ensure_future(_read(proc.stderr, err)),
+        asyncio.ensure_future(_read(proc.stdout, out, cut)),
+        asyncio.ensure_future(_read(proc.stderr, err, [])),
     ]
     error: str | None = None
     try:
@@ -556,11 +561,23 @@ async def _run_one(hook: Hook, data: bytes, env: dict[str, str], cwd: Path) -> _
     if error is None and code is not None and code < 0:
         error = f"was killed by signal {-code}"
     output: dict[str, Any] = {}
-    if error is None and code == 0 and stdout.lstrip().startswith("{"):
-        with contextlib.suppress(ValueError, RecursionError):
-            parsed = json.loads(stdout)
-            output = parsed if isinstance(parsed, dict) else {}
-    return _Ran(hook, None if error else code, stdout, stderr, error, output)
+    bad: str | None = None
+    if error is None and code == 0:
+        start = stdout.lstrip().lstrip("\ufeff").lstrip()  # whitespace, a BOM
+        if cut:
+            bad = (
+                f"exited 0 but its output was over {MAX_OUTPUT_BYTES // (1 << 20)} MiB "
+                "(cut off, so not read as its answer)"
+            )
+        elif start.startswith("{"):
+            parsed: Any = None
+            with contextlib.suppress(ValueError, RecursionError):
+                parsed = json.loads(start)
+            if isinstance(parsed, dict):
+                output = parsed
+            else:
+                bad = "exited 0 but its output was not valid JSON (it starts with `{`)"
+    return _Ran(hook, None if error else code, stdout, stderr, error, output, bad)
 
 
 async def _feed(stream: asyncio.StreamWriter, data: bytes) -> None:
@@ -570,11 +587,15 @@ async def _feed(stream: asyncio.StreamWriter, data: bytes) -> None:
         stream.close()
 
 
-async def _read(stream: asyncio.StreamReader, kept: bytearray) -> None:
-    """A stream to its end into `kept`, keeping the first MAX_OUTPUT_BYTES."""
+async def _read(stream: asyncio.StreamReader, kept: bytearray, cut: list[bool]) -> None:
+    """A stream to its end into `kept`, keeping the first MAX_OUTPUT_BYTES (`cut` gets
+    an entry when more came)."""
     while chunk := await stream.read(65536):
-        if len(kept) < MAX_OUTPUT_BYTES:
-            kept += chunk[: MAX_OUTPUT_BYTES - len(kept)]
+        room = MAX_OUTPUT_BYTES - len(kept)
+        if len(chunk) > room and not cut:
+            cut.append(True)
+        if room > 0:
+            kept += chunk[:room]
 
 
 def _text(data: bytearray) -> str:

@@ -78,3 +78,29 @@ def test_every_setting_is_documented_and_known_to_the_vscode_client() -> None:
     # `output` is an object setting left to initializationOptions / settings.json; the
     # HOME_ONLY keys are refused from editor settings, so the client never sends them.
     assert keys - {"output"} - HOME_ONLY == client_keys
+
+
+def test_skill_enhancement_is_set_only_in_the_home_settings_file(tmp_path: Path) -> None:
+    """A background run writes under $SYNAPSE_HOME/skills unwatched: a repository's
+    .vscode/settings.json, a folder's settings file or an ACP client's _meta must not
+    switch it on (security review H2)."""
+    import json
+
+    from synapse_lsp.acp.session import _REFUSED
+    from synapse_lsp.config import LiveSettings
+
+    assert {"skillEnhance", "skillEnhanceMinTools"} <= HOME_ONLY <= _REFUSED
+    home, work = tmp_path / "home", tmp_path / "work"
+    (work / ".synapse").mkdir(parents=True)
+    home.mkdir()
+    asked = {"skillEnhance": True, "skillEnhanceMinTools": 1}
+    (work / ".synapse" / "settings.json").write_text(json.dumps(asked))
+    live = LiveSettings({"SYNAPSE_HOME": str(home)}, folder=work)
+    assert any("skillEnhance, skillEnhanceMinTools cannot be set" in p for p in live.problems)
+    assert (live().skill_enhance, live().skill_enhance_min_tools) == (False, 5)
+    refused = live.set_face(asked)
+    assert any("skillEnhance, skillEnhanceMinTools can be set only" in p for p in refused)
+    assert live().skill_enhance is False
+    (home / "settings.json").write_text(json.dumps(asked))
+    at_home = LiveSettings({"SYNAPSE_HOME": str(home)})
+    assert (at_home().skill_enhance, at_home().skill_enhance_min_tools) == (True, 1)

@@ -570,3 +570,72 @@ def test_hook_json_on_stdin_is_what_claude_code_sends() -> None:
     section = guide.split("## Hooks", 1)[1].split("\n## ", 1)[0]
     for name in common | set().union(*per_event.values()):
         assert f"`{name}`" in section, name
+
+
+# ------------------------------------------------------- security review H3
+
+
+def _direct(tmp: Path, event: str, command: str) -> tuple[Any, Any, list[Notice]]:
+    """Hooks run straight, without a session: (hooks, scope, the notices it showed)."""
+    from synapse_lsp.config import Settings
+    from synapse_lsp.hooks import Hooks, HookScope
+
+    settings = Settings(synapse_home=tmp, hooks=hooks_of(event, command))
+    shown: list[Notice] = []
+    known = Hooks(lambda: settings, tmp, lambda: False)
+    return known, HookScope(known, "sid", "/dev/null", lambda: tmp, shown.append), shown
+
+
+DENY_ECHOING = r"""python3 -c '
+import json, sys
+command = json.load(sys.stdin)["tool_input"].get("command", "")
+print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+    "permissionDecision": "deny", "permissionDecisionReason": "refused: " + command}}))
+'"""
+
+
+async def test_a_pre_tool_use_answer_over_1_mib_denies(tmp_path: Path) -> None:
+    """A deny hook that echoes the command in its reason: a long line made its JSON
+    too long to read, and the deny came back as no opinion."""
+    known, scope, _ = _direct(tmp_path, "PreToolUse", DENY_ECHOING)
+    short = await known.pre_tool_use(scope, "rm -rf ~/x", tmp_path)
+    assert short.decision == "deny" and short.reason.endswith("refused: rm -rf ~/x")
+    long = await known.pre_tool_use(scope, "rm -rf ~/x # " + "A" * (1 << 20), tmp_path)
+    assert long.decision == "deny"
+    assert "its output was over 1 MiB" in long.reason
+
+
+@pytest.mark.parametrize(
+    "printed",
+    [
+        "{not json",
+        '\\ufeff{"hookSpecificOutput": {"permissionDecision": "deny"',  # a BOM, cut short
+        "  \\n{} trailing",
+    ],
+)
+async def test_pre_tool_use_output_that_starts_like_json_but_is_not_denies(
+    tmp_path: Path, printed: str
+) -> None:
+    known, scope, _ = _direct(tmp_path, "PreToolUse", f"printf '%b' '{printed}'")
+    verdict = await known.pre_tool_use(scope, "ls", tmp_path)
+    assert verdict.decision == "deny"
+    assert "its output was not valid JSON" in verdict.reason
+
+
+async def test_pre_tool_use_json_after_a_bom_is_read(tmp_path: Path) -> None:
+    answer = (
+        '{"hookSpecificOutput": {"permissionDecision": "deny", "permissionDecisionReason": "no"}}'
+    )
+    known, scope, _ = _direct(tmp_path, "PreToolUse", f"printf '\\xef\\xbb\\xbf%s' '{answer}'")
+    verdict = await known.pre_tool_use(scope, "ls", tmp_path)
+    assert verdict == type(verdict)("deny", "denied by a PreToolUse hook: no")
+    plain, scope, _ = _direct(tmp_path, "PreToolUse", "echo just words")
+    assert (await plain.pre_tool_use(scope, "ls", tmp_path)).decision is None
+
+
+async def test_other_events_with_bad_output_warn_and_go_on(tmp_path: Path) -> None:
+    known, scope, shown = _direct(tmp_path, "UserPromptSubmit", "echo '{broken'")
+    verdict = await known.user_prompt_submit(scope, "hello")
+    assert verdict.blocked is None and verdict.context == ()  # not taken as context either
+    (warning,) = [n for n in shown if n.level == "warning"]
+    assert "not valid JSON" in warning.message and "(ignored)" in warning.message

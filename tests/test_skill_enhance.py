@@ -258,3 +258,104 @@ async def test_closing_the_session_cancels_a_background_run(
     await until(lambda: len(api.background_bodies) == 1, "the background request")
     await asyncio.wait_for(session.close(), 20)
     assert not session.enhancing
+
+
+# ------------------------------------------------------- security review H2
+
+
+async def test_a_line_that_writes_is_one_write_or_one_read_only_command_piped_in(
+    tmp_path: Path,
+) -> None:
+    """The gate resolves a path against the directory the line starts in, so nothing
+    before the write may change it: `cd sub && … | write sk/x` with `proj/sk` a link to
+    the skills and `proj/sub/sk` one to the user's home wrote ~/.bashrc."""
+    from synapse_lsp.agent.skill_enhance import SkillEnhanceGate
+    from synapse_lsp.config import Settings
+    from synapse_lsp.router import BashRouter
+    from synapse_lsp.shell import ShellSession
+
+    user = tmp_path / "user"
+    skills = user / ".synapse" / "skills"
+    skills.mkdir(parents=True)
+    proj = user / "proj"
+    (proj / "sub").mkdir(parents=True)
+    (proj / "sk").symlink_to(skills)
+    (proj / "sub" / "sk").symlink_to(user)
+    settings = Settings(synapse_home=user / ".synapse", sandbox="full-access")
+    shell = ShellSession(proj, settings)
+    await shell.start()
+    try:
+        gate = SkillEnhanceGate(lambda: settings, settings.skills_dir, None)
+        router = BashRouter(shell, settings).derive(permission=gate, state={})
+        for line in (
+            "cd sub && echo evil | write sk/.bashrc",
+            "cd sub; echo evil | write sk/.bashrc",
+            "(cd sub && echo evil) | write sk/.bashrc",
+            "echo $(cd sub) | write sk/.bashrc",
+            "echo a && write sk/.bashrc evil",
+            "write sk/ok/SKILL.md fine && cd sub",
+        ):
+            routed = await router.route(line)
+            assert routed.exit_code == 126, (line, routed.stdout, routed.stderr)
+            assert routed.stderr.startswith("Not run: ")
+            assert shell.cwd == proj
+        assert not (user / ".bashrc").exists() and not (skills / ".bashrc").exists()
+        assert not (skills / "ok").exists()
+        # The shapes a skill is written in still run.
+        assert (await router.route("echo '# a' | write sk/a/SKILL.md")).exit_code == 0
+        assert (await router.route("write sk/b/SKILL.md '# b'")).exit_code == 0
+        assert (await router.route("edit sk/b/SKILL.md '# b' '# bee'")).exit_code == 0
+        assert (skills / "a" / "SKILL.md").read_text() == "# a\n"
+        assert (skills / "b" / "SKILL.md").read_text() == "# bee"
+    finally:
+        await shell.close()
+
+
+async def test_the_path_is_checked_again_when_the_file_is_written(
+    folder: Folder, api: EnhanceAPI
+) -> None:
+    """A link changed after the gate said yes (here by a PreToolUse hook, which runs
+    after the gate's own check) does not redirect the write: the file gateway resolves
+    the path again and opens nothing through a link."""
+    outside = folder.tmp / "outside"
+    outside.mkdir()
+    folder.skills.mkdir(parents=True)
+    link = folder.work / "sk"
+    link.symlink_to(folder.skills)
+    swap = f"ln -sfn {outside} {link}"
+    session = await folder.session(
+        {
+            "skillEnhance": True,
+            "skillEnhanceMinTools": 1,
+            "hooks": {
+                "PreToolUse": [
+                    {"matcher": "Write", "hooks": [{"type": "command", "command": swap}]}
+                ]
+            },
+        }
+    )
+    api.add({"commands": ["echo hi"]}, {"text": "ok"})
+    api.add_background({"commands": ["write sk/x/SKILL.md 'evil'"]}, {"text": "done"})
+    await turn(session, "say hi")
+    await until(lambda: len(api.background_bodies) == 2, "the background sub-agent's answer")
+    await until(lambda: not session.enhancing, "the background run to end")
+    assert link.resolve() == outside  # the hook did swap it
+    assert list(outside.iterdir()) == []
+    results = api.background_bodies[1]["messages"][-1]["content"]
+    (text,) = [r["content"] for r in results if r.get("type") == "tool_result"]
+    assert f"not under {folder.skills.resolve()}/" in text
+
+
+async def test_the_background_run_has_a_shell_of_its_own(folder: Folder, api: EnhanceAPI) -> None:
+    """Its `cd` never moves the session's shell, which the next turn uses."""
+    (folder.work / "sub").mkdir()
+    session = await folder.session({"skillEnhance": True, "skillEnhanceMinTools": 1})
+    api.add({"commands": ["echo hi"]}, {"text": "ok"})
+    api.add_background({"commands": ["cd sub"]}, {"text": "nothing"})
+    await turn(session, "hi")
+    await until(lambda: len(api.background_bodies) == 2, "the background sub-agent's answer")
+    await until(lambda: not session.enhancing, "the background run to end")
+    api.add({"commands": ["pwd"]}, {"text": "ok"})
+    events = await turn(session, "where?")
+    (finished,) = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert str(folder.work) in finished.text and "sub" not in finished.text

@@ -5,13 +5,19 @@ A face reports what the editor saw (`diagnostics`, `user_changed`); `ChatSession
 it which files the agent changed (`edited`, from each ToolCallFinished's diffs); the
 loop takes the note once (`take`), at the end of the next tool results or at the start
 of the next prompt. Nothing is noted for a file the agent did not change, and nothing at
-all while the setting `editorFeedback` is off.
+all while the setting `editorFeedback` is off (nor is any file's text kept then).
+
+What the editor reports is not trusted: a language server can echo a repository's text
+in a message, so every field is bounded (message, source, code) and `<system-reminder>`
+or `</system-reminder>` anywhere in the note's body (messages, paths, the user's diff)
+has its `<` escaped as `&lt;`, so nothing can close the note and speak for Synapse.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,6 +28,10 @@ from synapse_lsp.events import FileDiff, ToolCallFinished
 MAX_PROBLEMS = 10  # per note, over every file
 MAX_DIFF_LINES = 40  # of one user change
 MAX_MESSAGE_CHARS = 300  # of one problem's message
+MAX_ORIGIN_CHARS = 50  # of its source, and of its code
+MAX_KEPT_MESSAGE_CHARS = 500  # of a message as it arrives (before spaces are collapsed)
+# `<system-reminder>` / `</system-reminder>` (any case, spaces inside): the `<` escaped.
+_REMINDER_TAG = re.compile(r"<(?=\s*/?\s*system-reminder)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,14 @@ class Problem:
     message: str
     source: str | None = None
     code: str | None = None
+
+    def __post_init__(self) -> None:
+        # An editor's text, bounded as it arrives (then shown shorter still: `take`).
+        object.__setattr__(self, "message", str(self.message)[:MAX_KEPT_MESSAGE_CHARS])
+        for name in ("source", "code"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, str(value)[:MAX_ORIGIN_CHARS])
 
     def key(self) -> tuple[str, str, str | None, str | None]:
         """What identifies a problem across edits: lines move, the problem stays."""
@@ -77,6 +95,9 @@ class EditorFeedback:
     def edited(self, diffs: Iterable[FileDiff]) -> None:
         """The agent changed these files: they are watched from now on; a user change
         noticed before this edit is moot (the edit succeeded against the text it read)."""
+        if not self._enabled():
+            self._files.clear()  # keep nothing (no file's text) while the setting is off
+            return
         for diff in diffs:
             key = _real(diff.path)
             entry = self._files.get(key)
@@ -126,8 +147,7 @@ class EditorFeedback:
     def take(self) -> str | None:
         """The pending note, once (None when there is nothing to say)."""
         if not self._enabled():
-            for entry in self._files.values():
-                entry.problems, entry.changed_to = [], None
+            self._files.clear()
             return None
         problems: list[tuple[str, Problem]] = []
         changes: list[str] = []
@@ -151,7 +171,7 @@ class EditorFeedback:
             head = "New problems after your edit (reported by the editor):\n"
             parts.append(head + "\n".join(lines))
         parts += changes
-        body = "\n\n".join(parts)
+        body = _REMINDER_TAG.sub("&lt;", "\n\n".join(parts))
         return f"<system-reminder>Editor feedback from Synapse:\n{body}\n</system-reminder>"
 
     def _shown(self, key: str) -> str:
@@ -163,13 +183,13 @@ class EditorFeedback:
         return key
 
 
-def _one_line(message: str) -> str:
+def _one_line(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     text = " ".join(message.split())
-    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _origin(problem: Problem) -> str:
-    named = " ".join(x for x in (problem.source, problem.code) if x)
+    named = " ".join(_one_line(x, MAX_ORIGIN_CHARS) for x in (problem.source, problem.code) if x)
     return f" [{named}]" if named else ""
 
 

@@ -315,8 +315,6 @@ export const SERVER_SETTING_KEYS = [
   'todoReminder',
   'editorFeedback',
   'checkpoints',
-  'skillEnhance',
-  'skillEnhanceMinTools',
   'maxSessions',
   'baseUrl',
   'apiKeyEnv',
