@@ -547,7 +547,11 @@ class ChatSession:
             )
         self.usage = self.usage + finished.usage
         self._add_spend(self._loop.model_usage)
-        await self.checkpoints.finish()
+        # A cancel that comes as the turn ends (`/exit` typed ahead, Ctrl-C): the turn is
+        # over either way; its end snapshot goes on in the background, and the face must
+        # still get TurnFinished (else it waits forever).
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.checkpoints.finish()
         recorder.flush()
         recorder.add(finished)
         queue.put_nowait(finished)

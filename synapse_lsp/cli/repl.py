@@ -81,7 +81,10 @@ class TypeAhead:
             data = b""
         if not data:
             return  # Ctrl-D at the start of a line: ignored while the agent works
-        *lines, self.partial = (self.partial + data).split(b"\n")
+        # Enter is "\r" where the terminal does not map it (a program run with `!` may
+        # leave ICRNL off): a line ends at either.
+        data = (self.partial + data).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *lines, self.partial = data.split(b"\n")
         for raw in lines:
             self.line(raw.decode("utf-8", "replace").strip())
 
