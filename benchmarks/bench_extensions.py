@@ -125,7 +125,8 @@ async def bench_overhead(base: Path) -> None:
         )
 
         wrapper, in_process = [], []
-        env = {**os.environ, "PATH": f"{settings.bin_dir}:{os.environ['PATH']}"}
+        assert registry.run_dir is not None  # its own wrappers, which name its socket
+        env = {**os.environ, "PATH": f"{registry.run_dir.bin_dir}:{os.environ['PATH']}"}
         for _ in range(15):
             t = time.perf_counter()
             run = await asyncio.create_subprocess_exec(

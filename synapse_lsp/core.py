@@ -33,10 +33,11 @@ from synapse_lsp.tasks import TaskOwner
 if TYPE_CHECKING:
     from synapse_lsp.extensions.registry import ExtensionRegistry
     from synapse_lsp.extensions.search import Match
+    from synapse_lsp.extensions.wrapper_files import RunDir
     from synapse_lsp.files import FileGateway
     from synapse_lsp.permissions import Asker, AskingGate, RuleStore
     from synapse_lsp.router import BashRouter, RouteResult
-    from synapse_lsp.shell import ShellSession
+    from synapse_lsp.shell import ShellSession, WrapperDir
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str], AbstractAsyncContextManager[None]]
@@ -83,6 +84,9 @@ class Workspace:
         self.router: BashRouter | None = None
         self.registry: ExtensionRegistry | None = None
         self.registry_error: str | None = None
+        # The registry's own wrappers and socket (`wrapper_files.RunDir`), made before
+        # the first shell starts (its PATH and sandbox name them), removed by close().
+        self.run_dir: RunDir | None = None
         self.tasks = TaskOwner(f"workspace-{root.name}")
         self._registry_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
@@ -114,6 +118,11 @@ class Workspace:
         from synapse_lsp.extensions.mcp_client import config_paths
 
         return config_paths(self.settings, self.root, trusted=self.trusted)
+
+    def private_mcp_config_files(self) -> list[Path]:
+        """Those of `mcp_config_files()` whose servers belong to this workspace alone:
+        their wrappers stay out of `$SYNAPSE_HOME/bin` (none here; an ACP session's)."""
+        return []
 
     async def set_trusted(self, trusted: bool) -> None:
         """The face's word changed (the user trusted the folder): a running registry
@@ -181,7 +190,9 @@ class Workspace:
             from synapse_lsp.router import BashRouter
             from synapse_lsp.shell import ShellSession
 
-            shell = ShellSession(self.root, self.settings_source)
+            if self._use_registry:
+                self._make_run_dir()
+            shell = ShellSession(self.root, self.settings_source, wrappers=self.wrapper_dir())
             await shell.start()
             self.shell = shell
             files = self._files() if self._files is not None else None
@@ -190,6 +201,24 @@ class Workspace:
                 await self._start_registry(router)
             self.router = router
             return router
+
+    def _make_run_dir(self) -> None:
+        from synapse_lsp.extensions.wrapper_files import RunDir
+
+        if self.run_dir is not None:
+            return
+        try:
+            self.run_dir = RunDir.create(self.settings.synapse_home)
+        except OSError as exc:  # the shell still works; wrappers reach no registry
+            log.warning("workspace %s: no folder for wrappers and socket: %s", self.root, exc)
+
+    def wrapper_dir(self) -> WrapperDir | None:
+        """What the folder's shells get of the registry's wrappers: its bin folder first
+        on PATH, its socket in `$SYNAPSE_EXT_SOCKET`, both visible in the sandbox."""
+        from synapse_lsp.shell import WrapperDir
+
+        run = self.run_dir
+        return None if run is None else WrapperDir(run.bin_dir, run.socket, run.visible)
 
     async def _start_registry(self, router: BashRouter) -> None:
         try:
@@ -202,6 +231,8 @@ class Workspace:
                 self.root,
                 watch=self._watch,
                 config_files=self.mcp_config_files(),
+                run_dir=self.run_dir,
+                private_config_files=self.private_mcp_config_files(),
             )
             router.extensions = registry
             for command in registry.builtins():
@@ -258,7 +289,7 @@ class Workspace:
         router = await self.start()
         from synapse_lsp.shell import ShellSession
 
-        shell = ShellSession(self.root, self.settings_source)
+        shell = ShellSession(self.root, self.settings_source, wrappers=self.wrapper_dir())
         await shell.start()
         self._session_shells.add(shell)
         gate = self.new_gate(lambda: shell)
@@ -305,3 +336,6 @@ class Workspace:
             with contextlib.suppress(Exception):
                 await shell.close()
         self.router = None
+        if self.run_dir is not None:
+            self.run_dir.remove()
+            self.run_dir = None

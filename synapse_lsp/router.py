@@ -42,7 +42,7 @@ from synapse_lsp.errors import ShellError
 from synapse_lsp.events import FileDiff
 from synapse_lsp.files import ChangeRecorder, DiskFiles, FileGateway
 from synapse_lsp.output import bound_text
-from synapse_lsp.shell import ShellResult, ShellSession
+from synapse_lsp.shell import SOCKET_ENV, ShellResult, ShellSession
 
 # Variables a fresh bash sets itself: not carried into a re-run outside the sandbox.
 _SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "PROMPT_COMMAND", "PS1", "PS2"})
@@ -514,7 +514,10 @@ class BashRouter:
         env = await self._exported_env()
         source = self.settings_source
         outside = ShellSession(
-            self.shell.cwd, lambda: replace(source(), sandbox="full-access"), env=env
+            self.shell.cwd,
+            lambda: replace(source(), sandbox="full-access"),
+            env=env,
+            wrappers=getattr(self.shell, "wrappers", None),
         )
         try:
             return await outside.run(
@@ -722,7 +725,13 @@ class BashRouter:
         key = len(os.environ), os.environ.get("PATH"), f"{home}\0{secrets_key}"
         if self._env_cache is None or self._env_cache[0] != key:
             env = child_env(os.environ, settings)
-            env["PATH"] = f"{self.settings.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+            # The shell's own: its registry's wrappers first, its socket (`ShellSession`).
+            wrappers = getattr(self.shell, "wrappers", None)
+            own = [str(wrappers.bin_dir)] if wrappers is not None else []
+            env["PATH"] = os.pathsep.join([*own, str(settings.bin_dir), env.get("PATH", "")])
+            env.pop(SOCKET_ENV, None)
+            if wrappers is not None:
+                env[SOCKET_ENV] = str(wrappers.socket)
             env["SYNAPSE_HOME"] = str(self.settings.synapse_home)
             self._env_cache = (key, env)
         return dict(self._env_cache[1])

@@ -4,8 +4,9 @@
 `PATH` and able to create its namespaces: probed once per process and bwrap path),
 and `bwrap_argv(...)` gives the command prefix `ShellSession` puts in front of bash:
 the whole filesystem read-only, the writable roots (the workspace) writable again
-except their `.git`, `$SYNAPSE_HOME` read-only with its `sessions/` hidden, a
-private `/tmp`, no network unless asked. No pid namespace and no `--new-session`:
+except their `.git`, `$SYNAPSE_HOME` read-only with its `sessions/` hidden (and its
+`run/` but for the shell's own extension registry's folder), a private `/tmp`, no
+network unless asked. No pid namespace and no `--new-session`:
 the shell's process handling needs host pids and bash's job control
 (docs/architecture.md "The persistent shell", "Threat model and guarantees").
 """
@@ -133,6 +134,7 @@ def bwrap_argv(
     private_tmp: Path | None,
     synapse_home: Path,
     info_fd: int | None,
+    extension_dirs: Sequence[Path] | None = None,
 ) -> list[str]:
     """The bwrap prefix for bash (it ends with `--`). Later binds win over earlier ones
     on the same or an enclosing path, so the order below is the policy:
@@ -144,7 +146,10 @@ def bwrap_argv(
        read-only again; read-only: each root read-only (bound all the same: one
        under the host's /tmp would be hidden by the private /tmp);
     3. `synapse_home` read-only (even inside a writable root) and its `sessions/`
-       an empty tmpfs (the directory is created here if missing);
+       an empty tmpfs (the directory is created here if missing); with
+       `extension_dirs` given (a shell), its `run/` an empty tmpfs too, and each of
+       `extension_dirs` (the shell's registry's wrappers and socket) read-only again:
+       the shell reaches its own registry's socket and no other's;
     4. `private_dir` (the shell's command file and FIFOs) at its own path, read-only:
        bash only reads the command file and opens the FIFOs, which a read-only mount
        allows;
@@ -181,10 +186,19 @@ def bwrap_argv(
     sessions = synapse_home / "sessions"
     with contextlib.suppress(OSError):
         sessions.mkdir(mode=0o700, parents=True, exist_ok=True)
+    run = synapse_home / "run"
+    if extension_dirs is not None:
+        with contextlib.suppress(OSError):
+            run.mkdir(mode=0o700, parents=True, exist_ok=True)
     if synapse_home.is_dir():
         argv += ["--ro-bind", str(synapse_home), str(synapse_home)]
         if sessions.is_dir():
             argv += ["--tmpfs", str(sessions)]
+        if extension_dirs is not None and run.is_dir():
+            argv += ["--tmpfs", str(run)]
+    for folder in extension_dirs or ():
+        if folder.is_dir():
+            argv += ["--ro-bind", str(folder), str(folder)]
     if private_dir is not None:
         argv += ["--ro-bind", str(private_dir), str(private_dir)]
     if sandbox.network != "on":

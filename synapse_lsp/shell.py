@@ -69,6 +69,8 @@ SETTLE_SPIN_S = 0.002  # spin this long for bash to reach its read before pollin
 # this far apart: the command broke the prompt hook; the shell is replaced.
 SILENT_CHECK_S = 0.5
 VIOLATION_EXIT_CODE = 128 + signal.SIGKILL
+# Names the socket of the shell's extension registry (`wrapper_files.SOCKET_ENV`).
+SOCKET_ENV = "SYNAPSE_EXT_SOCKET"
 # Options that entering and leaving POSIX mode changes; the prompt hook restores them.
 _POSIX_SHOPTS = (
     "interactive_comments",
@@ -77,6 +79,19 @@ _POSIX_SHOPTS = (
     "inherit_errexit",
     "shift_verbose",
 )
+
+
+@dataclass(frozen=True)
+class WrapperDir:
+    """The wrappers of the extension registry a shell belongs to
+    (`wrapper_files.RunDir`): `bin_dir` goes first on PATH (before `$SYNAPSE_HOME/bin`),
+    `socket` is exported as `$SYNAPSE_EXT_SOCKET`, and `visible` stays visible, read-only,
+    in the sandbox, where the rest of `$SYNAPSE_HOME/run` (other registries' sockets)
+    is hidden."""
+
+    bin_dir: Path
+    socket: Path
+    visible: tuple[Path, ...]
 
 
 @dataclass
@@ -156,7 +171,8 @@ class ShellSession:
     Unless `settings.sandbox` is full-access, bash runs inside bubblewrap
     (`synapse_lsp.sandbox`) where it works: `writable` (default: `cwd`, the workspace
     root) are the only writable roots in workspace-write mode, `/tmp` is the session's
-    own (`private_tmp` on the host). The mode is read when a bash starts.
+    own (`private_tmp` on the host). The mode is read when a bash starts. `wrappers`:
+    the extension registry's own wrappers and socket (none: `$SYNAPSE_HOME/bin` only).
     """
 
     def __init__(
@@ -166,8 +182,10 @@ class ShellSession:
         env: dict[str, str] | None = None,
         *,
         writable: Sequence[Path] | None = None,
+        wrappers: WrapperDir | None = None,
     ) -> None:
         self._settings = as_source(settings)
+        self.wrappers = wrappers
         self._initial_cwd = Path(cwd).resolve()
         self._cwd = self._initial_cwd
         self._writable = (
@@ -594,14 +612,21 @@ class ShellSession:
                 "PS2": "",
                 "HISTFILE": "",
                 "SYNAPSE_HOME": str(self.settings.synapse_home),
-                "PATH": f"{self.settings.bin_dir}{os.pathsep}{env.get('PATH', os.defpath)}",
+                "PATH": os.pathsep.join([*self._bin_dirs(), env.get("PATH", os.defpath)]),
                 "PROMPT_COMMAND": (
                     "__syn_rc=$?; printf '\\036%s:%s:%s:%s\\037%s' "
                     f'\'{self._nonce}\' "${{__syn_seq-}}" "$__syn_rc" "$PWD" \'{self._nonce}\''
                 ),
             }
         )
+        env.pop(SOCKET_ENV, None)  # one inherited from an enclosing Synapse is not ours
+        if self.wrappers is not None:
+            env[SOCKET_ENV] = str(self.wrappers.socket)
         return env
+
+    def _bin_dirs(self) -> list[str]:
+        own = [str(self.wrappers.bin_dir)] if self.wrappers is not None else []
+        return [*own, str(self.settings.bin_dir)]
 
     async def _spawn(self) -> None:
         self._closed = False
@@ -753,6 +778,7 @@ class ShellSession:
             private_tmp=self._private_tmp,
             synapse_home=self.settings.synapse_home,
             info_fd=info_fd,
+            extension_dirs=self.wrappers.visible if self.wrappers is not None else (),
         )
 
     def _terminate(self) -> None:

@@ -503,33 +503,38 @@ async def test_a_session_another_process_writes_is_read_only_here(
         assert "another Synapse process" in str(locked.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wrappers ($SYNAPSE_HOME/bin) and the wrapper socket are global: inside a bash "
-    "expansion, a session's `mcp:db:*` reaches the first registry's server (needs a "
-    "per-session bin dir on the session's PATH and a per-process socket)",
-)
 async def test_client_mcp_servers_inside_bash_expansions_are_per_session(
     home: Path, proj: Path, api: FakeAnthropic
 ) -> None:
+    """Two sessions each pass a server `db`: inside a bash expansion (the wrapper on
+    PATH, through the socket) each reaches its own live server, the one its direct
+    `mcp:db:pid` call (in-process) reaches; no one-shot server is started."""
     server = str(Path(__file__).parent / "mcp_servers" / "demo_server.py")
-    api.add(
-        {"commands": ["echo $(mcp:db:pid)"]},
-        {"text": "one"},
-        {"commands": ["echo $(mcp:db:pid)"]},
-        {"text": "two"},
-    )
+    for _ in range(2):
+        api.add(
+            {"commands": ["echo $(mcp:db:pid)"]},
+            {"commands": ["mcp:db:pid"]},
+            {"text": "done"},
+        )
     client = AcpTestClient()
     db = McpServerStdio(name="db", command=sys.executable, args=[server, "--name", "db"], env=[])
     async with acp_agent(client, agent_env(home, api.base_url)) as (conn, _proc, _init):
         first = (await conn.new_session(cwd=str(proj), mcp_servers=[db])).session_id
         second = (await conn.new_session(cwd=str(proj), mcp_servers=[db])).session_id
+        runs = list((home / "run").iterdir())
+        assert len(runs) == 2  # one folder (wrappers, socket) per session
         await conn.prompt(session_id=first, prompt=[text("pid")])
         await conn.prompt(session_id=second, prompt=[text("pid")])
-    shown = [
-        finished(client.of(sid))[0]["content"][0]["content"]["text"] for sid in (first, second)
-    ]
-    assert shown[0].strip() != shown[1].strip()
+        assert not (home / "bin" / "mcp:db:pid").exists()  # a session's server is its own
+    shown = {}
+    for sid in (first, second):
+        via_bash, direct = (
+            u["content"][0]["content"]["text"].strip() for u in finished(client.of(sid))
+        )
+        assert via_bash == direct and via_bash.isdigit()
+        shown[sid] = via_bash
+    assert shown[first] != shown[second]
+    assert not [p for p in runs if p.exists()]  # removed when the sessions closed
 
 
 async def test_cancel_while_a_permission_question_is_open(

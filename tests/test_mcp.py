@@ -29,7 +29,7 @@ from synapse_lsp.config import Settings
 from synapse_lsp.extensions import wrapper_files
 from synapse_lsp.extensions.registry import ExtensionRegistry
 from synapse_lsp.router import BashRouter
-from synapse_lsp.shell import ShellSession
+from synapse_lsp.shell import ShellSession, WrapperDir
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -133,7 +133,10 @@ async def registry(env: dict[str, Path]) -> AsyncIterator[ExtensionRegistry]:
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def router(env: dict[str, Path], registry: ExtensionRegistry) -> AsyncIterator[BashRouter]:
-    shell = ShellSession(env["work"], registry.settings)
+    run = registry.run_dir  # the registry's own wrappers first, naming its socket
+    assert run is not None
+    wrappers = WrapperDir(run.bin_dir, run.socket, run.visible)
+    shell = ShellSession(env["work"], registry.settings, wrappers=wrappers)
     await shell.start()
     r = BashRouter(shell, registry.settings, extensions=registry)
     for command in registry.builtins():
@@ -417,7 +420,12 @@ async def test_wrappers_installed_stale_removed_user_files_kept(env: dict[str, P
     assert not [p for p in bin_dir.iterdir() if p.name.startswith(".synapse-tmp-")]
 
 
-async def test_wrapper_works_in_a_native_pipeline(router: BashRouter) -> None:
+async def test_wrapper_works_in_a_native_pipeline(
+    router: BashRouter, registry: ExtensionRegistry
+) -> None:
+    assert registry.run_dir is not None
+    found = await router.route("command -v mcp:demo:echo")
+    assert found.stdout.strip() == str(registry.run_dir.bin_dir / "mcp:demo:echo")
     result = await router.route("echo ignored | mcp:demo:echo hi | tr a-z A-Z")
     assert result.layer is Layer.NATIVE
     assert (result.exit_code, result.stdout) == (0, "HI\n")

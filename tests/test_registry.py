@@ -101,9 +101,14 @@ def test_wrapper_text_quotes_hostile_values(tmp_path: Path) -> None:
 
 def test_long_synapse_home_gets_a_short_socket_path(tmp_path: Path) -> None:
     long_home = tmp_path / ("x" * 120)
-    path = wrapper_files.socket_path(long_home)
-    assert len(str(path)) < 108
-    assert wrapper_files.socket_path(long_home) == path
+    run = wrapper_files.RunDir.create(long_home)
+    try:
+        assert len(str(run.socket)) < 108
+        assert run.socket.parent.is_dir() and run.socket.parent.stat().st_mode & 0o777 == 0o700
+        assert run.visible == (run.path, run.socket.parent)
+    finally:
+        run.remove()
+    assert not run.path.exists() and not run.socket.parent.exists()
 
 
 # ------------------------------------------------------------------- search

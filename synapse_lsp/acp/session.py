@@ -79,7 +79,10 @@ class SessionSettings:
 
 class McpSessionWorkspace(Workspace):
     """`core.Workspace` whose MCP config also holds the servers the ACP client passed for
-    this session (written to a private file, read by the session's own registry)."""
+    this session (written to a private file, read by the session's own registry). Their
+    wrappers are in the session's own bin folder only (first on its shells' PATH, naming
+    its registry's socket), never in `$SYNAPSE_HOME/bin`: two sessions may each have a
+    server `db`, and `$(mcp:db:q)` in each reaches its own."""
 
     def __init__(self, *args: Any, session_mcp: Path | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -88,6 +91,9 @@ class McpSessionWorkspace(Workspace):
     def mcp_config_files(self) -> list[Path]:
         files = super().mcp_config_files()
         return [*files, self.session_mcp] if self.session_mcp is not None else files
+
+    def private_mcp_config_files(self) -> list[Path]:
+        return [self.session_mcp] if self.session_mcp is not None else []
 
     async def close(self) -> None:
         await super().close()

@@ -107,14 +107,17 @@ async def run_subagent(
 
 def _own_shell(parent: Loop) -> ShellSession:
     """A bash of its own for one sub-agent (not started): in the parent shell's
-    directory, with its writable roots (the sandbox is the settings', as for every
-    shell)."""
+    directory, with its writable roots and its extension wrappers (the sandbox is the
+    settings', as for every shell)."""
     from synapse_lsp.shell import ShellSession
 
     home = parent.router.shell
     writable = getattr(home, "writable_paths", None)
     return ShellSession(
-        home.cwd, parent.settings_source, writable=list(writable) if writable else None
+        home.cwd,
+        parent.settings_source,
+        writable=list(writable) if writable else None,
+        wrappers=getattr(home, "wrappers", None),
     )
 
 

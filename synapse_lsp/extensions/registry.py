@@ -1,8 +1,12 @@
 """ExtensionRegistry: every `mcp:*` and `skill:*` command, kept current.
 
 It owns the MCP manager (servers connect in the background), the skills index,
-the wrappers in `$SYNAPSE_HOME/bin/`, the file watcher and the Unix socket that
-MCP wrappers use to reach the live sessions. The router asks it `get(name)`;
+the wrappers, the file watcher and the Unix socket that MCP wrappers use to reach
+the live sessions. Each registry has a folder of its own while it runs
+(`wrapper_files.RunDir`: `bin/` with all its wrappers, which name its socket, and the
+socket), first on its shells' PATH; `$SYNAPSE_HOME/bin/` gets the commands of the
+persistent configs, for terminals (`private_config_files`: a session's own servers
+stay out of it). The router asks it `get(name)`;
 faces register `registry.builtins()` (command:search, skill:search, skill:load,
 skill:reinforce and the lifecycle: skill:list, skill:info, skill:import,
 skill:rollback, skill:delete).
@@ -65,6 +69,8 @@ class ExtensionRegistry:
         serve_socket: bool = True,
         config_files: list[Path] | None = None,
         only_servers: set[str] | None = None,
+        run_dir: wrapper_files.RunDir | None = None,
+        private_config_files: Sequence[Path] = (),
     ) -> None:
         self.settings_source = as_source(settings)
         self.workspace_root = workspace_root
@@ -72,6 +78,12 @@ class ExtensionRegistry:
         self.install_wrappers = install_wrappers
         self.serve_socket = serve_socket
         self.only_servers = only_servers
+        # The folder of this registry's wrappers and socket: given by the owner (who
+        # removes it; `core.Workspace` makes it before its shell starts), else made by
+        # `start()` when serving the socket and removed by `close()`.
+        self.run_dir = run_dir
+        self._own_run_dir = False
+        self.private_config_files = frozenset(private_config_files)
         self.mcp = McpManager(
             self.settings, workspace_root, self._server_changed, config_files, only_servers
         )
@@ -100,6 +112,12 @@ class ExtensionRegistry:
         if self._started:
             return
         self._started = True
+        if self.serve_socket and self.run_dir is None:
+            try:
+                self.run_dir = wrapper_files.RunDir.create(self.settings.synapse_home)
+                self._own_run_dir = True
+            except OSError as exc:
+                log.warning("no folder for this process's wrappers and socket: %s", exc)
         self._refresh_skills()
         await self._reload_mcp()
         if self.watch:
@@ -123,7 +141,11 @@ class ExtensionRegistry:
             if self._socket_file is not None:
                 with contextlib.suppress(OSError):
                     self._socket_file.unlink()
+                self._socket_file = None
         await self.mcp.close()
+        if self._own_run_dir and self.run_dir is not None:
+            self.run_dir.remove()
+            self.run_dir, self._own_run_dir = None, False
         self._started = False
 
     async def refresh(self, kind: RefreshKind = "all") -> None:
@@ -264,6 +286,14 @@ class ExtensionRegistry:
         if self.install_wrappers:
             self._sync_mcp_wrappers()
 
+    def _bin_dirs(self) -> list[tuple[Path, Path | None]]:
+        """Where wrappers go: `$SYNAPSE_HOME/bin` (no socket named: its wrappers ask
+        `$SYNAPSE_EXT_SOCKET`), and this registry's own bin folder (naming its socket)."""
+        dirs: list[tuple[Path, Path | None]] = [(self.settings.bin_dir, None)]
+        if self.run_dir is not None:
+            dirs.append((self.run_dir.bin_dir, self.run_dir.socket))
+        return dirs
+
     def _sync_skill_wrappers(self) -> None:
         wanted: dict[str, str] = {}
         for name, cmd in self._skill_cmds.items():
@@ -278,44 +308,47 @@ class ExtensionRegistry:
             )
             wanted[name] = wrapper_files.render(spec)
         problems = self.wrapper_problems["skill"] = []
-        try:
-            wrapper_files.sync(
-                self.settings.bin_dir, wanted, lambda n: n.startswith("skill:"), problems
-            )
-        except OSError as exc:
-            log.warning("cannot write skill wrappers in %s: %s", self.settings.bin_dir, exc)
+        for bin_dir, _socket in self._bin_dirs():
+            try:
+                wrapper_files.sync(bin_dir, wanted, lambda n: n.startswith("skill:"), problems)
+            except OSError as exc:
+                log.warning("cannot write skill wrappers in %s: %s", bin_dir, exc)
 
     def _sync_mcp_wrappers(self) -> None:
         """Ready servers: exactly their tools. Connecting or failed servers keep what they
         had (a wrapper of a failing server still reports its error). Servers no longer
-        configured, or disabled, lose theirs."""
-        wanted: dict[str, str] = {}
-        keep: set[str] = set()
-        for server in self.mcp.servers.values():
-            if server.state in ("ready", "broken"):
-                continue
-            if server.state != "disabled":
-                keep.add(server.name)
-        for name, cmd in self._mcp_cmds.items():
-            spec = wrapper_files.mcp_wrapper_spec(
-                name,
-                f"Usage: {cmd.usage}\n{cmd.summary}",
-                cmd.help(),
-                self.settings.synapse_home,
-                cmd.server.config.source,
-            )
-            wanted[name] = wrapper_files.render(spec)
-
-        def owns(file_name: str) -> bool:
-            if not file_name.startswith("mcp:"):
-                return False
-            return file_name.split(":")[1] not in keep
-
+        configured, or disabled, lose theirs. A server of a private config file (an ACP
+        session's) is left out of `$SYNAPSE_HOME/bin`, and whatever is there under its
+        name is left alone."""
         problems = self.wrapper_problems["mcp"] = []
-        try:
-            wrapper_files.sync(self.settings.bin_dir, wanted, owns, problems)
-        except OSError as exc:
-            log.warning("cannot write MCP wrappers in %s: %s", self.settings.bin_dir, exc)
+        for bin_dir, socket in self._bin_dirs():
+            shared = socket is None
+            keep: set[str] = set()
+            for server in self.mcp.servers.values():
+                private = shared and server.config.source in self.private_config_files
+                if private or server.state not in ("ready", "broken", "disabled"):
+                    keep.add(server.name)
+            wanted: dict[str, str] = {}
+            for name, cmd in self._mcp_cmds.items():
+                if cmd.server.name in keep:
+                    continue
+                spec = wrapper_files.mcp_wrapper_spec(
+                    name,
+                    f"Usage: {cmd.usage}\n{cmd.summary}",
+                    cmd.help(),
+                    self.settings.synapse_home,
+                    cmd.server.config.source,
+                    socket,
+                )
+                wanted[name] = wrapper_files.render(spec)
+
+            def owns(file_name: str, keep: set[str] = keep) -> bool:
+                return file_name.startswith("mcp:") and file_name.split(":")[1] not in keep
+
+            try:
+                wrapper_files.sync(bin_dir, wanted, owns, problems)
+            except OSError as exc:
+                log.warning("cannot write MCP wrappers in %s: %s", bin_dir, exc)
 
     async def _on_files_changed(self, kinds: set[str]) -> None:
         if "skills" in kinds:
@@ -326,13 +359,12 @@ class ExtensionRegistry:
     # --------------------------------------------------------------- socket
 
     async def _start_socket(self) -> None:
-        path = wrapper_files.socket_path(self.settings.synapse_home)
+        """Serve this registry's own socket (in its run folder, which no one else uses)."""
+        if self.run_dir is None:
+            return
+        path = self.run_dir.socket
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.exists():
-                if await asyncio.to_thread(_socket_alive, path):
-                    log.info("another Synapse process serves %s; not taking it over", path)
-                    return
+            with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             self._socket_server = await asyncio.start_unix_server(self._serve_one, path=str(path))
             os.chmod(path, 0o600)  # noqa: PTH101
@@ -372,8 +404,13 @@ class ExtensionRegistry:
                 "its own command line\n",
                 "exit_code": 126,
             }
+        # What a shell of this registry has: its own bin folder first, its socket.
         env = child_env(os.environ, self.settings)
-        env["PATH"] = f"{self.settings.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        env.pop(wrapper_files.SOCKET_ENV, None)
+        folders = [str(folder) for folder, _ in reversed(self._bin_dirs())]
+        env["PATH"] = os.pathsep.join([*folders, env.get("PATH", "")])
+        if self.run_dir is not None:
+            env[wrapper_files.SOCKET_ENV] = str(self.run_dir.socket)
         # A skill script called from inside a command is confined to the workspace this
         # registry serves, never to the directory the caller names (no workspace: it
         # may write nothing).
@@ -397,20 +434,6 @@ class ExtensionRegistry:
             elif full is not None:
                 stdout = full
         return {"stdout": stdout, "stderr": stderr, "exit_code": out.exit_code}
-
-
-def _socket_alive(path: Path) -> bool:
-    import socket
-
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(1.0)
-        sock.connect(str(path))
-        return True
-    except OSError:
-        return False
-    finally:
-        sock.close()
 
 
 async def run_one_shot(

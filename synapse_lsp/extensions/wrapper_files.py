@@ -1,5 +1,5 @@
-"""The files of the extension wrappers in `$SYNAPSE_HOME/bin/`: their text, atomic
-installation, sync (stale ones removed), and the socket path they ask.
+"""The files of the extension wrappers: their text, atomic installation, sync (stale
+ones removed), and each registry's own folder with its wrappers and socket (`RunDir`).
 
 - A skill wrapper is plain `sh`: it answers `-h`/`--help` from text fixed at
   generation time and `exec`s the script's interpreter (no Python start-up).
@@ -7,20 +7,33 @@ installation, sync (stale ones removed), and the socket path they ask.
   `python -m synapse_lsp.wrappers call …` (the client in `wrappers.py`) with the
   venv's interpreter.
 
+Wrappers are written to two places. `$SYNAPSE_HOME/run/<pid>-<start>-<nonce>/bin/`
+belongs to one running registry (one per ACP session, per folder of the LSP, per CLI
+process): it holds all that registry's commands, and its MCP wrappers name its
+socket (`ext.sock` beside `bin/`). It is first on the PATH of that registry's shells,
+so `$(mcp:db:q)` reaches that session's own `db`, and it is removed when the registry
+closes or, after a crash, by the next `RunDir.create` (a live process's folder is never
+touched). `$SYNAPSE_HOME/bin/` is for any terminal: every registry writes the commands
+of the home and folder configs there (never a server an ACP client passed for one
+session); its MCP wrappers ask the socket `$SYNAPSE_EXT_SOCKET` names (set in
+Synapse's shells), else connect one-shot.
+
 Every wrapper carries a marker line; only marked files are ever replaced or
 removed. Files are written to a temporary name and renamed into place, so no
 half-written wrapper is ever visible on PATH. Standard library only, and no other
 module of ours: the registry writes wrappers with it and the wrappers' client
-(`wrappers.py`, which may start a registry) finds the socket with it.
+(`wrappers.py`, which may start a registry) reads `SOCKET_ENV` from it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
+import re
 import shlex
+import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Callable
@@ -29,7 +42,12 @@ from pathlib import Path
 
 MARKER = "# synapse-wrapper v1"
 SOCKET_NAME = "ext.sock"
-_MAX_SOCKET_PATH = 100
+# The variable naming the socket of the registry whose shell runs a wrapper (the same
+# name is in `shell.py`, which may not import this module).
+SOCKET_ENV = "SYNAPSE_EXT_SOCKET"
+RUN_DIR = "run"
+_MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes with its NUL
+_RUN_NAME = re.compile(r"(\d+)-([0-9a-z]+)-[0-9a-f]+")
 
 
 @dataclass(frozen=True)
@@ -54,8 +72,15 @@ def package_root() -> str:
 
 
 def mcp_wrapper_spec(
-    name: str, short_help: str, long_help: str, synapse_home: Path, config_file: Path
+    name: str,
+    short_help: str,
+    long_help: str,
+    synapse_home: Path,
+    config_file: Path,
+    socket: Path | None = None,
 ) -> WrapperSpec:
+    """An MCP wrapper: asks `socket` (else `$SYNAPSE_EXT_SOCKET`), else connects one-shot
+    to the server `config_file` names."""
     argv = [
         python_executable(),
         "-m",
@@ -65,9 +90,10 @@ def mcp_wrapper_spec(
         str(synapse_home),
         "--config",
         str(config_file),
-        name,
     ]
-    return WrapperSpec(name, short_help, long_help, argv)
+    if socket is not None:
+        argv += ["--socket", str(socket)]
+    return WrapperSpec(name, short_help, long_help, [*argv, name])
 
 
 def render(spec: WrapperSpec) -> str:
@@ -167,11 +193,159 @@ def install(path: Path, text: str) -> None:
         raise
 
 
-def socket_path(synapse_home: Path) -> Path:
-    """Where a running Synapse serves extension calls (short enough for AF_UNIX)."""
-    path = synapse_home / "run" / SOCKET_NAME
-    if len(str(path)) <= _MAX_SOCKET_PATH:
-        return path
-    digest = hashlib.sha1(str(synapse_home).encode()).hexdigest()[:12]  # noqa: S324 - a name
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return Path(base) / f"synapse-{os.getuid()}-{digest}.sock"
+class RunDir:
+    """One registry's folder while its process lives: `bin/` (its wrappers) and its
+    socket. The socket is `ext.sock` in the folder, or, when that path is too long for
+    AF_UNIX, in a private folder of its own in the temp folder (hidden from every
+    sandbox but its own), `synapse-<uid>-<the run folder's name>`. `visible` is what a sandboxed
+    shell must see (read-only) to reach both."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.bin_dir = path / "bin"
+        self.socket = path / SOCKET_NAME
+        if len(str(self.socket)) > _MAX_SOCKET_PATH:
+            self.socket = _short_socket_dir(path.name) / SOCKET_NAME
+
+    @classmethod
+    def create(cls, synapse_home: Path) -> RunDir:
+        """A new folder for this process under `$SYNAPSE_HOME/run/` (mode 0700), after
+        removing those of processes that are gone (`sweep`)."""
+        sweep(synapse_home)
+        run = synapse_home / RUN_DIR
+        run.mkdir(mode=0o700, parents=True, exist_ok=True)
+        name = f"{os.getpid()}-{_base36(_start_ticks(os.getpid()) or 0)}-{os.urandom(4).hex()}"
+        made = cls(run / name)
+        made.path.mkdir(mode=0o700)
+        try:
+            made.bin_dir.mkdir(mode=0o700)
+            if made.socket.parent != made.path:
+                _private_dir(made.socket.parent)
+        except BaseException:
+            made.remove()
+            raise
+        return made
+
+    @property
+    def visible(self) -> tuple[Path, ...]:
+        if self.socket.parent == self.path:
+            return (self.path,)
+        return (self.path, self.socket.parent)
+
+    def remove(self) -> None:
+        """Delete the folder, its wrappers and its socket (idempotent)."""
+        _remove(self.path)
+
+
+def sweep(synapse_home: Path) -> int:
+    """Remove the run folders of `synapse_home` and the short socket folders (of any
+    home) whose process no longer runs; a live process's are left alone. Returns how
+    many run folders were removed."""
+    removed = 0
+    for path in _listed(synapse_home / RUN_DIR):
+        if _stale(path.name) and path.is_dir() and not path.is_symlink():
+            _remove(path)
+            removed += 1
+    prefix = f"synapse-{os.getuid()}-"
+    for base in _socket_bases():
+        for short in _listed(Path(base)):
+            if short.name.startswith(prefix) and _stale(short.name[len(prefix) :]):
+                _remove_ours(short)
+    return removed
+
+
+def _listed(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError:
+        return []
+
+
+def _stale(name: str) -> bool:
+    """Whether `name` is a run folder's name (`<pid>-<start>-<nonce>`) whose process is
+    gone."""
+    match = _RUN_NAME.fullmatch(name)
+    return match is not None and not _alive(int(match.group(1)), match.group(2))
+
+
+def _remove(path: Path) -> None:
+    for base in _socket_bases():
+        _remove_ours(_short_socket_dir(path.name, base))
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_ours(folder: Path) -> None:
+    """Delete `folder` if it is a real folder of ours (the temp folder is shared)."""
+    with contextlib.suppress(OSError):
+        info = folder.lstat()
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int, start: str) -> bool:
+    """Whether process `pid` still runs and is the one that started at `start` (base 36
+    clock ticks; "0": unknown). A pid now used by another process is not alive for us."""
+    ticks = _start_ticks(pid)
+    if ticks is not None:
+        return start in ("0", _base36(ticks))
+    if Path("/proc/self/stat").exists():
+        return False  # /proc works and has no such process
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists (someone else's)
+    return True
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When `pid` started (clock ticks after boot, /proc/PID/stat), None if unknown."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+        return int(raw[raw.rindex(b")") + 2 :].split()[19])  # field 22, after "(comm)"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _base36(number: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        number, rest = divmod(number, 36)
+        out = digits[rest] + out
+        if not number:
+            return out
+
+
+def _socket_base() -> str:
+    """The temp folder, not `$XDG_RUNTIME_DIR`: a sandboxed shell has a private `/tmp`
+    (its own socket folder bound back in), so other registries' sockets stay out of its
+    reach; `$XDG_RUNTIME_DIR` is visible in every sandbox, and a socket there could be
+    connected to from another session's shell (a security review found that)."""
+    return tempfile.gettempdir()
+
+
+def _socket_bases() -> list[str]:
+    """Where short socket folders may be: the temp folder, and `$XDG_RUNTIME_DIR` where
+    an earlier version put them (swept as well)."""
+    old = os.environ.get("XDG_RUNTIME_DIR") or ""
+    return sorted({tempfile.gettempdir(), *([old] if old and Path(old).is_dir() else [])})
+
+
+def _short_socket_dir(run_name: str, base: str | None = None) -> Path:
+    """Where the socket of the run folder `run_name` goes when `<run folder>/ext.sock`
+    is too long: named after it, so a sweep of any home knows whether its process
+    runs."""
+    return Path(base or _socket_base()) / f"synapse-{os.getuid()}-{run_name}"
+
+
+def _private_dir(path: Path) -> None:
+    """`path` as a new folder only we can enter; refuses one that exists and is not ours
+    (the temp folder is shared)."""
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        info = path.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+            raise OSError(f"{path} exists and is not a private folder of ours") from None

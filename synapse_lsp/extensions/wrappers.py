@@ -1,10 +1,13 @@
 """The client behind MCP wrappers: `python -m synapse_lsp.wrappers call --home H
-[--config F] NAME ARGS…` (`synapse_lsp.wrappers` is the stable entry point that
-re-exports this module).
+[--config F] [--socket S] NAME ARGS…` (`synapse_lsp.wrappers` is the stable entry point
+that re-exports this module).
 
-It first asks the running Synapse process over a Unix socket (its live session to
-the server; no SDK import, no server start), and falls back to a one-shot
-connection to that one server when no Synapse process serves the socket. The
+It first asks the registry that wrote the wrapper over its Unix socket (`--socket`, in
+the wrappers of a registry's own bin folder; else `$SYNAPSE_EXT_SOCKET`, which
+Synapse's shells set to their registry's socket): its live session to the server, no
+SDK import, no server start. It falls back to a one-shot connection to that one
+server when no socket is named, nobody serves it, or its registry does not know the
+command (a terminal, or a server of another folder's config). The
 wrapper files themselves are written by `wrapper_files.py`. This module's top
 level imports the standard library only (and `wrapper_files`, which does too): it
 must start fast.
@@ -13,12 +16,13 @@ must start fast.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 from pathlib import Path
 from typing import Any
 
-from synapse_lsp.extensions.wrapper_files import socket_path
+from synapse_lsp.extensions.wrapper_files import SOCKET_ENV
 
 
 def ask_socket(path: Path, request: dict[str, Any], timeout: float | None) -> dict[str, Any] | None:
@@ -46,23 +50,23 @@ def ask_socket(path: Path, request: dict[str, Any], timeout: float | None) -> di
         sock.close()
 
 
+USAGE = "usage: python -m synapse_lsp.wrappers call --home H [--config F] [--socket S] NAME ARGS…\n"
+
+
 def call_main(argv: list[str]) -> int:
-    """`python -m synapse_lsp.wrappers call --home H --config F NAME ARGS…`."""
-    home: Path | None = None
-    config: Path | None = None
-    while len(argv) >= 2 and argv[0] in ("--home", "--config"):
-        if argv[0] == "--home":
-            home = Path(argv[1])
-        else:
-            config = Path(argv[1])
+    """`python -m synapse_lsp.wrappers call --home H [--config F] [--socket S] NAME ARGS…`."""
+    options: dict[str, str] = {}
+    while len(argv) >= 2 and argv[0] in ("--home", "--config", "--socket"):
+        options[argv[0]] = argv[1]
         argv = argv[2:]
-    if not argv or home is None:
-        sys.stderr.write(
-            "usage: python -m synapse_lsp.wrappers call --home H [--config F] NAME ARGS…\n"
-        )
+    if not argv or "--home" not in options:
+        sys.stderr.write(USAGE)
         return 2
+    home = Path(options["--home"])
+    config = Path(options["--config"]) if "--config" in options else None
+    where = options.get("--socket") or os.environ.get(SOCKET_ENV)
     request = {"argv": argv, "cwd": str(Path.cwd())}
-    reply = ask_socket(socket_path(home), request, timeout=None)
+    reply = ask_socket(Path(where), request, timeout=None) if where else None
     if reply is None:
         reply = _one_shot(home, config, argv)
     sys.stdout.write(reply.get("stdout", ""))
@@ -84,9 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["call"]:
         return call_main(args[1:])
-    sys.stderr.write(
-        "usage: python -m synapse_lsp.wrappers call --home H [--config F] NAME ARGS…\n"
-    )
+    sys.stderr.write(USAGE)
     return 2
 
 
