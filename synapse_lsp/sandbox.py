@@ -183,17 +183,22 @@ def bwrap_argv(
             argv += ["--ro-bind", str(root), str(root)]
     # Created first when missing: inside a writable root (a workspace that is $HOME)
     # a command could otherwise create it, settings.json included.
-    sessions = synapse_home / "sessions"
-    with contextlib.suppress(OSError):
-        sessions.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Hidden (an empty tmpfs each): conversations, the checkpoint store (old file
+    # versions, unsaved editor text, small ignored files such as .env) and the MCP
+    # configs ACP clients pass (they may hold the client's tokens).
+    hidden = [synapse_home / name for name in ("sessions", "checkpoints", "acp")]
+    for folder in hidden:
+        with contextlib.suppress(OSError):
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     run = synapse_home / "run"
     if extension_dirs is not None:
         with contextlib.suppress(OSError):
             run.mkdir(mode=0o700, parents=True, exist_ok=True)
     if synapse_home.is_dir():
         argv += ["--ro-bind", str(synapse_home), str(synapse_home)]
-        if sessions.is_dir():
-            argv += ["--tmpfs", str(sessions)]
+        for folder in hidden:
+            if folder.is_dir():
+                argv += ["--tmpfs", str(folder)]
         if extension_dirs is not None and run.is_dir():
             argv += ["--tmpfs", str(run)]
     for folder in extension_dirs or ():

@@ -169,6 +169,10 @@ async def test_synapse_home_is_read_only_and_sessions_hidden(
     settings = Settings(synapse_home=home, sandbox="workspace-write", network="off")
     (home / "sessions").mkdir(parents=True)
     (home / "sessions" / "chat.json").write_text('{"secret": "conversation"}')
+    (home / "checkpoints" / "proj-1").mkdir(parents=True)
+    (home / "checkpoints" / "proj-1" / "blob").write_text("TOKEN=from-an-old-.env")
+    (home / "acp" / "s1").mkdir(parents=True)
+    (home / "acp" / "s1" / "mcp_servers.json").write_text('{"token": "client-token"}')
     (home / "settings.json").write_text("{}")
     session = await _start(workdir, settings)
     try:
@@ -179,6 +183,13 @@ async def test_synapse_home_is_read_only_and_sessions_hidden(
         result = await session.run(f"cat {home}/sessions/chat.json")
         assert result.exit_code != 0 and "conversation" not in result.stdout
         assert (await session.run(f"ls -A {home}/sessions")).stdout == ""
+        # The checkpoint store and ACP clients' MCP configs are hidden the same way.
+        seen = await session.run(f"cat {home}/checkpoints/proj-1/blob {home}/acp/s1/*")
+        assert "TOKEN" not in seen.stdout and "client-token" not in seen.stdout
+        assert (await session.run(f"ls -A {home}/checkpoints {home}/acp")).stdout.split() == [
+            f"{home}/acp:",
+            f"{home}/checkpoints:",
+        ]
         assert (home / "settings.json").read_text() == "{}"
         assert not (home / "bin2").exists()
     finally:
