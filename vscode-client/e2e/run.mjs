@@ -192,8 +192,7 @@ async function editDiffOpenAndRevert() {
   if (stat !== '+1 \u22121') throw new Error(`the card's counts say ${JSON.stringify(stat)}`);
   const lines = await card.locator('.diff-line').allTextContents();
   if (!lines.includes('-green') || !lines.includes('+GREEN')) throw new Error(`the card's diff: ${JSON.stringify(lines)}`);
-  const summary = (await frame.locator('[data-testid="turn-changes"]').last().textContent()).trim();
-  if (summary !== 'Changed files: c.txt +1 \u22121') throw new Error(`the turn summary says ${JSON.stringify(summary)}`);
+  await turnSummary('Changed files: c.txt +1 \u22121');
   await screenshot('diff-card');
 
   // Open diff: VS Code's diff editor, the old text on the left, the buffer on the right.
@@ -290,8 +289,7 @@ async function revertNewFile() {
   await waitText(frame, 'Wrote made.txt.');
   const card = frame.locator('.tool.has-diff').last();
   await card.locator('.diff-new').waitFor({ timeout: 10_000 });
-  const summary = (await frame.locator('[data-testid="turn-changes"]').last().textContent()).trim();
-  if (summary !== 'Changed files: made.txt +1') throw new Error(`the turn summary says ${JSON.stringify(summary)}`);
+  await turnSummary('Changed files: made.txt +1');
   await waitFor('made.txt exists', async () => fs.existsSync(file), 10_000);
   await command('Notifications: Clear All Notifications');
   await card.locator('[data-testid="revert-edit"]').click();
@@ -305,6 +303,22 @@ async function revertNewFile() {
   await command('Notifications: Clear All Notifications');
 }
 
+/** Wait until the last turn's "Changed files" line reads `expected`: it comes with
+ * turn_finished, a moment after the answer's text (the end-of-turn checkpoint), so the
+ * line shown at first may still be an earlier turn's. */
+async function turnSummary(expected) {
+  const summaries = frame.locator('[data-testid="turn-changes"]');
+  let summary = '';
+  try {
+    await waitFor(`the turn summary ${JSON.stringify(expected)}`, async () => {
+      summary = ((await summaries.last().textContent({ timeout: 1_000 })) ?? '').trim();
+      return summary === expected;
+    }, 10_000);
+  } catch {
+    throw new Error(`the turn summary says ${JSON.stringify(summary)}`);
+  }
+}
+
 /** Wait for a notification toast whose text matches `re`. */
 async function toast(re) {
   await waitFor(`a notification ${re}`, async () => {
@@ -313,7 +327,9 @@ async function toast(re) {
   }, 15_000);
 }
 
-const files = { 'a.txt': 'alpha\nbeta\ngamma\n', 'b.txt': 'one\ntwo\nthree\n' };
+// c.txt from the start: Quick Open may answer from a file list cached before a file
+// the test writes later ("No matching results" for a c.txt made mid-run).
+const files = { 'a.txt': 'alpha\nbeta\ngamma\n', 'b.txt': 'one\ntwo\nthree\n', 'c.txt': 'red\ngreen\nblue\n' };
 const suiteStart = Date.now();
 let cs;
 let api;
