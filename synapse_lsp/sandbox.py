@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -126,6 +127,16 @@ def _reset_for_tests() -> None:
     probe_seconds.clear()
 
 
+def _own_install_under_tmp() -> list[str]:
+    """The venv and the package's folder, when they are under /tmp (a clone in /tmp)."""
+    found: list[str] = []
+    for place in (sys.prefix, str(Path(__file__).resolve().parents[1])):
+        real = os.path.realpath(place)
+        if (real == "/tmp" or real.startswith("/tmp/")) and real not in found:
+            found.append(real)
+    return found
+
+
 def bwrap_argv(
     sandbox: SandboxStatus,
     *,
@@ -168,6 +179,10 @@ def bwrap_argv(
     ]  # fmt: skip
     # A one-off process (a skill script) gets an empty /tmp of its own.
     argv += ["--bind", str(private_tmp), "/tmp"] if private_tmp else ["--tmpfs", "/tmp"]
+    # Synapse itself (the interpreter its wrappers run, its package) when it lives under
+    # /tmp, which the private /tmp hides: read-only at its own path.
+    for own in _own_install_under_tmp():
+        argv += ["--ro-bind", own, own]
     roots = [Path(root) for root in writable]
     if sandbox.mode == "workspace-write":
         for root in roots:

@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -347,3 +348,29 @@ async def test_a_bwrap_failure_at_start_is_a_clear_error(workdir: Path, settings
     with pytest.raises(ShellError, match="bwrap"):
         await session.start()
     await session.close()
+
+
+def test_synapse_installed_under_tmp_stays_visible_in_the_private_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clone (and its venv) under /tmp: the sandbox's private /tmp would hide the
+    interpreter the wrappers run; it is bound back read-only at its own path."""
+    from synapse_lsp import sandbox
+
+    venv = tmp_path / "clone" / ".venv"
+    venv.mkdir(parents=True)
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    status = sandbox.SandboxStatus(mode="workspace-write", sandboxed=True, network="off")
+    argv = sandbox.bwrap_argv(
+        status,
+        writable=[],
+        private_dir=None,
+        private_tmp=None,
+        synapse_home=tmp_path / "home",
+        info_fd=None,
+    )
+    real = os.path.realpath(venv)
+    assert real.startswith("/tmp/")  # pytest's tmp_path is under /tmp here
+    tmp_at = argv.index("/tmp")
+    bound = argv.index(real)
+    assert bound > tmp_at and argv[bound - 1] == "--ro-bind" and argv[bound + 1] == real
