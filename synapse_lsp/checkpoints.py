@@ -659,7 +659,13 @@ class Checkpoints:
 
     async def rewind(self, turn: int, decide: Decide | None = None) -> RewindReport:
         """Put back the files the turns since `turn` changed, as they were before it."""
-        await self.settle()
+        try:
+            await asyncio.wait_for(self.settle(), READY_WAIT)
+        except TimeoutError:
+            raise CheckpointError(
+                f"a snapshot of {self.root} is still being taken after {READY_WAIT:.0f} s; "
+                "nothing was rewound"
+            ) from None
         kept = self.kept()
         since = [c for c in kept if c.turn >= turn]
         if not since or since[0].turn != turn:
