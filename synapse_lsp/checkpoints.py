@@ -526,15 +526,16 @@ class Checkpoints:
         one that takes over `READY_WAIT` turns checkpoints off for the session."""
         pending = self._pending
         if pending is not None and not pending.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(pending), READY_WAIT)
-            except TimeoutError:
+            # asyncio.wait, not wait_for: Python 3.11's wait_for drops a cancel that comes
+            # as the snapshot ends, and the command would run in a cancelled turn.
+            done, _ = await asyncio.wait({pending}, timeout=READY_WAIT)
+            if not done:
                 self.disabled = (
                     f"the snapshot of {self.root} took over {READY_WAIT:.0f} s; checkpoints "
                     "are off for this session"
                 )
-            except Exception:
-                log.debug("snapshot failed", exc_info=True)
+            elif not pending.cancelled() and pending.exception() is not None:
+                log.debug("snapshot failed", exc_info=pending.exception())
 
     def end_turn(self) -> None:
         """Start the snapshot of what the turn left (in the background)."""

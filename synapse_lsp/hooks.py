@@ -544,7 +544,8 @@ async def _run_one(hook: Hook, data: bytes, env: dict[str, str], cwd: Path) -> _
     error: str | None = None
     try:
         try:
-            await asyncio.wait_for(proc.wait(), hook.timeout)
+            async with asyncio.timeout(hook.timeout):  # not wait_for: it can drop a cancel
+                await proc.wait()
         except TimeoutError:
             error = f"timed out after {hook.timeout:g} s"
         _kill_group(proc.pid)  # on timeout, and what it left behind holding the pipes

@@ -465,7 +465,10 @@ class AskingGate:
         )
         wait = self._settings().permission_timeout
         try:
-            answer = await asyncio.wait_for(self._ask(message, actions), wait)
+            # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel that comes as
+            # the answer does, and the command would run in a cancelled turn.
+            async with asyncio.timeout(wait):
+                answer = await self._ask(message, actions)
         except TimeoutError:
             return f"denied: nobody answered the permission question within {wait:g} s"
         except Exception as exc:  # the face could not ask: do not run

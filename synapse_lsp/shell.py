@@ -52,6 +52,7 @@ INTERRUPT_EXIT_CODE = 130
 # and how long after that before bash itself is presumed stuck and replaced.
 INTERRUPT_GRACE_S = 1.0
 KILL_GRACE_S = 2.0
+STOP_POLL_S = 0.01  # while a command stops: how often a newly started job is looked for
 START_TIMEOUT_S = 30.0  # generous: a loaded CI machine can take seconds to fork
 READ_SIZE = 1 << 16
 FIFO_READ_SIZE = 1 << 18
@@ -131,6 +132,10 @@ class _Run:
     )
     pending: bytearray = field(default_factory=bytearray)  # PTY bytes not yet classified
     pgrps: set[int] = field(default_factory=set)  # process groups we signalled
+    # The program each signalled group's leader ran then (its comm): a job still
+    # between fork and exec catches a signal in bash's handler, and its program never
+    # sees it, so a group whose leader has exec'd since is signalled again.
+    programs: dict[int, bytes | None] = field(default_factory=dict)
     # What the command started: processes below bash or the supervisor with a pid
     # above `last_pid` (else newer than this tick; `proctree.command_processes`).
     since: int = 0
@@ -330,6 +335,7 @@ class ShellSession:
         if run is None or run.done.done():
             return
         run.cancelled = True
+        self._interrupt_bash()
         self._signal_foreground(run, signal.SIGKILL)
         self._kill_command_tree(run)
 
@@ -506,15 +512,36 @@ class ShellSession:
         Survivors of the signalled groups (e.g. background grandchildren) are killed."""
         if not interrupted:
             self._signal_foreground(run, signal.SIGINT)
-        await asyncio.wait({run.done}, timeout=INTERRUPT_GRACE_S)
+        await self._await_stop(run, signal.SIGINT, INTERRUPT_GRACE_S)
         if not run.done.done():
+            self._interrupt_bash()
             self._kill_groups(run)
-            await asyncio.wait({run.done}, timeout=KILL_GRACE_S)
+            await self._await_stop(run, signal.SIGKILL, KILL_GRACE_S)
         if not run.done.done() and self._run is run:
             log.warning("bash did not come back after SIGKILL of the command; restarting it")
             self._terminate()
         self._kill_groups(run)
         self._kill_command_tree(run)
+
+    async def _await_stop(self, run: _Run, sig: signal.Signals, seconds: float) -> None:
+        """Wait for the prompt, giving `sig` to each job that takes the terminal meanwhile.
+        A signal sent as bash forks the next job of a list (`a; sleep 60; touch f`)
+        reaches bash, not the job, which would run on and, once killed, let the list
+        go on: a job that dies of SIGINT makes interactive bash drop the rest."""
+        deadline = time.monotonic() + seconds
+        while not run.done.done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await asyncio.wait({run.done}, timeout=min(STOP_POLL_S, left))
+            pgrp = self._foreground_pgrp()
+            if run.done.done() or pgrp is None or pgrp in (self.pid, self.supervisor_pid):
+                continue  # bash between jobs: the next job is caught when it starts
+            if pgrp in run.programs:
+                program = _program(pgrp)
+                if program is None or program == run.programs[pgrp]:
+                    continue  # signalled already, and it runs the same program
+            self._signal_group(run, pgrp, sig)
 
     def _mark_start(self, run: _Run) -> None:
         """Remember where the command starts, to kill only what it started: the start
@@ -573,7 +600,19 @@ class ShellSession:
                 with contextlib.suppress(OSError):
                     os.kill(pid, sig)
             return
+        self._signal_group(run, pgrp, sig)
+
+    def _interrupt_bash(self) -> None:
+        """SIGINT bash itself before its job is killed: a job killed by another signal
+        than SIGINT lets bash run the rest of the list (`ignores-int; touch f`), unless
+        bash was interrupted while it waited."""
+        if self.pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGINT)
+
+    def _signal_group(self, run: _Run, pgrp: int, sig: signal.Signals) -> None:
         run.pgrps.add(pgrp)
+        run.programs[pgrp] = _program(pgrp)  # read before: a later exec is seen then
         with contextlib.suppress(OSError):
             os.killpg(pgrp, sig)
 
@@ -1462,6 +1501,11 @@ async def _read_child_pid(fd: int, timeout: float) -> int | None:
 def _set_once(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+def _program(pid: int) -> bytes | None:
+    """The program a process runs (its comm), or None once it is gone."""
+    return _read_proc(f"/proc/{pid}/comm")
 
 
 def _read_proc(path: str) -> bytes | None:

@@ -251,17 +251,61 @@ async def test_interrupt_is_ctrl_c_and_does_not_hang(shell: ShellSession) -> Non
     assert (await shell.run("echo ok")).stdout == "ok\n"
 
 
+async def test_interrupt_as_the_next_job_starts_stops_the_whole_list(
+    shell: ShellSession, workdir: Path
+) -> None:
+    """Stop pressed the moment `echo` has run: bash may be forking `sleep`, whose Ctrl-C
+    a not-yet-exec'd child swallows; the job is signalled again once it runs `sleep`,
+    so it dies of SIGINT and bash drops the rest of the list (nothing runs after)."""
+    for attempt in range(25):
+        started = asyncio.Event()
+
+        def sink(stream: str, text: str, started: asyncio.Event = started) -> None:
+            if "started" in text:
+                started.set()
+
+        task = asyncio.create_task(
+            shell.run("echo started; sleep 60; echo after > after.txt", timeout=30, on_output=sink)
+        )
+        await started.wait()
+        await asyncio.sleep((attempt % 5) / 2000)
+        shell.interrupt()
+        result = await task
+        assert result.cancelled and not result.timed_out, attempt
+        assert "Killed" not in result.stderr, f"attempt {attempt}: sleep ran on to SIGKILL"
+        assert not (workdir / "after.txt").exists(), f"attempt {attempt}: the list went on"
+
+
 async def test_sigint_ignoring_command_is_killed_after_interrupt(
     shell: ShellSession, workdir: Path
 ) -> None:
     task = asyncio.create_task(
-        shell.run("bash -c \"trap '' INT; echo \\$\\$ > deaf.pid; sleep 60\"", timeout=30)
+        shell.run(
+            "bash -c \"trap '' INT; echo \\$\\$ > deaf.pid; sleep 60\"; echo after > after.txt",
+            timeout=30,
+        )
     )
     deaf = int(await _wait_for_file(workdir / "deaf.pid"))
     shell.interrupt()
     result = await task
     assert not result.timed_out and result.cancelled
     assert await _wait_gone(deaf)
+    await asyncio.sleep(0.1)
+    assert not (workdir / "after.txt").exists(), "the rest of the list ran after the kill"
+    assert (await shell.run("echo ok")).stdout == "ok\n"
+
+
+async def test_kill_stops_the_whole_list(shell: ShellSession, workdir: Path) -> None:
+    task = asyncio.create_task(
+        shell.run("echo $$ > job.pid; sleep 60; echo after > after.txt", timeout=30)
+    )
+    await _wait_for_file(workdir / "job.pid")
+    await asyncio.sleep(0.2)
+    shell.kill()
+    result = await task
+    assert result.cancelled and not result.timed_out
+    await asyncio.sleep(0.1)
+    assert not (workdir / "after.txt").exists(), "the rest of the list ran after the kill"
     assert (await shell.run("echo ok")).stdout == "ok\n"
 
 

@@ -70,9 +70,8 @@ class ClientFiles:
         if not self.can_read or self._client is None:
             return None
         try:
-            response = await asyncio.wait_for(
-                self._client.read_text_file(self.session_id, str(path)), self._timeout
-            )
+            async with asyncio.timeout(self._timeout):  # not wait_for: it can drop a cancel
+                response = await self._client.read_text_file(self.session_id, str(path))
         except TimeoutError:
             raise FileError(f"{path}: the editor did not answer fs/read_text_file") from None
         except Exception as exc:  # a RequestError (no such file...) or a broken connection
@@ -95,9 +94,8 @@ class ClientFiles:
     async def _client_write(self, path: Path, text: str) -> None:
         assert self._client is not None
         try:
-            await asyncio.wait_for(
-                self._client.write_text_file(self.session_id, str(path), text), self._timeout
-            )
+            async with asyncio.timeout(self._timeout):
+                await self._client.write_text_file(self.session_id, str(path), text)
         except TimeoutError:
             raise FileError(
                 f"{path}: the editor did not answer fs/write_text_file; nothing changed"

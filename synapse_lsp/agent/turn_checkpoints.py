@@ -104,7 +104,8 @@ class TurnCheckpoints:
             return
         self._keeper.end_turn()
         try:
-            await asyncio.wait_for(self._keeper.settle(), FINISH_WAIT)
+            async with asyncio.timeout(FINISH_WAIT):
+                await self._keeper.settle()
         except TimeoutError:
             log.warning("the checkpoint after the turn takes long; it goes on in the background")
 
@@ -118,8 +119,9 @@ class TurnCheckpoints:
 
     async def settle(self) -> None:
         if self._keeper is not None:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._keeper.settle(), CLOSE_WAIT)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CLOSE_WAIT):
+                    await self._keeper.settle()
 
     def listing(self) -> str:
         """`/checkpoints`: the kept turns and what each changed."""

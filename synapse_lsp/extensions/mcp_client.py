@@ -370,7 +370,8 @@ class McpServer:
             await self._ready.wait()
         else:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._ready.wait(), timeout)
+                async with asyncio.timeout(timeout):  # not wait_for: it can drop a cancel
+                    await self._ready.wait()
         return self.state == "ready"
 
     async def call(
@@ -708,7 +709,8 @@ class McpManager:
         waits = [s.wait_ready() for s in self.servers.values() if s.state != "disabled"]
         if waits:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*waits), timeout)
+                async with asyncio.timeout(timeout):
+                    await asyncio.gather(*waits)
 
     def tools(self) -> list[ToolSpec]:
         return [t for s in self.servers.values() if s.state == "ready" for t in s.tools]

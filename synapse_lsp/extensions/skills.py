@@ -449,12 +449,13 @@ async def _supervise(
         pump(proc.stdout, out, "stdout"), pump(proc.stderr, err, "stderr"), feed()
     )
     exited = asyncio.ensure_future(_exited(proc))
-    timed_out = False
     try:
-        await asyncio.wait_for(asyncio.shield(exited), timeout)
-    except TimeoutError:
-        timed_out = True
-        await _kill_group(proc)
+        # asyncio.wait, not wait_for: 3.11's wait_for drops a cancel that comes as the
+        # script exits, and the cancelled turn would go on.
+        finished, _ = await asyncio.wait({exited}, timeout=timeout)
+        timed_out = not finished
+        if timed_out:
+            await _kill_group(proc)
     except asyncio.CancelledError:
         exited.cancel()
         await _kill_group(proc)

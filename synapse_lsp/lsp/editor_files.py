@@ -163,7 +163,8 @@ class EditorFiles:
             if remaining <= 0:
                 return
             try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._changed.wait()
             except TimeoutError:
                 return
 
@@ -309,9 +310,10 @@ class EditorFiles:
 
         params = types.ApplyWorkspaceEditParams(edit=edit, label=label)
         try:
-            result = await asyncio.wait_for(
-                self._server.workspace_apply_edit_async(params), self._apply_timeout
-            )
+            # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel that comes
+            # as the editor answers, and the cancelled turn would go on.
+            async with asyncio.timeout(self._apply_timeout):
+                result = await self._server.workspace_apply_edit_async(params)
         except TimeoutError:
             raise FileError(
                 f"{path}: the editor did not answer the edit within {self._apply_timeout:g} s; "

@@ -28,8 +28,9 @@ def _token() -> str:
     return f"{300 + secrets.randbelow(600)}.{secrets.randbelow(10**6):06d}"
 
 
-def _sleeps(token: str) -> list[int]:
-    """Live (non-zombie) `sleep TOKEN` processes anywhere on the machine."""
+def _sleeps(token: str, *, bare: bool = False) -> list[int]:
+    """Live (non-zombie) `sleep TOKEN` processes anywhere on the machine (`bare`: only
+    `sleep` itself, not a `setsid sleep TOKEN` that has yet to fork its sleep)."""
     needle = f"sleep\0{token}\0".encode()
     found = []
     table = proctree.scan()
@@ -40,7 +41,7 @@ def _sleeps(token: str) -> list[int]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if cmdline.endswith(needle) or cmdline == needle:
+        if cmdline == needle or (not bare and cmdline.endswith(needle)):
             found.append(pid)
     return found
 
@@ -116,7 +117,9 @@ async def test_cancel_kills_the_tree_and_spares_jobs_of_earlier_commands(
             f"sleep {kept} & setsid sleep {kept} & (sleep {kept} &); echo started"
         )
         assert done.exit_code == 0 and done.stdout == "started\n"
-        assert await _until(lambda: len(_sleeps(kept)) == 3)
+        # All three forked (`setsid` forks its sleep a moment later, maybe after the
+        # command ended: a process born after the next command starts would be that one's).
+        assert await _until(lambda: len(_sleeps(kept, bare=True)) == 3)
         # Straight after (same clock tick: the snapshot decides), then later (start tick).
         timed = await shell.run(
             f"sleep {doomed} & setsid sleep {doomed} & sleep {doomed}", timeout=0.5

@@ -141,11 +141,17 @@ async function openFile(name) {
   const input = page.locator('.quick-input-widget input');
   await input.waitFor({ state: 'visible', timeout: 10_000 });
   await input.fill(name);
-  await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').first().waitFor({ timeout: 10_000 });
-  await sleep(150);
+  // The list first shows the previous query's rows (recently opened files) and filters a
+  // moment later: Enter only once the first row is this file, and then this file's tab must
+  // be the active one (a tab already open for it is not enough: Enter may have opened another).
+  const first = page.locator('.quick-input-widget .quick-input-list .monaco-list-row').first();
+  await waitFor(`Quick Open lists ${name} first`, async () => ((await first.getAttribute('aria-label', { timeout: 1_000 })) ?? '').startsWith(name), 10_000);
   await input.press('Enter');
-  await page.locator(`.tabs-container .tab[aria-label^="${name}"]`).first().waitFor({ timeout: 10_000 });
+  await page.locator(`.tabs-container .tab.active[aria-label^="${name}"]`).first().waitFor({ timeout: 10_000 });
 }
+
+/** The text area of the active editor (not another group's, nor a hidden diff editor's). */
+const activeLines = () => page.locator('.editor-group-container.active .editor-instance .monaco-editor .view-lines').first();
 
 const tab = (name) => page.locator(`.tabs-container .tab[aria-label^="${name}"]`).first();
 async function isDirty(name) {
@@ -223,7 +229,7 @@ async function editDiffOpenAndRevert() {
   await screenshot('reverted');
 
   // Undo brings the edit back; the user types inside it; a second revert is refused.
-  await page.locator('.editor-instance .monaco-editor .view-lines').first().click();
+  await activeLines().click();
   await page.keyboard.press('Control+Z');
   await waitFor('undo brings GREEN back', async () => (await editorText()).includes('GREEN'));
   await page.keyboard.press('Control+Home');
@@ -258,10 +264,21 @@ async function editorFeedbackJsonDiagnostics() {
     30_000,
   );
   await openFile('broken.json');
-  await page.locator('.editor-instance .monaco-editor .view-lines').first().click();
-  await page.keyboard.press('Control+End');
-  await page.keyboard.type(' ');
-  await waitFor('the server sees the user change broken.json', async () => /editor feedback: the user changed \S*broken\.json/.test(extensionLog(profile)), 15_000);
+  // The user types at the end of the file; once more if the server has not seen it (a
+  // keystroke that landed before the editor had focus is lost, as it would be for a user).
+  const seen = () => /editor feedback: the user changed \S*broken\.json/.test(extensionLog(profile));
+  for (let attempt = 1; ; attempt++) {
+    await activeLines().click();
+    await page.keyboard.press('Control+End');
+    await page.keyboard.type(' ');
+    try {
+      await waitFor('the server sees the user change broken.json', async () => seen(), 5_000);
+      break;
+    } catch (e) {
+      if (attempt === 3) throw e;
+      log(`  typed into broken.json, not seen yet (attempt ${attempt}); again`);
+    }
+  }
   await screenshot('feedback-problem');
   await api.script('I will fix the comma.');
   await sendPrompt(frame, 'Is it valid JSON now?');
@@ -387,7 +404,7 @@ try {
     await waitFor('the buffer shows BETA', async () => (await editorText()).includes('BETA'));
     if (fs.readFileSync(path.join(profile.ws, 'a.txt'), 'utf8') !== files['a.txt']) throw new Error('a.txt changed on disk');
     await screenshot('edit-dirty');
-    await page.locator('.editor-instance .monaco-editor .view-lines').first().click();
+    await activeLines().click();
     await page.keyboard.press('Control+Z');
     await waitFor('undo restores beta', async () => {
       const t = await editorText();
