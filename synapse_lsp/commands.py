@@ -94,6 +94,9 @@ class CommandContext:
     # The session shell's workspace roots: what a program the session starts (a skill
     # script) may write inside its sandbox. Empty: `cwd`.
     roots: tuple[Path, ...] = ()
+    # What of `$SYNAPSE_HOME/run/` such a program may see: its registry's own wrappers
+    # and socket (the rest of run/, other sessions' sockets, is hidden in its sandbox).
+    extension_dirs: tuple[Path, ...] = ()
 
     def resolve(self, path: str) -> Path:
         p = Path(path).expanduser()

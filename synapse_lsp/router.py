@@ -628,6 +628,9 @@ class BashRouter:
             emit=emit,
             piped=piped,
             roots=self.shell.roots,
+            extension_dirs=wrappers.visible
+            if (wrappers := getattr(self.shell, "wrappers", None)) is not None
+            else (),
         )
         args = argv if target.name == "task" or is_extension else argv[1:]
         return await target.run(args, ctx)

@@ -228,9 +228,12 @@ def bwrap_argv(
     return [*argv, "--"]
 
 
-def command_prefix(settings: Settings, writable: Sequence[Path]) -> list[str]:
+def command_prefix(
+    settings: Settings, writable: Sequence[Path], *, extension_dirs: Sequence[Path] = ()
+) -> list[str]:
     """The bwrap prefix confining a one-off process (a skill script) the way the
-    session's shell is confined, or [] when the shell would not be sandboxed."""
+    session's shell is confined, or [] when the shell would not be sandboxed: of
+    `$SYNAPSE_HOME/run/` it sees only `extension_dirs` (its registry's own)."""
     confined = status(settings)
     if not confined.sandboxed:
         return []
@@ -241,4 +244,5 @@ def command_prefix(settings: Settings, writable: Sequence[Path]) -> list[str]:
         private_tmp=None,
         synapse_home=settings.synapse_home,
         info_fd=None,
+        extension_dirs=tuple(extension_dirs),
     )

@@ -401,3 +401,54 @@ async def test_no_turn_starts_while_a_rewind_asks(
 
     await session.rewind(1, decide=decide)
     assert refused == ["f.txt"] and not session.busy
+
+
+async def test_odd_names_are_kept_and_an_older_store_is_reconfigured(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """Names that look like status records (`A  x`, ` M y`, `?? z`, a leading space,
+    a newline) are staged like any other; a store set up by an earlier version (the
+    untracked cache on, no split index) is set up anew at its next snapshot."""
+    names = ["A  x", " M y", "?? z", "sub/!! w", "new\nline", "plain.txt"]
+    for name in names:
+        (workdir / name).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / name).write_text(f"{name}\n")
+    keeper = Checkpoints(workdir, tmp_path / "home", "s1", tmp_path / "records")
+    keeper.begin_turn(1, 0, "p")
+    await keeper.settle()
+
+    def listed(tree: str) -> set[str]:
+        out = subprocess.run(
+            ["git", f"--git-dir={keeper.git_dir}", "ls-tree", "-r", "-z", "--name-only", tree],
+            capture_output=True,
+            check=True,
+        ).stdout
+        return set(out.decode().split("\0")) - {""}
+
+    def config(key: str) -> str:
+        return subprocess.run(
+            ["git", f"--git-dir={keeper.git_dir}", "config", key], capture_output=True, text=True
+        ).stdout.strip()
+
+    (first,) = [c.before for c in keeper.kept()]
+    assert listed(first) == set(names)
+    assert (config("core.splitIndex"), config("core.untrackedCache")) == ("true", "false")
+    # An older store: the mark gone, the old settings back; one file changed, one gone.
+    (keeper.git_dir / "synapse-config-2").unlink()
+    subprocess.run(["git", f"--git-dir={keeper.git_dir}", "config", "core.untrackedCache", "true"])
+    subprocess.run(["git", f"--git-dir={keeper.git_dir}", "config", "--unset", "core.splitIndex"])
+    (workdir / " M y").write_text("changed\n")
+    (workdir / "?? z").unlink()
+    again = Checkpoints(workdir, tmp_path / "home", "s1", tmp_path / "records")
+    again.begin_turn(2, 0, "q")
+    await again.settle()
+    second = next(c.before for c in again.kept() if c.turn == 2)
+    assert listed(second) == set(names) - {"?? z"}
+    shown = subprocess.run(
+        ["git", f"--git-dir={keeper.git_dir}", "show", f"{second}: M y"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert shown == "changed\n"
+    assert (config("core.splitIndex"), config("core.untrackedCache")) == ("true", "false")

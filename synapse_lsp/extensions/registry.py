@@ -418,7 +418,14 @@ class ExtensionRegistry:
         if self.workspace_root is None and settings.sandbox == "workspace-write":
             settings = replace(settings, sandbox="read-only")
         roots = (self.workspace_root,) if self.workspace_root is not None else (cwd,)
-        ctx = CommandContext(cwd=cwd, settings=settings, files=DiskFiles(), env=env, roots=roots)
+        ctx = CommandContext(
+            cwd=cwd,
+            settings=settings,
+            files=DiskFiles(),
+            env=env,
+            roots=roots,
+            extension_dirs=self.run_dir.visible if self.run_dir is not None else (),
+        )
         out = await command.run(argv, ctx)
         stdout, stderr = out.stdout, out.stderr
         # A wrapper is a program in a pipeline (`mcp:fs:read x | jq`): it prints the whole

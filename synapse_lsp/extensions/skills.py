@@ -344,7 +344,9 @@ async def run_script(
     # Shielded: a cancel while asyncio connects the pipes would otherwise wait for the
     # child to exit on its own; instead we let the spawn finish and kill the group.
     # Confined like the session's shell (the sandbox mode applies to skills too).
-    confine = sandbox.command_prefix(ctx.settings, ctx.roots or (ctx.cwd,))
+    confine = sandbox.command_prefix(
+        ctx.settings, ctx.roots or (ctx.cwd,), extension_dirs=ctx.extension_dirs
+    )
     spawn = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
             *confine,

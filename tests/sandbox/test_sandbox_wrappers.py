@@ -98,3 +98,34 @@ async def test_read_only_refuses_through_the_sessions_own_socket(tmp_path: Path)
     finally:
         await read_only.close()
         await writer.close()
+
+
+async def test_a_sandboxed_skill_script_sees_only_its_own_registry(
+    tmp_path: Path, short_home: Path
+) -> None:
+    """A skill script runs in a one-off sandbox like the shell's: of `$SYNAPSE_HOME/run/`
+    it sees its own registry's folder (its `$(mcp:…)` calls work), no other one."""
+    skill = short_home / "skills" / "probe"
+    (skill / "scripts").mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: probe\ndescription: Probe run/\n---\n# probe\n")
+    script = skill / "scripts" / "look.sh"
+    script.write_text(
+        "# List run/ and connect to a socket.\n"
+        'ls -A "$SYNAPSE_HOME/run"\n'
+        + CONNECT.format('"$1"')
+        + ' && echo "reached $1" || echo "not reached $1"\n'
+    )
+    first = await started(project(tmp_path, "a"), sandboxed(short_home))
+    second = await started(project(tmp_path, "b"), sandboxed(short_home))
+    try:
+        assert first.run_dir is not None and second.run_dir is not None
+        mine = await first.run(f"skill:probe:look {first.run_dir.socket}")
+        assert mine.exit_code == 0, mine.text
+        assert mine.stdout.split("\n")[0] == first.run_dir.path.name
+        assert f"reached {first.run_dir.socket}" in mine.stdout
+        other = await first.run(f"skill:probe:look {second.run_dir.socket}")
+        assert second.run_dir.path.name not in other.stdout.split("\n")[0]
+        assert f"not reached {second.run_dir.socket}" in other.stdout
+    finally:
+        await first.close()
+        await second.close()
