@@ -71,6 +71,16 @@ def git(root: Path, *args: str) -> str:
     ).stdout
 
 
+def stored(keeper: Checkpoints, tree: str, name: str) -> str:
+    """A file's text as a snapshot's tree keeps it."""
+    return subprocess.run(
+        ["git", f"--git-dir={keeper.git_dir}", "show", f"{tree}:{name}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
 def tree_digest(folder: Path) -> str:
     """Every byte of a folder (names, modes, contents), to prove it was not touched."""
     h = hashlib.sha256()
@@ -262,13 +272,7 @@ async def test_snapshots_are_incremental_and_include_unsaved_editor_text(
     keeper.begin_turn(1, 0, "p")
     await keeper.settle()
     (commit,) = [c.before for c in keeper.kept()]
-    shown = subprocess.run(
-        ["git", f"--git-dir={keeper.git_dir}", "show", f"{commit}:open.py"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert shown == "unsaved\n"
+    assert stored(keeper, commit, "open.py") == "unsaved\n"
 
 
 async def test_a_rewind_never_writes_through_a_link_the_turn_made(
@@ -444,11 +448,5 @@ async def test_odd_names_are_kept_and_an_older_store_is_reconfigured(
     await again.settle()
     second = next(c.before for c in again.kept() if c.turn == 2)
     assert listed(second) == set(names) - {"?? z"}
-    shown = subprocess.run(
-        ["git", f"--git-dir={keeper.git_dir}", "show", f"{second}: M y"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert shown == "changed\n"
+    assert stored(keeper, second, " M y") == "changed\n"
     assert (config("core.splitIndex"), config("core.untrackedCache")) == ("true", "false")
