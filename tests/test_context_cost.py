@@ -211,6 +211,16 @@ async def test_large_old_outputs_are_offloaded_only_at_a_compaction_and_read_bac
         result = next(e for e in events if isinstance(e, ToolCallFinished))
         assert result.status == "completed", result.text
         assert "row 149 of the long listing" in result.text and asked == []
+        # A fork has its own copies, and its history names them: deleting the original
+        # loses nothing of the fork.
+        fork = store.fork(session.id)
+        copied = store.folder(fork.id) / "offload" / files[0].name
+        assert copied.read_text() == files[0].read_text()
+        await session.close()
+        store.delete(session.id)
+        history = json.dumps(store.load(fork.id).messages)
+        assert str(copied) in history and str(files[0]) not in history
+        assert copied.is_file()
     finally:
         await session.close()
         await client.close()

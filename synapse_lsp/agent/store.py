@@ -169,6 +169,23 @@ def _iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _json_text(text: str) -> bytes:
+    """`text` as it appears inside a JSON string of a log line (`_line`)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1].encode()
+
+
+def _copy_regular_files(source: Path, target: Path) -> None:
+    """The regular files directly in `source` (no link followed), into `target`."""
+    try:
+        entries = list(os.scandir(source))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    target.mkdir(mode=0o700)
+    for entry in entries:
+        if entry.is_file(follow_symlinks=False) and not entry.name.startswith(_TEMP_PREFIX):
+            shutil.copyfile(entry.path, target / entry.name, follow_symlinks=False)
+
+
 def _line(record: dict[str, Any]) -> bytes:
     return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
@@ -391,12 +408,18 @@ class SessionStore:
             "forked_from": session_id,
         }
         lines = [_line({"kind": "meta", **meta})]
+        # Outputs offloaded at a compaction are copied, and the history's references to
+        # them name the copies: the fork keeps them whatever becomes of the original.
+        old_ref, new_ref = (
+            _json_text(f"{folder / OFFLOAD}{os.sep}") for folder in (source, target)
+        )
         with contextlib.suppress(FileNotFoundError), (source / LOG).open("rb") as fh:
             for raw in fh:
                 record = _record(raw)
                 if raw.endswith(b"\n") and record is not None and record["kind"] != "meta":
-                    lines.append(raw)
-        if not self._publish(target, {"format": FORMAT, **meta}, b"".join(lines)):
+                    lines.append(raw.replace(old_ref, new_ref))
+        header = {"format": FORMAT, **meta}
+        if not self._publish(target, header, b"".join(lines), copy=source / OFFLOAD):
             raise SynapseError(f"a session {target_id!r} already exists")
         return self.info(target_id)
 
@@ -597,12 +620,17 @@ class SessionStore:
         header: dict[str, Any],
         log_data: bytes,
         times: tuple[float, float] | None = None,
+        *,
+        copy: Path | None = None,
     ) -> bool:
         """Build the session in a temp folder, then rename it to `folder`; False when
-        `folder` already exists (another process was first)."""
+        `folder` already exists (another process was first). `copy`: a folder of
+        another session (its offload/) whose regular files the new one gets too."""
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}{folder.name}-", dir=self.root))
         try:
+            if copy is not None:
+                _copy_regular_files(copy, tmp / copy.name)
             _write_file(tmp / LOG, log_data)
             _write_file(tmp / HEADER, json.dumps(header, ensure_ascii=False, indent=1).encode())
             if times is not None:
