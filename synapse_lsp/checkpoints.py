@@ -42,10 +42,11 @@ import json
 import logging
 import os
 import re
+import shutil
 import stat
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,22 @@ class RewindReport:
 
 # Decides a conflict: the path, what it holds now vs what the turn left; True = overwrite.
 Decide = Callable[[str], Awaitable[bool]]
+
+
+_BACKGROUND: set[asyncio.Task[None]] = set()  # gc runs (the loop keeps only weak refs)
+
+
+def _in_background(work: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.get_running_loop().create_task(work)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
+
+
+async def forget_session(synapse_home: Path, root: Path, session_id: str) -> None:
+    """A deleted session's snapshots of `root` go too (`Checkpoints.forget`)."""
+    records = store_dir(synapse_home, root) / "records" / session_id
+    with contextlib.suppress(CheckpointError, OSError):
+        await Checkpoints(root, synapse_home, session_id, records).forget()
 
 
 def store_dir(synapse_home: Path, root: Path) -> Path:
@@ -626,13 +643,40 @@ class Checkpoints:
             with contextlib.suppress(OSError):
                 (self.records / f"{old.turn}.json").unlink()
 
+    async def forget(self) -> None:
+        """The session is deleted: drop its snapshots (refs, index, records kept in the
+        store), then collect what only they kept (old file versions, small ignored
+        files such as `.env`), in the background. Objects written in the last hour stay
+        for a later gc: another session may be between writing and naming them."""
+        if "/" in self.session_id or self.session_id in ("", ".", ".."):
+            return
+        await self.settle()
+        with contextlib.suppress(OSError):
+            self.index.unlink()
+        shutil.rmtree(self.git_dir / "records" / self.session_id, ignore_errors=True)
+        if not (self.git_dir / "HEAD").exists():
+            return
+        prefix = f"refs/synapse/{self.session_id}/"
+        _, out, _ = await self._git("for-each-ref", "--format=%(refname)", prefix, check=False)
+        refs = [ref for ref in out.decode("utf-8", "surrogateescape").split() if ref]
+        if not refs:
+            return
+        deletes = "".join(f"delete {ref}\n" for ref in refs).encode("utf-8", "surrogateescape")
+        await self._git("update-ref", "--stdin", stdin=deletes, check=False)
+
+        async def gc() -> None:
+            with contextlib.suppress(Exception):
+                await self._git("gc", "--quiet", "--prune=1.hour.ago", check=False)
+
+        _in_background(gc())
+
     def _background_gc(self) -> None:
         async def gc() -> None:
             with contextlib.suppress(Exception):
                 # The store's own gc.auto is 0 (never inside a snapshot); here it counts.
                 await self._git("-c", "gc.auto=6700", "gc", "--auto", "--quiet", check=False)
 
-        asyncio.get_running_loop().create_task(gc())
+        _in_background(gc())
 
     # ----------------------------------------------------------------- rewind
 

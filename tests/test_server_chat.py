@@ -22,6 +22,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.checkpoints import store_dir
 from tests.lsp_client import Editor, add_folder, editor, remove_folder, reset
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -383,8 +384,13 @@ async def test_sessions_list_load_replay_and_delete(
             "turn_finished",
         ]
         assert updates[0]["content"]["text"] == "What is here?"
+        # Its checkpoints (snapshots of the folder: old file versions) go with it.
+        store = store_dir(shared.home, proj)
+        assert (store / "refs" / "synapse" / sid).is_dir() and (store / f"index-{sid}").exists()
         assert await ed.command("synapse.session.delete", {"sessionId": sid}) == {"deleted": True}
         assert (await ed.command("synapse.session.list", mine))["sessions"] == []
+        assert not (store / "refs" / "synapse" / sid).exists()
+        assert not (store / f"index-{sid}").exists()
         with pytest.raises(JsonRpcException) as gone:
             await ed.command("synapse.session.load", {"sessionId": sid})
         assert gone.value.code == -32602

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pygls.exceptions import JsonRpcInvalidParams
 
 from synapse_lsp.config import Settings
+from synapse_lsp.errors import SynapseError
 from synapse_lsp.files import path_to_uri
 from synapse_lsp.lsp.names import invalid, request_failed
 from synapse_lsp.lsp.workspace import LiveSession, WorkspaceContext
@@ -214,12 +215,19 @@ class ChatSessions:
             live.workspace.sessions.pop(session_id, None)
             await live.close()
         from synapse_lsp.agent.store import SessionNotFoundError
+        from synapse_lsp.checkpoints import forget_session
 
+        folder = live.workspace.root if live is not None else None
+        with contextlib.suppress(SynapseError, OSError):
+            stored = self.store.info(session_id).workspace
+            folder = Path(stored) if stored else folder
         try:
             self.store.delete(session_id)
         except (SessionNotFoundError, FileNotFoundError):
             if live is None:
                 raise invalid(f"{command}: unknown sessionId {session_id!r}") from None
+        if folder is not None:  # its snapshots (old file versions) are deleted too
+            await forget_session(self._settings().synapse_home, folder, session_id)
 
     async def prompt(
         self,
