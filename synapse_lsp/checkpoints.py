@@ -67,6 +67,8 @@ GC_EVERY = 25  # snapshots between background `git gc --auto`
 # A `status --porcelain -z` record (each follows a NUL) that names a file to stage
 # (new, or changed since the last snapshot: Y is M, D or T) or an ignored one.
 _STATUS_RECORD = re.compile(rb"\0(\?\?|!!|[^\0][MDT]) ([^\0]+)")
+FORGET_GC_WAIT = 120.0  # how long deleting a session waits for the store's gc
+ALL_REACHABLE_MARK = "synapse-all-reachable"  # a store made since ignored blobs have refs
 STORE_CONFIG_MARK = "synapse-config-2"  # a store configured as `_ensure_store` does now
 READY_WAIT = 120.0  # a command waits this long for the snapshot before its turn
 # What the shadow store must never apply to a file's bytes: line-ending conversion,
@@ -265,11 +267,12 @@ class Checkpoints:
         self._snapshots = 0
         self.max_file_bytes = MAX_FILE_BYTES
         self.last_skipped: list[str] = []  # too large, at the last snapshot
+        self._forgotten = False  # the session is deleted: nothing more is kept
 
     # ------------------------------------------------------------------ git
 
     async def _git(
-        self, *args: str, stdin: bytes | None = None, check: bool = True
+        self, *args: str, stdin: bytes | None = None, check: bool = True, cwd: Path | None = None
     ) -> tuple[int, bytes, bytes]:
         env = _git_env(self.git_dir, self.root, self.index, self.env)
         if args[0] == "init":
@@ -281,7 +284,7 @@ class Checkpoints:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=env,
-            cwd=self.root,
+            cwd=cwd or self.root,
         )
         try:
             out, err = await proc.communicate(stdin)
@@ -303,6 +306,9 @@ class Checkpoints:
         self.git_dir.parent.mkdir(parents=True, exist_ok=True)
         if not (self.git_dir / "HEAD").exists():
             await self._git("init", "--quiet", "--bare", str(self.git_dir))
+            # Every object this store keeps is reachable from a ref (`_keep_ignored`):
+            # a gc that prunes soon cannot drop another session's kept files.
+            (self.git_dir / ALL_REACHABLE_MARK).touch()
         for key, value in (
             ("core.autocrlf", "false"),
             ("core.safecrlf", "false"),
@@ -336,10 +342,22 @@ class Checkpoints:
         # threads) says what changed since the last snapshot, what is new, what is
         # ignored. The shadow store has no HEAD, so every kept file also shows as
         # "added" (X); Y is the work tree against the last snapshot.
-        _, out, _ = await self._git(
+        status = (
             "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=matching",
             "--no-renames",
         )  # fmt: skip
+        try:
+            _, out, _ = await self._git(*status)
+        except CheckpointError as exc:
+            if not self.index.exists():
+                raise
+            # The session's index is unreadable (its split index's shared part expired
+            # while the session slept, a crash mid-write): start it anew, a full snapshot.
+            log.warning(
+                "checkpoint index of session %s unreadable (%s); rebuilt", self.session_id, exc
+            )
+            self.index.unlink()
+            _, out, _ = await self._git(*status)
         candidates: list[str] = []
         ignored_listing: list[str] = []
         # Only the records that matter (of 10,000 "A " ones): a regex, 10x a Python loop.
@@ -464,12 +482,27 @@ class Checkpoints:
     def _store_blob(self, data: bytes) -> str:
         """Write `data` as a loose git blob of the store (what `git hash-object -w` does,
         without handing git a path); its id."""
-        raw = b"blob %d\0" % len(data) + data
+        return self._store_object(b"blob", data)
+
+    def _store_object(self, kind: bytes, data: bytes) -> str:
+        raw = b"%s %d\0" % (kind, len(data)) + data
         sha = hashlib.sha1(raw, usedforsecurity=False).hexdigest()
         target = self.git_dir / "objects" / sha[:2] / sha[2:]
         if not target.exists():
             _write_bytes(target, zlib.compress(raw))
         return sha
+
+    async def _keep_ignored(
+        self, turn: int, phase: str, ignored: dict[str, dict[str, Any]]
+    ) -> None:
+        """Make the ignored files kept whole reachable, as gc sees it: a tree of their
+        blobs named by a ref beside the snapshot's (no tree or ref named them; any gc
+        could drop them, and a rewind could not restore `.env`)."""
+        blobs = sorted({str(e["blob"]) for e in ignored.values() if e.get("blob")})
+        if not blobs:
+            return
+        tree = b"".join(b"100644 %s\0" % sha.encode() + bytes.fromhex(sha) for sha in blobs)
+        await self._update_ref(turn, f"{phase}-ignored", self._store_object(b"tree", tree))
 
     def _under_home(self, rel: str) -> bool:
         """True for a path inside $SYNAPSE_HOME (when the folder holds it)."""
@@ -501,6 +534,8 @@ class Checkpoints:
     async def _update_ref(self, turn: int, phase: str, tree: str) -> None:
         """Keep the snapshot from gc: a loose ref naming its tree, written directly (the
         file git itself would write; no process to start on every turn)."""
+        if self._forgotten:
+            return
         ref = self.git_dir / "refs" / "synapse" / self.session_id / f"{turn}-{phase}"
         ref.parent.mkdir(parents=True, exist_ok=True)
         _write_bytes(ref, tree.encode() + b"\n")
@@ -531,6 +566,7 @@ class Checkpoints:
             try:
                 commit, skipped, ignored = await self._snapshot(f"before turn {turn}")
                 await self._update_ref(turn, "before", commit)
+                await self._keep_ignored(turn, "before", ignored)
             except (CheckpointError, OSError) as exc:
                 self.disabled = str(exc)
                 log.warning("checkpoints off: %s", exc)
@@ -580,6 +616,7 @@ class Checkpoints:
             try:
                 commit, skipped, ignored = await self._snapshot(f"after turn {current.turn}")
                 await self._update_ref(current.turn, "after", commit)
+                await self._keep_ignored(current.turn, "after", ignored)
                 current.after = commit
                 current.skipped = sorted(set(current.skipped) | set(skipped))
                 current.ignored_after = ignored
@@ -605,6 +642,8 @@ class Checkpoints:
     # ---------------------------------------------------------------- records
 
     def _write(self, checkpoint: Checkpoint) -> None:
+        if self._forgotten:
+            return
         try:
             self.records.mkdir(parents=True, exist_ok=True)
             path = self.records / f"{checkpoint.turn}.json"
@@ -635,7 +674,7 @@ class Checkpoints:
     async def _prune(self) -> None:
         kept = self.kept()
         for old in kept[: max(0, len(kept) - MAX_CHECKPOINTS)]:
-            for phase in ("before", "after"):
+            for phase in ("before", "after", "before-ignored", "after-ignored"):
                 await self._git(
                     "update-ref", "-d", f"refs/synapse/{self.session_id}/{old.turn}-{phase}",
                     check=False,
@@ -646,29 +685,38 @@ class Checkpoints:
     async def forget(self) -> None:
         """The session is deleted: drop its snapshots (refs, index, records kept in the
         store), then collect what only they kept (old file versions, small ignored
-        files such as `.env`), in the background. Objects written in the last hour stay
-        for a later gc: another session may be between writing and naming them."""
+        files such as `.env`) in a store where every kept object has a ref (one made
+        by this version: `ALL_REACHABLE_MARK`). Objects written in the last hour stay
+        for a later gc: another session may be between writing and naming them. A
+        snapshot still running (the session's last) names nothing once it ends."""
         if "/" in self.session_id or self.session_id in ("", ".", ".."):
             return
-        await self.settle()
+        self._forgotten = True
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(READY_WAIT):
+                await self.settle()
         with contextlib.suppress(OSError):
             self.index.unlink()
         shutil.rmtree(self.git_dir / "records" / self.session_id, ignore_errors=True)
         if not (self.git_dir / "HEAD").exists():
             return
         prefix = f"refs/synapse/{self.session_id}/"
-        _, out, _ = await self._git("for-each-ref", "--format=%(refname)", prefix, check=False)
+        here = self.git_dir  # not the folder: it may be gone, and its refs are to go anyway
+        _, out, _ = await self._git(
+            "for-each-ref", "--format=%(refname)", prefix, check=False, cwd=here
+        )
         refs = [ref for ref in out.decode("utf-8", "surrogateescape").split() if ref]
         if not refs:
             return
         deletes = "".join(f"delete {ref}\n" for ref in refs).encode("utf-8", "surrogateescape")
-        await self._git("update-ref", "--stdin", stdin=deletes, check=False)
-
-        async def gc() -> None:
-            with contextlib.suppress(Exception):
-                await self._git("gc", "--quiet", "--prune=1.hour.ago", check=False)
-
-        _in_background(gc())
+        await self._git("update-ref", "--stdin", stdin=deletes, check=False, cwd=here)
+        if not (self.git_dir / ALL_REACHABLE_MARK).exists():
+            return  # an older store: its ignored files' blobs are unreachable, no early gc
+        # Awaited, not left in the background: a git process still starting when the
+        # event loop shuts down hangs Python 3.11's asyncio.run (tests/exp: reproduced).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FORGET_GC_WAIT):
+                await self._git("gc", "--quiet", "--prune=1.hour.ago", check=False, cwd=here)
 
     def _background_gc(self) -> None:
         async def gc() -> None:

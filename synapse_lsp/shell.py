@@ -132,10 +132,10 @@ class _Run:
     )
     pending: bytearray = field(default_factory=bytearray)  # PTY bytes not yet classified
     pgrps: set[int] = field(default_factory=set)  # process groups we signalled
-    # The program each signalled group's leader ran then (its comm): a job still
+    # The program each signalled group's leader ran then (/proc/PID/exe): a job still
     # between fork and exec catches a signal in bash's handler, and its program never
     # sees it, so a group whose leader has exec'd since is signalled again.
-    programs: dict[int, bytes | None] = field(default_factory=dict)
+    programs: dict[int, str | None] = field(default_factory=dict)
     # What the command started: processes below bash or the supervisor with a pid
     # above `last_pid` (else newer than this tick; `proctree.command_processes`).
     since: int = 0
@@ -605,10 +605,14 @@ class ShellSession:
     def _interrupt_bash(self) -> None:
         """SIGINT bash itself before its job is killed: a job killed by another signal
         than SIGINT lets bash run the rest of the list (`ignores-int; touch f`), unless
-        bash was interrupted while it waited."""
-        if self.pid is not None:
-            with contextlib.suppress(OSError):
-                os.kill(self.pid, signal.SIGINT)
+        bash was interrupted while it waited. Only while a job has the terminal (bash
+        waits for it): not while bash runs its prompt hook, which a SIGINT would cut
+        short and run again."""
+        pgrp = self._foreground_pgrp()
+        if self.pid is None or pgrp is None or pgrp in (self.pid, self.supervisor_pid):
+            return
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGINT)
 
     def _signal_group(self, run: _Run, pgrp: int, sig: signal.Signals) -> None:
         run.pgrps.add(pgrp)
@@ -1503,9 +1507,13 @@ def _set_once(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-def _program(pid: int) -> bytes | None:
-    """The program a process runs (its comm), or None once it is gone."""
-    return _read_proc(f"/proc/{pid}/comm")
+def _program(pid: int) -> str | None:
+    """The program file a process runs (it changes at an exec only, not when a program
+    renames itself), or None once it is gone."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe")  # noqa: PTH115 - per poll; str is enough
+    except OSError:
+        return None
 
 
 def _read_proc(path: str) -> bytes | None:

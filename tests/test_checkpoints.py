@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import shutil
 import subprocess
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -20,7 +21,7 @@ from synapse_lsp.agent.model import ModelClient
 from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.agent.slash import SESSION_COMMANDS
 from synapse_lsp.agent.store import SessionStore
-from synapse_lsp.checkpoints import CheckpointError, Checkpoints, store_dir
+from synapse_lsp.checkpoints import CheckpointError, Checkpoints, forget_session, store_dir
 from synapse_lsp.config import Settings
 from synapse_lsp.errors import SessionBusyError
 from synapse_lsp.events import Event, Notice
@@ -450,3 +451,60 @@ async def test_odd_names_are_kept_and_an_older_store_is_reconfigured(
     assert listed(second) == set(names) - {"?? z"}
     assert stored(keeper, second, " M y") == "changed\n"
     assert (config("core.splitIndex"), config("core.untrackedCache")) == ("true", "false")
+
+
+def _git_store(keeper: Checkpoints, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", f"--git-dir={keeper.git_dir}", *args], capture_output=True, text=True
+    )
+
+
+async def test_kept_ignored_files_survive_any_gc_and_a_broken_index_is_rebuilt(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """A small ignored file (`.env`) is kept as a blob that a ref reaches: a gc that
+    prunes everything unreachable keeps it. A session index git cannot read (a split
+    index whose shared part expired) makes the next snapshot a full one, not an error."""
+    (workdir / ".gitignore").write_text(".env\n")
+    (workdir / ".env").write_text("TOKEN=kept\n")
+    (workdir / "a.txt").write_text("a\n")
+    keeper = Checkpoints(workdir, tmp_path / "home", "s1", tmp_path / "records")
+    keeper.begin_turn(1, 0, "p")
+    await keeper.settle()
+    (first,) = keeper.kept()
+    blob = first.ignored_before[".env"]["blob"]
+    assert _git_store(keeper, "gc", "--quiet", "--prune=now").returncode == 0
+    assert _git_store(keeper, "cat-file", "blob", blob).stdout == "TOKEN=kept\n"
+
+    keeper.index.write_bytes(b"DIRC garbage")
+    (workdir / "a.txt").write_text("changed\n")
+    keeper.begin_turn(2, 0, "q")
+    await keeper.settle()
+    assert keeper.disabled is None
+    second = next(c for c in keeper.kept() if c.turn == 2)
+    assert stored(keeper, second.before, "a.txt") == "changed\n"
+
+
+async def test_forgetting_a_session_drops_its_refs_even_when_its_folder_is_gone(
+    tmp_path: Path, workdir: Path
+) -> None:
+    (workdir / "a.txt").write_text("a\n")
+    home = tmp_path / "home"
+    mine = Checkpoints(workdir, home, "mine", tmp_path / "records-mine")
+    other = Checkpoints(workdir, home, "other", tmp_path / "records-other")
+    for keeper in (mine, other):
+        keeper.begin_turn(1, 0, "p")
+        await keeper.settle()
+
+    def sessions_with_refs() -> set[str]:
+        listed = _git_store(mine, "for-each-ref", "--format=%(refname)", "refs/synapse/")
+        return {ref.split("/")[2] for ref in listed.stdout.split()}
+
+    assert sessions_with_refs() == {"mine", "other"}
+    shutil.rmtree(workdir)
+    await forget_session(home, workdir, "mine")
+    assert sessions_with_refs() == {"other"}
+    assert not mine.index.exists() and other.index.exists()
+    # The other session's snapshot is whole.
+    (kept,) = other.kept()
+    assert _git_store(other, "cat-file", "-t", kept.before).stdout.strip() == "tree"

@@ -16,7 +16,14 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from synapse_lsp.checkpoints import Checkpoint, Checkpoints, Decide, RewindReport, store_dir
+from synapse_lsp.checkpoints import (
+    Checkpoint,
+    CheckpointError,
+    Checkpoints,
+    Decide,
+    RewindReport,
+    store_dir,
+)
 from synapse_lsp.config import Settings
 from synapse_lsp.events import Notice
 from synapse_lsp.files import FileGateway
@@ -122,6 +129,13 @@ class TurnCheckpoints:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(CLOSE_WAIT):
                     await self._keeper.settle()
+
+    async def forget(self) -> None:
+        """The session is deleted: its snapshots go too (`Checkpoints.forget`), once
+        the one still running (if any) has ended."""
+        if self._keeper is not None:
+            with contextlib.suppress(OSError, CheckpointError):
+                await self._keeper.forget()
 
     def listing(self) -> str:
         """`/checkpoints`: the kept turns and what each changed."""

@@ -226,7 +226,11 @@ class ChatSessions:
         except (SessionNotFoundError, FileNotFoundError):
             if live is None:
                 raise invalid(f"{command}: unknown sessionId {session_id!r}") from None
-        if folder is not None:  # its snapshots (old file versions) are deleted too
+        # Its snapshots (old file versions) are deleted too: through the live session's
+        # keeper, whose last snapshot may still run, else straight in the store.
+        if live is not None:
+            await live.chat.checkpoints.forget()
+        if folder is not None:
             await forget_session(self._settings().synapse_home, folder, session_id)
 
     async def prompt(
