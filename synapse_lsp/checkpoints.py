@@ -44,6 +44,7 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -67,6 +68,7 @@ GC_EVERY = 25  # snapshots between background `git gc --auto`
 # A `status --porcelain -z` record (each follows a NUL) that names a file to stage
 # (new, or changed since the last snapshot: Y is M, D or T) or an ignored one.
 _STATUS_RECORD = re.compile(rb"\0(\?\?|!!|[^\0][MDT]) ([^\0]+)")
+GIT_TIMEOUT = 600.0  # a git command of the store that takes longer is killed
 FORGET_GC_WAIT = 120.0  # how long deleting a session waits for the store's gc
 ALL_REACHABLE_MARK = "synapse-all-reachable"  # a store made since ignored blobs have refs
 STORE_CONFIG_MARK = "synapse-config-2"  # a store configured as `_ensure_store` does now
@@ -277,22 +279,25 @@ class Checkpoints:
         env = _git_env(self.git_dir, self.root, self.index, self.env)
         if args[0] == "init":
             del env["GIT_WORK_TREE"], env["GIT_DIR"]
-        proc = await asyncio.create_subprocess_exec(
-            "git",
-            *args,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-            cwd=cwd or self.root,
-        )
+        # In a thread, not asyncio's subprocess: a task cancelled while asyncio starts a
+        # process (the loop shutting down as a snapshot or gc begins) waits for an exit
+        # it is never told of, and Python 3.11's asyncio.run hangs. A git command ends on
+        # its own (bounded: GIT_TIMEOUT); a cancel stops waiting for it.
         try:
-            out, err = await proc.communicate(stdin)
-        except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            raise
-        code = proc.returncode if proc.returncode is not None else -1
+            done = await asyncio.to_thread(
+                subprocess.run,
+                ["git", *args],
+                input=stdin,
+                stdin=None if stdin is not None else subprocess.DEVNULL,
+                capture_output=True,
+                env=env,
+                cwd=cwd or self.root,
+                timeout=GIT_TIMEOUT,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise CheckpointError(f"git {args[0]}: no answer in {GIT_TIMEOUT:.0f} s") from None
+        code, out, err = done.returncode, done.stdout, done.stderr
         if check and code != 0:
             message = err.decode("utf-8", "replace").strip() or f"exit {code}"
             raise CheckpointError(f"git {args[0]}: {message}")
@@ -712,8 +717,7 @@ class Checkpoints:
         await self._git("update-ref", "--stdin", stdin=deletes, check=False, cwd=here)
         if not (self.git_dir / ALL_REACHABLE_MARK).exists():
             return  # an older store: its ignored files' blobs are unreachable, no early gc
-        # Awaited, not left in the background: a git process still starting when the
-        # event loop shuts down hangs Python 3.11's asyncio.run (tests/exp: reproduced).
+        # Awaited (bounded): the delete's answer means the old versions are gone.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(FORGET_GC_WAIT):
                 await self._git("gc", "--quiet", "--prune=1.hour.ago", check=False, cwd=here)

@@ -10,6 +10,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -508,3 +509,30 @@ async def test_forgetting_a_session_drops_its_refs_even_when_its_folder_is_gone(
     # The other session's snapshot is whole.
     (kept,) = other.kept()
     assert _git_store(other, "cat-file", "-t", kept.before).stdout.strip() == "tree"
+
+
+def test_the_event_loop_can_end_while_a_snapshot_and_a_gc_start(tmp_path: Path) -> None:
+    """The editor quits just as a turn begins: the event loop ends with a snapshot and
+    a gc starting. asyncio's own subprocesses hung Python 3.11's asyncio.run there
+    (a cancelled start waits for an exit nobody reports); the process must end."""
+    script = f"""
+import asyncio, faulthandler
+from pathlib import Path
+from synapse_lsp.checkpoints import Checkpoints
+faulthandler.dump_traceback_later(30, exit=True)
+async def main():
+    folder = Path({str(tmp_path)!r}) / "w"
+    folder.mkdir()
+    (folder / "a.txt").write_text("a")
+    keeper = Checkpoints(folder, folder.parent / "home", "s", folder.parent / "records")
+    keeper.begin_turn(1, 0, "p")
+    await keeper.settle()
+    keeper._background_gc()
+    keeper.begin_turn(2, 0, "q")
+asyncio.run(main())
+print("ended")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.strip() == "ended", done.stderr[-2000:]
