@@ -678,12 +678,16 @@ class Checkpoints:
 
     async def _prune(self) -> None:
         kept = self.kept()
-        for old in kept[: max(0, len(kept) - MAX_CHECKPOINTS)]:
-            for phase in ("before", "after", "before-ignored", "after-ignored"):
-                await self._git(
-                    "update-ref", "-d", f"refs/synapse/{self.session_id}/{old.turn}-{phase}",
-                    check=False,
-                )  # fmt: skip
+        dropped = kept[: max(0, len(kept) - MAX_CHECKPOINTS)]
+        if not dropped:
+            return
+        deletes = "".join(
+            f"delete refs/synapse/{self.session_id}/{old.turn}-{phase}\n"
+            for old in dropped
+            for phase in ("before", "after", "before-ignored", "after-ignored")
+        )  # one process for all (a ref that is not there is no error)
+        await self._git("update-ref", "--stdin", stdin=deletes.encode(), check=False)
+        for old in dropped:
             with contextlib.suppress(OSError):
                 (self.records / f"{old.turn}.json").unlink()
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from synapse_lsp import checkpoints
 from synapse_lsp.agent.fakeapi import FakeAnthropic
 from synapse_lsp.agent.model import ModelClient
 from synapse_lsp.agent.session import ChatSession
@@ -536,3 +537,26 @@ print("ended")
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
     )
     assert done.stdout.strip() == "ended", done.stderr[-2000:]
+
+
+async def test_only_the_last_checkpoints_are_kept_with_their_refs(
+    tmp_path: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoints, "MAX_CHECKPOINTS", 2)
+    (workdir / ".gitignore").write_text(".env\n")
+    keeper = Checkpoints(workdir, tmp_path / "home", "s1", tmp_path / "records")
+    for turn in range(1, 5):
+        (workdir / ".env").write_text(f"TOKEN={turn}\n")
+        (workdir / "a.txt").write_text(f"{turn}\n")
+        keeper.begin_turn(turn, 0, f"turn {turn}")
+        await keeper.settle()
+        keeper.end_turn()
+        await keeper.settle()
+    assert [c.turn for c in keeper.kept()] == [3, 4]
+    listed = _git_store(keeper, "for-each-ref", "--format=%(refname)", "refs/synapse/s1/")
+    names = sorted(ref.rsplit("/", 1)[1] for ref in listed.stdout.split())
+    assert names == sorted(
+        f"{turn}-{phase}"
+        for turn in (3, 4)
+        for phase in ("before", "after", "before-ignored", "after-ignored")
+    )
