@@ -42,6 +42,11 @@ def start_sdk_import() -> None:
     if _started.is_set():
         return
     _started.set()
+    # Imported here first: the SDK's imports (certifi) and ours (agent.prompts) both
+    # import importlib.resources, whose modules import each other; imported by two
+    # threads at once, Python can raise _DeadlockError in one (`synapse chat` died so).
+    import importlib.resources  # noqa: F401
+
     threading.Thread(target=_import_sdk, name="synapse-preload", daemon=True).start()
 
 

@@ -78,6 +78,11 @@ class Warmup:
         self.thread = threading.Thread(target=self._run, name="synapse-warmup", daemon=True)
 
     def start(self) -> None:
+        # Imported here first: the SDK (certifi) and the main thread (agent.prompts) both
+        # import importlib.resources, whose modules import each other; two threads at
+        # once can make Python raise _DeadlockError in one of them.
+        import importlib.resources  # noqa: F401
+
         self.thread.start()
 
     def stop(self) -> None:
