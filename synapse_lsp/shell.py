@@ -621,12 +621,19 @@ class ShellSession:
             os.killpg(pgrp, sig)
 
     def _kill_groups(self, run: _Run) -> None:
-        pid = self.pid
+        pid, root = self.pid, self.supervisor_pid
         pgrp = self._foreground_pgrp()
-        if pgrp is not None and pgrp not in (pid, self.supervisor_pid):
+        if pgrp is not None and pgrp not in (pid, root):
             run.pgrps.add(pgrp)
-        for group in run.pgrps:
-            if group not in (pid, self.supervisor_pid) and group > 1:
+        if root is None:
+            return
+        # Only groups that still hold a process of this shell: a group recorded seconds
+        # ago may be gone, and its id a new process's (pids wrap at 32768 on many
+        # machines; a CI run wraps them), maybe another session's supervisor.
+        table = proctree.scan()
+        ours = {table[p].pgrp for p in proctree.descendants(root, table) if not table[p].zombie}
+        for group in run.pgrps & ours:
+            if group not in (pid, root) and group > 1:
                 with contextlib.suppress(OSError):
                     os.killpg(group, signal.SIGKILL)
 
@@ -831,14 +838,16 @@ class ShellSession:
         self._detach()
         if proc is not None:
             # Everything under the supervisor (bash, its jobs, orphans it adopted),
-            # then the supervisor itself.
+            # then the supervisor itself. Not once it is reaped: its pid (and session
+            # id) may be another process's by now, and it killed its own tree on exit.
             root = int(proc.pid)
-            proctree.kill_all(lambda table: proctree.descendants(root, table))
-            for group in _session_groups(int(proc.pid)):
+            if not proc.terminated:
+                proctree.kill_all(lambda table: proctree.descendants(root, table))
+                for group in _session_groups(root):
+                    with contextlib.suppress(OSError):
+                        os.killpg(group, signal.SIGKILL)
                 with contextlib.suppress(OSError):
-                    os.killpg(group, signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                os.kill(proc.pid, signal.SIGKILL)
+                    os.kill(root, signal.SIGKILL)
             # Not proc.close(): it sleeps 0.1 s twice. Close the PTY and reap bash.
             with contextlib.suppress(Exception):
                 proc.fileobj.close()

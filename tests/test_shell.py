@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -293,6 +296,26 @@ async def test_sigint_ignoring_command_is_killed_after_interrupt(
     await asyncio.sleep(0.1)
     assert not (workdir / "after.txt").exists(), "the rest of the list ran after the kill"
     assert (await shell.run("echo ok")).stdout == "ok\n"
+
+
+async def test_a_stop_kills_no_group_that_is_not_the_shells(shell: ShellSession) -> None:
+    """A group recorded while stopping may be gone by the final kill, its id reused by
+    a stranger's new process: only groups still holding the shell's processes die."""
+    stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    original = shell._signal_foreground
+
+    def also_the_stranger(run: Any, sig: signal.Signals) -> None:
+        run.pgrps.add(stranger.pid)  # as if an earlier job's group id were reused
+        original(run, sig)
+
+    try:
+        shell._signal_foreground = also_the_stranger  # type: ignore[method-assign]
+        result = await shell.run("sleep 30", timeout=0.5)
+        assert result.timed_out
+        assert stranger.poll() is None, "a stranger's process group was killed"
+    finally:
+        stranger.kill()
+        stranger.wait()
 
 
 async def test_kill_stops_the_whole_list(shell: ShellSession, workdir: Path) -> None:
