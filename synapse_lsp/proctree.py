@@ -176,6 +176,9 @@ def set_subreaper() -> bool:
         return False
 
 
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # the supervisor kills its tree and exits
+
+
 def supervised_preexec(parent_fd: int, report_fd: int) -> None:
     """Run in the PTY child just before `exec bash` (or `exec bwrap`). Forks: the child
     returns (and execs, reporting its pid on `report_fd`); this process becomes the session's
@@ -203,6 +206,12 @@ def _exec_supervisor(bash: int, parent_fd: int) -> None:
     on writing to it, ends up holding a private copy (PSS 50 MB per shell measured).
     bash stays this process's child across the exec; the subreaper flag is kept too."""
     _quiet_fds(parent_fd)
+    # Until `_supervise` has its handlers (an interpreter starting takes tens of ms,
+    # more on a loaded machine), the signals that end a session stay pending rather
+    # than kill the supervisor unhandled: Synapse SIGKILLed then hung up the PTY, and a
+    # supervisor still starting died of SIGHUP, leaving bash's jobs running.
+    with contextlib.suppress(OSError, ValueError):
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     with contextlib.suppress(OSError):
         os.set_inheritable(parent_fd, True)
         script = os.path.abspath(__file__)  # noqa: PTH100 - a forked child: no pathlib
@@ -239,10 +248,11 @@ def _supervise(bash: int, parent_fd: int) -> None:
     for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
         signal.signal(sig, signal.SIG_IGN)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in _STOP_SIGNALS:
         signal.signal(sig, on_stop)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     signal.set_wakeup_fd(wake_w)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # one pending is handled now
     status: int | None = None
     parent_gone = False
     while True:

@@ -247,3 +247,57 @@ async def test_the_supervisor_is_a_small_program_not_a_fork_of_synapse(tmp_path:
         assert rss_kb < 30 * 1024, f"supervisor RSS {rss_kb // 1024} MB"
     finally:
         await shell.close()
+
+
+SLOW_START = r"""
+import os, signal, struct, sys, time
+from synapse_lsp import proctree
+slow, token = sys.argv[1], sys.argv[2]
+parent_r, parent_w = os.pipe()
+report_r, report_w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(parent_w)
+    os.close(report_r)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # our caller waits for the end of our output
+        os.dup2(null, fd)
+    os.setsid()
+    sys.executable = slow  # the supervisor's interpreter: slow to start
+    proctree.supervised_preexec(parent_r, report_w)
+    os.execvp("sleep", ["sleep", token])  # stands for bash
+os.close(parent_r)
+os.close(report_w)
+struct.unpack("i", os.read(report_r, 4))
+time.sleep(0.1)  # the supervisor is still starting
+os.kill(pid, signal.SIGHUP)  # the PTY hung up: Synapse is gone
+os.waitpid(pid, 0)
+"""
+
+
+async def test_a_hangup_while_the_supervisor_starts_still_ends_the_session(
+    tmp_path: Path,
+) -> None:
+    """The supervisor is an interpreter that takes a moment to start: a SIGHUP (Synapse
+    killed, the PTY hung up) in that moment waits for its handler instead of killing
+    it unhandled, which left bash and its jobs running."""
+    token = _token()
+    slow = tmp_path / "slow-python"
+    # Python, not sh: a shell waits for `sleep` with every signal unblocked.
+    slow.write_text(
+        f"#!{sys.executable}\nimport os, sys, time\ntime.sleep(0.5)\n"
+        f"os.execv({sys.executable!r}, [{sys.executable!r}, *sys.argv[1:]])\n"
+    )
+    slow.chmod(0o755)
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", SLOW_START, str(slow), token],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    survivors = _sleeps(token)
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert survivors == [], "the session's processes outlived a hangup at start"
