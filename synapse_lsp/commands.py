@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from synapse_lsp.sandbox import HOST_VIEW, PathView
+
 if TYPE_CHECKING:
     from synapse_lsp.config import Settings
     from synapse_lsp.files import FileGateway
@@ -97,10 +99,15 @@ class CommandContext:
     # What of `$SYNAPSE_HOME/run/` such a program may see: its registry's own wrappers
     # and socket (the rest of run/, other sessions' sockets, is hidden in its sandbox).
     extension_dirs: tuple[Path, ...] = ()
+    # How the session's commands spell paths (`sandbox.PathView`): `/tmp/x` given to
+    # a built-in is the file `cat /tmp/x` reads in the session's (sandboxed) shell.
+    view: PathView = HOST_VIEW
 
     def resolve(self, path: str) -> Path:
+        """The host path of `path` as the session's commands spell it (`cwd` is a host
+        path already)."""
         p = Path(path).expanduser()
-        return p if p.is_absolute() else (self.cwd / p)
+        return self.view.host(p) if p.is_absolute() else (self.cwd / p)
 
 
 class SubAgentRunner(Protocol):

@@ -18,6 +18,8 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import shutil
+import tempfile
 import weakref
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from synapse_lsp import trust
 from synapse_lsp.config import Settings, SettingsSource, as_source
 from synapse_lsp.errors import SynapseError
+from synapse_lsp.sandbox import HOST_VIEW, PathView
 from synapse_lsp.tasks import TaskOwner
 
 if TYPE_CHECKING:
@@ -87,6 +90,9 @@ class Workspace:
         # The registry's own wrappers and socket (`wrapper_files.RunDir`), made before
         # the first shell starts (its PATH and sandbox name them), removed by close().
         self.run_dir: RunDir | None = None
+        # The /tmp every shell of the folder sees when sandboxed (and its skill scripts
+        # and wrappers): one host folder, made before the first shell, removed by close().
+        self.private_tmp: Path | None = None
         self.tasks = TaskOwner(f"workspace-{root.name}")
         self._registry_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
@@ -152,11 +158,16 @@ class Workspace:
             current = shell()
             return current is not None and current.sandbox.sandboxed
 
+        def view() -> PathView:
+            current = shell()
+            return current.view if current is not None else HOST_VIEW
+
         return AskingGate(
             self.settings_source,
             self.root,
             self._ask,
             sandboxed=sandboxed,
+            view=view,
             rules=self.rule_store(),
             cannot_ask=self._cannot_ask or NO_ASKING,
             typed_by_user=typed_by_user,
@@ -188,11 +199,10 @@ class Workspace:
             if self.router is not None:
                 return self.router
             from synapse_lsp.router import BashRouter
-            from synapse_lsp.shell import ShellSession
 
             if self._use_registry:
                 self._make_run_dir()
-            shell = ShellSession(self.root, self.settings_source, wrappers=self.wrapper_dir())
+            shell = self._new_shell()
             await shell.start()
             self.shell = shell
             files = self._files() if self._files is not None else None
@@ -201,6 +211,19 @@ class Workspace:
                 await self._start_registry(router)
             self.router = router
             return router
+
+    def _new_shell(self) -> ShellSession:
+        """A shell of the folder: its wrappers, and the folder's one /tmp."""
+        from synapse_lsp.shell import ShellSession
+
+        if self.private_tmp is None:
+            self.private_tmp = Path(tempfile.mkdtemp(prefix="synapse-tmp-"))
+        return ShellSession(
+            self.root,
+            self.settings_source,
+            wrappers=self.wrapper_dir(),
+            private_tmp=self.private_tmp,
+        )
 
     def _make_run_dir(self) -> None:
         from synapse_lsp.extensions.wrapper_files import RunDir
@@ -235,6 +258,7 @@ class Workspace:
                 private_config_files=self.private_mcp_config_files(),
             )
             router.extensions = registry
+            registry.view = lambda: router.shell.view  # a wrapper's paths, as its shell spells them
             for command in registry.builtins():
                 router.register(command)
         except Exception as exc:  # extensions are optional: the shell must still work
@@ -287,9 +311,8 @@ class Workspace:
     async def session_tools(self) -> SessionTools:
         """A router on a fresh shell (in the folder) for one chat session, with its own gate."""
         router = await self.start()
-        from synapse_lsp.shell import ShellSession
 
-        shell = ShellSession(self.root, self.settings_source, wrappers=self.wrapper_dir())
+        shell = self._new_shell()
         await shell.start()
         self._session_shells.add(shell)
         gate = self.new_gate(lambda: shell)
@@ -339,3 +362,6 @@ class Workspace:
         if self.run_dir is not None:
             self.run_dir.remove()
             self.run_dir = None
+        if self.private_tmp is not None:
+            shutil.rmtree(self.private_tmp, ignore_errors=True)
+            self.private_tmp = None

@@ -33,6 +33,7 @@ from synapse_lsp.commands import Layer, Step
 from synapse_lsp.config import POLICIES, SANDBOX_MODES, Settings, SettingsSource, as_source
 from synapse_lsp.hooks import Hooks
 from synapse_lsp.hooks import current as hook_scope
+from synapse_lsp.sandbox import HOST_VIEW, PathView
 
 ALLOW_ONCE = "Allow once"
 ALLOW_SESSION = "Allow for this session"
@@ -90,18 +91,24 @@ def _inside(path: Path, root: Path) -> bool:
     return True
 
 
-def writes_outside(line: str, layer: Layer, cwd: Path, root: Path) -> list[str]:
+def writes_outside(
+    line: str, layer: Layer, cwd: Path, root: Path, view: PathView = HOST_VIEW
+) -> list[str]:
     """Paths outside `root` that `line` obviously writes (best effort; [] if none seen).
+    A path in the sandboxed session's own `/tmp` (`view`) is not outside: the
+    sandbox lets every layer write there, and nothing else sees it.
 
     Followed within the line: `cd`/`pushd` (so `cd .. && rm -rf x` is seen for what it
     is), the script of `bash -c`/`sh -c`, and `$VARS` of this process's environment. A
     path that still depends on something unknown (`cd -`, `$UNSET`, `$(…)`) counts as
     outside: the policy asks rather than guesses.
     """
-    return _writes(line, layer, cwd, root)
+    return _writes(line, layer, cwd, root, view)
 
 
-def _writes(line: str, layer: Layer, cwd: Path | None, root: Path) -> list[str]:
+def _writes(
+    line: str, layer: Layer, cwd: Path | None, root: Path, view: PathView = HOST_VIEW
+) -> list[str]:
     outside: list[str] = []
     here = cwd  # None: the line moved somewhere we cannot know
 
@@ -123,7 +130,10 @@ def _writes(line: str, layer: Layer, cwd: Path | None, root: Path) -> list[str]:
         path = resolve(arg)
         if path is None:
             outside.append(arg)
-        elif not _inside(path, root):
+            return
+        host = view.host(path)
+        tmp = view.private_tmp
+        if not _inside(host, root) and not (tmp is not None and _inside(host, tmp)):
             outside.append(str(path))
 
     if layer is Layer.AGENT:
@@ -157,9 +167,9 @@ def _writes(line: str, layer: Layer, cwd: Path | None, root: Path) -> list[str]:
             target = targets[0] if targets else "~"
             here = None if target == "-" else resolve(target)
         elif name in ("bash", "sh", "zsh", "dash") and (script := cmdline.shell_c_script(words)):
-            outside += _writes(script, layer, here, root)
+            outside += _writes(script, layer, here, root, view)
         elif name == "eval" and len(words) > 1:
-            outside += _writes(" ".join(words[1:]), layer, here, root)
+            outside += _writes(" ".join(words[1:]), layer, here, root, view)
         elif name == "sed" and any(w == "-i" or w.startswith("-i") for w in words[1:]):
             for arg in args[1:]:
                 check(arg)
@@ -250,6 +260,7 @@ class AskingGate:
         ask: Asker | None,
         *,
         sandboxed: Callable[[], bool] = lambda: False,
+        view: Callable[[], PathView] = lambda: HOST_VIEW,
         rules: RuleStore | None = None,
         cannot_ask: str = NO_ASKING,
         typed_by_user: bool = False,
@@ -259,6 +270,7 @@ class AskingGate:
         self._root = workspace_root
         self._ask = ask
         self._sandboxed = sandboxed
+        self._view = view  # how the shell spells paths: its /tmp is its own
         self._rules = rules
         self._cannot_ask = cannot_ask
         # The user's own command lines (the REPL's `!`): deny rules and the sandbox
@@ -280,7 +292,7 @@ class AskingGate:
             return "native command: " + _shorten(native[0]) if native else None
         outside: list[str] = []
         for step in steps:
-            outside += writes_outside(step.text, step.layer, cwd, self._root)
+            outside += writes_outside(step.text, step.layer, cwd, self._root, self._view())
         if outside:
             return "writes outside the workspace: " + ", ".join(outside[:3])
         return None
@@ -316,7 +328,7 @@ class AskingGate:
             return None, None
         outside: list[str] = []
         for step in writes:
-            outside += writes_outside(step.text, step.layer, cwd, self._root)
+            outside += writes_outside(step.text, step.layer, cwd, self._root, self._view())
         if outside:
             return None, "writes outside the workspace: " + ", ".join(outside[:3])
         return None, None

@@ -15,7 +15,6 @@ import difflib
 import os
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -60,6 +59,12 @@ _NOT_CARRIED = re.compile(
     r"GLOBIGNORE|PYTHON.*|NODE_OPTIONS|NODE_PATH|PERL5?LIB|PERL5OPT|RUBYOPT|RUBYLIB|"
     r"JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|npm_config_.*|NPM_CONFIG_.*|PIP_.*|HOME|TMPDIR"
 )
+
+# A built-in's or extension's words that bash would change (variables, `~`, globs,
+# braces, `$(…)`, backticks, process substitution): those lines are expanded by the
+# session's bash; the rest split the same either way (`cmdline.split_argv`).
+_EXPANDS = re.compile(r"[$`~*?\[{]|[<>]\(")
+_FILE_WRITERS = frozenset({"write", "edit"})
 
 _BASH_WRAPPED = re.compile(
     r"^Bash\s*\(\s*command\s*=\s*(?P<q>[\"'])(?P<inner>.*)(?P=q)"
@@ -349,10 +354,12 @@ class BashRouter:
             if trailing is None:
                 return [Step(line, Layer.NATIVE)]
             return [Step(trailing[0], Layer.NATIVE), Step(trailing[1], Layer.AGENT)]
-        if cmdline.extract_heredoc(line) is not None:
-            return [Step(line, layer)]
+        heredoc = cmdline.extract_heredoc(line)
+        if heredoc is not None:
+            return [Step(line, layer), *_substituted(heredoc[0])]
         split = cmdline.split_top_level(line)
-        steps = [Step(split.head.strip(), layer)]
+        # `mcp:a:b $(cmd)`: bash runs `cmd` to expand the arguments (`_words`).
+        steps = [Step(split.head.strip(), layer), *_substituted(split.head)]
         rest = split.rest.strip()
         if split.operator is None or not rest:
             return steps
@@ -403,10 +410,11 @@ class BashRouter:
         """`cmd | write f`: run `cmd` with its stdout in a private file, then `write f`
         with that as its content. A failing `cmd` writes nothing (an empty or partial
         file would replace what was there)."""
-        folder = tempfile.mkdtemp(prefix="synapse-pipe-")
-        target = Path(folder, "stdout")
+        view = self.shell.view
+        folder = view.scratch("synapse-pipe-")  # where the shell writes, seen by both
+        target = folder / "stdout"
         try:
-            script = f"{{ {native.rstrip()}\n}} > {cmdline.quote(str(target))}"
+            script = f"{{ {native.rstrip()}\n}} > {cmdline.quote(str(view.seen(target)))}"
             result = await self.shell.run(
                 script, timeout=self.settings.command_timeout, on_output=on_output
             )
@@ -430,7 +438,10 @@ class BashRouter:
                 )
             content = target.read_bytes().decode("utf-8", errors="replace") if size else ""
             write = self.builtins["write"]
-            output = await self._invoke(write, cmdline.split_argv(write_line), content, None, emit)
+            words = await self._words(write_line, write, on_output)
+            if isinstance(words, CommandOutput):
+                return words
+            output = await self._invoke(write, words, content, None, emit)
             output.stdout = result.stdout + output.stdout
             output.stderr = result.stderr + output.stderr
             return output
@@ -568,11 +579,10 @@ class BashRouter:
                 "built-in and extension commands take no < or > redirections; pass content as "
                 "an argument or a heredoc, or pipe the output: `… | cat > file`",
             )
-        try:
-            argv = cmdline.split_argv(head)
-        except ValueError as exc:
-            return CommandOutput.usage_error(target.name, f"cannot parse the command line: {exc}")
-        argv = _apply_alias(argv)
+        words = await self._words(head, target, on_output)
+        if isinstance(words, CommandOutput):
+            return words
+        argv = _apply_alias(words)
         if split.operator not in (None, "|", "&&", "||", ";", "\n"):
             return CommandOutput.usage_error(
                 target.name, f"`{split.operator.strip()}` after a built-in is not supported"
@@ -594,6 +604,87 @@ class BashRouter:
             category=tail.category,
             data={**output.data, **tail.data},
         )
+
+    async def _words(
+        self, head: str, target: Command, on_output: OutputSink | None
+    ) -> list[str] | CommandOutput:
+        """The words of a built-in's or extension's command line, expanded as bash
+        expands any command's: `mcp:a:b "$HOME" *.txt $(date)` gets exactly the
+        arguments it would get in `true; mcp:a:b …`. A line with nothing to expand is
+        split here; one with something is expanded by the session's bash (its
+        variables, cwd and sandbox), the words coming back NUL-separated in a file.
+        A `write`/`edit` whose path changed in the expansion is put to the permission
+        gate again with the expanded words (the gate judged the literal line)."""
+        try:
+            literal = cmdline.split_argv(head)
+        except ValueError as exc:
+            if not _EXPANDS.search(head):
+                return CommandOutput.usage_error(
+                    target.name, f"cannot parse the command line: {exc}"
+                )
+            literal = None
+        if literal is not None and not _EXPANDS.search(head):
+            return literal
+        text = head.lstrip()
+        word = cmdline.first_word(text)
+        if not word or not text.startswith(word):
+            if literal is None:
+                return CommandOutput.usage_error(target.name, "cannot parse the command line")
+            return literal
+        view = self.shell.view
+        folder = view.scratch("synapse-argv-")
+        out = folder / "argv"
+        script = (
+            '__synapse_argv() { printf \'%s\\0\' "$#" "$@" > '
+            + cmdline.quote(str(view.seen(out)))
+            + "; }\n"
+            + f"__synapse_argv{text[len(word) :]}\n"
+            + "unset -f __synapse_argv"
+        )
+        try:
+            result = await self.shell.run(script, timeout=self.settings.command_timeout)
+            raw = out.read_bytes() if out.is_file() else None
+        except (ShellError, OSError) as exc:
+            return CommandOutput(
+                stderr=f"{target.name}: cannot expand the arguments: {exc}\n",
+                exit_code=1,
+                category=FailureCategory.EXECUTION_ERROR,
+            )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        if result.cancelled or result.timed_out:
+            return CommandOutput(
+                result.stdout,
+                result.stderr
+                + f"{target.name}: not run: expanding its arguments was "
+                + ("cancelled" if result.cancelled else "timed out")
+                + "\n",
+                result.exit_code or 1,
+                FailureCategory.CANCELLED if result.cancelled else FailureCategory.TIMEOUT,
+            )
+        if raw is None:
+            return CommandOutput.usage_error(
+                target.name,
+                "bash could not expand the arguments"
+                + (f": {result.stderr.strip()}" if result.stderr.strip() else ""),
+            )
+        if result.stderr and on_output is not None:
+            on_output("stderr", result.stderr)  # what a `$(…)` said on its stderr
+        items = raw.decode("utf-8", "surrogateescape").split("\0")
+        count = int(items[0]) if items and items[0].isdigit() else 0
+        words = [word, *items[1 : 1 + count]]
+        if target.name in _FILE_WRITERS and words != literal and self.permission is not None:
+            line = " ".join(cmdline.quote(w) for w in words)
+            denied = await self.permission.check(
+                line, Layer.AGENT, self.shell.cwd, [Step(line, Layer.AGENT)]
+            )
+            if denied is not None:
+                return CommandOutput(
+                    stderr=f"Not run: {denied}\n",
+                    exit_code=126,
+                    category=FailureCategory.PERMISSION_DENIED,
+                )
+        return words
 
     async def _invoke(
         self,
@@ -628,6 +719,7 @@ class BashRouter:
             emit=emit,
             piped=piped,
             roots=self.shell.roots,
+            view=self.shell.view,
             extension_dirs=wrappers.visible
             if (wrappers := getattr(self.shell, "wrappers", None)) is not None
             else (),
@@ -652,17 +744,22 @@ class BashRouter:
         if trailing is not None:
             middle = trailing[0][len("true | ") :].strip() if trailing[0] != "true" else ""
             if not middle:
-                argv = cmdline.split_argv(trailing[1])
+                write = self.builtins["write"]
+                words = await self._words(trailing[1], write, on_output)
+                if isinstance(words, CommandOutput):
+                    return words
                 content = output.stdout
                 if whole is not None:  # the command's stdout was cut for the model
                     content = whole.read_bytes().decode("utf-8", errors="replace")
-                return await self._invoke(self.builtins["write"], argv, content, None, emit)
-        fd, name = tempfile.mkstemp(prefix="synapse-pipe-", suffix=".txt")
+                return await self._invoke(write, words, content, None, emit)
+        view = self.shell.view
+        folder = view.scratch("synapse-pipe-")  # the shell reads it: seen by both
+        name = folder / "stdin.txt"
         try:
-            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
-                if whole is None:
+            if whole is None:
+                with name.open("w", encoding="utf-8", errors="surrogateescape") as fh:
                     fh.write(output.stdout)
-            name_for_pipe = str(whole) if whole is not None else name
+            name_for_pipe = str(view.seen(whole if whole is not None else name))
             if trailing is not None:
                 fed = f"{{ {middle}\n}} < {cmdline.quote(name_for_pipe)}"
                 return await self._native_into_write(fed, trailing[1], on_output, emit)
@@ -671,7 +768,7 @@ class BashRouter:
                 native, timeout=self.settings.command_timeout, on_output=on_output
             )
         finally:
-            Path(name).unlink(missing_ok=True)
+            shutil.rmtree(folder, ignore_errors=True)
         category = None if result.exit_code == 0 else FailureCategory.EXECUTION_ERROR
         return CommandOutput(
             result.stdout, output.stderr + result.stderr, result.exit_code, category
@@ -747,9 +844,10 @@ class BashRouter:
 
         # A sandboxed bash sees its private /tmp only: the file goes there.
         private = self.shell.private_tmp
-        folder = tempfile.mkdtemp(prefix="synapse-env-", dir=private)
-        values = Path(folder, "values")
-        seen = Path("/tmp", Path(folder).name) if private is not None else Path(folder)  # noqa: S108
+        view = self.shell.view
+        folder = view.scratch("synapse-env-")
+        values = folder / "values"
+        seen = view.seen(folder)
         script = (
             f"compgen -e > {cmdline.quote(str(seen / 'names'))}; "
             "while IFS= read -r __synapse_n; do "
@@ -860,6 +958,14 @@ def format_for_model(
         else:
             parts.append(f"Hint: Run `{base} --help` to learn the correct usage before retrying.")
     return "\n".join(parts) + "\n"
+
+
+def _substituted(head: str) -> list[Step]:
+    """The command substitutions of a built-in's or extension's words, as native steps:
+    bash runs them when it expands the words (the gate judges them like any line)."""
+    return [
+        Step(inner.strip(), Layer.NATIVE) for inner in cmdline.substitutions(head) if inner.strip()
+    ]
 
 
 def _too_long(line: str, limit: int) -> CommandOutput:

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -127,7 +128,57 @@ def _reset_for_tests() -> None:
     probe_seconds.clear()
 
 
-def _own_install_under_tmp() -> list[str]:
+TMP = Path("/tmp")  # noqa: S108 - the name commands use, inside or out
+
+
+@dataclass(frozen=True)
+class PathView:
+    """How the session's commands spell paths, for Synapse's own file work (one world
+    for every layer, docs/architecture.md "One file system for every layer").
+
+    A sandboxed shell sees `private_tmp` (a host directory) as `/tmp`, and every
+    other path as the host has it: the rest of `/` is bound at its own path, and so
+    are the folders bound again under `/tmp` (`own`: the workspace roots, Synapse's
+    home and install when they live there). Built-ins, skill scripts, wrappers and
+    the router's hand-over files go through this view, so `/tmp/x` names one file
+    for `read`, `write`, `cat` and a skill script. Unsandboxed (full-access, or no
+    bubblewrap) the view is the identity: `private_tmp` is None."""
+
+    private_tmp: Path | None = None
+    own: tuple[Path, ...] = ()
+
+    def host(self, path: Path) -> Path:
+        """The host path of `path` as a command spells it (absolute; relative paths
+        are the caller's to join with a host cwd first)."""
+        tmp = self.private_tmp
+        if tmp is None or not path.is_absolute():
+            return path
+        norm = Path(os.path.normpath(path))
+        if norm != TMP and not norm.is_relative_to(TMP):
+            return path
+        if any(norm == o or norm.is_relative_to(o) for o in self.own):
+            return path
+        return tmp.joinpath(*norm.relative_to(TMP).parts)
+
+    def seen(self, path: Path) -> Path:
+        """How a command spells the host path `path` (the inverse of `host`)."""
+        tmp = self.private_tmp
+        if tmp is None or not path.is_absolute():
+            return path
+        if path == tmp or path.is_relative_to(tmp):
+            return Path(TMP, path.relative_to(tmp))
+        return path
+
+    def scratch(self, prefix: str) -> Path:
+        """A new 0700 host directory that commands see too (`seen` spells it): in the
+        private /tmp when sandboxed, else the host's temp folder. The caller removes it."""
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=self.private_tmp))
+
+
+HOST_VIEW = PathView()
+
+
+def own_install_under_tmp() -> list[str]:
     """The venv and the package's folder, when they are under /tmp (a clone in /tmp)."""
     found: list[str] = []
     for place in (sys.prefix, str(Path(__file__).resolve().parents[1])):
@@ -146,6 +197,7 @@ def bwrap_argv(
     synapse_home: Path,
     info_fd: int | None,
     extension_dirs: Sequence[Path] | None = None,
+    chdir: Path | None = None,
 ) -> list[str]:
     """The bwrap prefix for bash (it ends with `--`). Later binds win over earlier ones
     on the same or an enclosing path, so the order below is the policy:
@@ -181,7 +233,7 @@ def bwrap_argv(
     argv += ["--bind", str(private_tmp), "/tmp"] if private_tmp else ["--tmpfs", "/tmp"]
     # Synapse itself (the interpreter its wrappers run, its package) when it lives under
     # /tmp, which the private /tmp hides: read-only at its own path.
-    for own in _own_install_under_tmp():
+    for own in own_install_under_tmp():
         argv += ["--ro-bind", own, own]
     roots = [Path(root) for root in writable]
     if sandbox.mode == "workspace-write":
@@ -225,15 +277,24 @@ def bwrap_argv(
         argv.append("--unshare-net")
     if info_fd is not None:
         argv += ["--info-fd", str(info_fd)]
+    if chdir is not None:  # else bwrap keeps the cwd, or goes $HOME when it is not seen
+        argv += ["--chdir", str(chdir)]
     return [*argv, "--"]
 
 
 def command_prefix(
-    settings: Settings, writable: Sequence[Path], *, extension_dirs: Sequence[Path] = ()
+    settings: Settings,
+    writable: Sequence[Path],
+    *,
+    extension_dirs: Sequence[Path] = (),
+    view: PathView = HOST_VIEW,
+    cwd: Path | None = None,
 ) -> list[str]:
     """The bwrap prefix confining a one-off process (a skill script) the way the
     session's shell is confined, or [] when the shell would not be sandboxed: of
-    `$SYNAPSE_HOME/run/` it sees only `extension_dirs` (its registry's own)."""
+    `$SYNAPSE_HOME/run/` it sees only `extension_dirs` (its registry's own); its
+    `/tmp` is the session's (`view.private_tmp`; an empty one when there is none) and
+    it starts in the host directory `cwd` as the session spells it."""
     confined = status(settings)
     if not confined.sandboxed:
         return []
@@ -241,8 +302,9 @@ def command_prefix(
         confined,
         writable=writable,
         private_dir=None,
-        private_tmp=None,
+        private_tmp=view.private_tmp,
         synapse_home=settings.synapse_home,
         info_fd=None,
         extension_dirs=tuple(extension_dirs),
+        chdir=view.seen(cwd) if cwd is not None else None,
     )

@@ -42,7 +42,7 @@ from synapse_lsp.commands import OutputSink
 from synapse_lsp.config import MIN_TIMEOUT_S, OutputLimits, Settings, SettingsSource, as_source
 from synapse_lsp.errors import ShellError
 from synapse_lsp.output import BoundedCapture, SpillBudget
-from synapse_lsp.sandbox import SandboxStatus
+from synapse_lsp.sandbox import HOST_VIEW, PathView, SandboxStatus
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +188,7 @@ class ShellSession:
         *,
         writable: Sequence[Path] | None = None,
         wrappers: WrapperDir | None = None,
+        private_tmp: Path | None = None,
     ) -> None:
         self._settings = as_source(settings)
         self.wrappers = wrappers
@@ -197,7 +198,10 @@ class ShellSession:
             [self._initial_cwd] if writable is None else [Path(p).resolve() for p in writable]
         )
         self._sandbox: SandboxStatus | None = None  # what the current bash runs under
-        self._private_tmp: Path | None = None  # the sandbox's /tmp, kept until close()
+        # The sandbox's /tmp, kept across fresh shells until close(); one given by the
+        # caller (the folder's, shared by its shells and its registry) is the caller's.
+        self._private_tmp: Path | None = private_tmp
+        self._owns_tmp = private_tmp is None
         self._extra_env = dict(env or {})
         self._lock = asyncio.Lock()
         self._proc: PtyProcess | None = None
@@ -271,6 +275,19 @@ class ShellSession:
         return self._private_tmp if self._sandbox and self._sandbox.sandboxed else None
 
     @property
+    def view(self) -> PathView:
+        """How this shell's commands spell paths (`sandbox.PathView`): what built-ins,
+        skill scripts and hand-over files go through so every layer sees one world."""
+        tmp = self.private_tmp
+        if tmp is None:
+            return HOST_VIEW
+        own = [*self._writable, self.settings.synapse_home]
+        own += [Path(p) for p in sandbox.own_install_under_tmp()]
+        if self._dir is not None:
+            own.append(self._dir)
+        return PathView(tmp, tuple(own))
+
+    @property
     def supervisor_pid(self) -> int | None:
         """The session leader on the PTY: bash's parent and the subreaper of whatever
         the commands start (see `proctree`)."""
@@ -313,7 +330,7 @@ class ShellSession:
         self._terminate()
         for task in list(self._escalations):
             task.cancel()
-        if self._private_tmp is not None:
+        if self._private_tmp is not None and self._owns_tmp:
             shutil.rmtree(self._private_tmp, ignore_errors=True)
             self._private_tmp = None
 
@@ -727,7 +744,7 @@ class ShellSession:
         if status.sandboxed:
             try:
                 info_r, info_w = os.pipe2(os.O_CLOEXEC)
-                argv = self._sandbox_argv(status, info_w) + argv
+                argv = self._sandbox_argv(status, info_w, cwd) + argv
             except OSError as exc:
                 for fd in (parent_r, parent_w, report_r, report_w, info_r, info_w):
                     if fd >= 0:
@@ -815,12 +832,16 @@ class ShellSession:
         await self._learn_terminal()
         log.debug("shell %s started in %s", proc.pid, cwd)
 
-    def _sandbox_argv(self, status: SandboxStatus, info_fd: int) -> list[str]:
+    def _sandbox_argv(self, status: SandboxStatus, info_fd: int, cwd: Path) -> list[str]:
         """bwrap's part of the command line (`sandbox.bwrap_argv`); the private /tmp is
-        made once per session and kept across fresh shells until `close()`."""
+        made once per session and kept across fresh shells until `close()`. bash starts
+        in `cwd` as the sandbox spells it (`/tmp/x` for a host `<private_tmp>/x`)."""
         assert self._dir is not None
         if self._private_tmp is None or not self._private_tmp.is_dir():
-            self._private_tmp = Path(tempfile.mkdtemp(prefix="synapse-tmp-"))
+            if self._private_tmp is not None and not self._owns_tmp:
+                self._private_tmp.mkdir(mode=0o700, parents=True, exist_ok=True)
+            else:
+                self._private_tmp = Path(tempfile.mkdtemp(prefix="synapse-tmp-"))
         return sandbox.bwrap_argv(
             status,
             writable=self._writable,
@@ -829,6 +850,7 @@ class ShellSession:
             synapse_home=self.settings.synapse_home,
             info_fd=info_fd,
             extension_dirs=self.wrappers.visible if self.wrappers is not None else (),
+            chdir=PathView(self._private_tmp).seen(cwd),
         )
 
     def _terminate(self) -> None:

@@ -107,17 +107,20 @@ async def run_subagent(
 
 def _own_shell(parent: Loop) -> ShellSession:
     """A bash of its own for one sub-agent (not started): in the parent shell's
-    directory, with its writable roots and its extension wrappers (the sandbox is the
-    settings', as for every shell)."""
+    directory, with its workspace roots, its /tmp and its extension wrappers (the
+    sandbox is the settings', as for every shell)."""
     from synapse_lsp.shell import ShellSession
 
     home = parent.router.shell
-    writable = getattr(home, "writable_paths", None)
+    roots = getattr(home, "roots", None)
+    view = getattr(home, "view", None)
     return ShellSession(
         home.cwd,
         parent.settings_source,
-        writable=list(writable) if writable else None,
+        writable=list(roots) if roots else None,
         wrappers=getattr(home, "wrappers", None),
+        # The parent's /tmp: one world for the agent and its sub-agents.
+        private_tmp=view.private_tmp if view is not None else None,
     )
 
 

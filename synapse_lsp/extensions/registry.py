@@ -19,7 +19,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -49,6 +49,7 @@ from synapse_lsp.extensions.skill_commands import (
 from synapse_lsp.extensions.skills import SkillInfo, SkillScriptCommand, scan_skills, skills_dir
 from synapse_lsp.extensions.watcher import ExtensionWatcher
 from synapse_lsp.files import DiskFiles
+from synapse_lsp.sandbox import HOST_VIEW, PathView
 from synapse_lsp.secrets import child_env
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,10 @@ class ExtensionRegistry:
         self.run_dir = run_dir
         self._own_run_dir = False
         self.private_config_files = frozenset(private_config_files)
+        # How the shells this registry serves spell paths (`sandbox.PathView`): a
+        # wrapper's cwd and a skill script's /tmp are the calling shell's (the owner
+        # sets it; `core.Workspace` gives its shells' view).
+        self.view: Callable[[], PathView] = lambda: HOST_VIEW
         self.mcp = McpManager(
             self.settings, workspace_root, self._server_changed, config_files, only_servers
         )
@@ -417,9 +422,12 @@ class ExtensionRegistry:
         settings = self.settings
         if self.workspace_root is None and settings.sandbox == "workspace-write":
             settings = replace(settings, sandbox="read-only")
+        view = self.view()
+        cwd = view.host(cwd)  # the caller's cwd as its shell spells it
         roots = (self.workspace_root,) if self.workspace_root is not None else (cwd,)
         ctx = CommandContext(
             cwd=cwd,
+            view=view,
             settings=settings,
             files=DiskFiles(),
             env=env,

@@ -345,7 +345,11 @@ async def run_script(
     # child to exit on its own; instead we let the spawn finish and kill the group.
     # Confined like the session's shell (the sandbox mode applies to skills too).
     confine = sandbox.command_prefix(
-        ctx.settings, ctx.roots or (ctx.cwd,), extension_dirs=ctx.extension_dirs
+        ctx.settings,
+        ctx.roots or (ctx.cwd,),
+        extension_dirs=ctx.extension_dirs,
+        view=ctx.view,  # the session's /tmp, so `/tmp/x` is one file for every layer
+        cwd=ctx.cwd,
     )
     spawn = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
