@@ -45,6 +45,7 @@ from synapse_lsp.builtins.args import ArgError, parse_args
 from synapse_lsp.builtins.write import split_args
 from synapse_lsp.config import SETTINGS_FILE, SettingsSource
 from synapse_lsp.events import Notice
+from synapse_lsp.sandbox import HOST_VIEW, PathView
 from synapse_lsp.secrets import child_env
 
 EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart")
@@ -133,25 +134,28 @@ def _entry(entry: Any, where: str) -> tuple[str, float] | str:
 # ---------------------------------------------------------------- the tool's names
 
 
-def tool_call(line: str, cwd: Path) -> tuple[str, dict[str, Any]]:
+def tool_call(line: str, cwd: Path, view: PathView = HOST_VIEW) -> tuple[str, dict[str, Any]]:
     """(tool_name, tool_input) as a Claude Code hook expects them for one command line.
 
     One `edit`, `write` or `read` call (a heredoc allowed, nothing after it) is `Edit`
     {file_path, old_string, new_string, replace_all}, `Write` {file_path, content},
-    `Read` {file_path, offset?, limit?} (paths absolute, against `cwd`); one
+    `Read` {file_path, offset?, limit?} (paths absolute, against `cwd`, as the host
+    spells them: `view`); one
     `mcp:<server>:<tool>` call is `mcp__<server>__<tool>` {command}; anything else —
     a compound line too, whole — is `Bash` {command}."""
     text = line.strip()
     word = cmdline.first_word(text)
     if word in ("edit", "write", "read") or word.startswith("mcp:"):
         with contextlib.suppress(ValueError, ArgError):
-            mapped = _mapped(text, word, cwd)
+            mapped = _mapped(text, word, cwd, view)
             if mapped is not None:
                 return mapped
     return "Bash", {"command": text}
 
 
-def _mapped(text: str, word: str, cwd: Path) -> tuple[str, dict[str, Any]] | None:
+def _mapped(
+    text: str, word: str, cwd: Path, view: PathView = HOST_VIEW
+) -> tuple[str, dict[str, Any]] | None:
     heredoc = cmdline.extract_heredoc(text)
     head, body = heredoc if heredoc is not None else (text, None)
     if len(cmdline.split_all(head)) != 1:
@@ -164,7 +168,7 @@ def _mapped(text: str, word: str, cwd: Path) -> tuple[str, dict[str, Any]] | Non
         return f"mcp__{parts[1]}__{parts[2]}", {"command": text}
 
     def path(arg: str) -> str:
-        return os.path.normpath(cwd / Path(arg).expanduser())
+        return os.path.normpath(cwd / view.host(Path(arg).expanduser()))
 
     if word == "edit" and body is None:
         args = parse_args(argv[1:], options=set(), flags={"all"})
@@ -206,6 +210,9 @@ class HookScope:
     cwd: Callable[[], Path]
     notify: Callable[[Notice], None]
     halt: str | None = None
+    # How the session's commands spell paths: hooks run on the host, so a `/tmp/x`
+    # the model names reaches them as the host file it is (`sandbox.PathView`).
+    view: Callable[[], PathView] = lambda: HOST_VIEW
 
 
 _SCOPE: contextvars.ContextVar[HookScope | None] = contextvars.ContextVar(
@@ -362,7 +369,7 @@ class Hooks:
         hook that fails denies (fail closed)."""
         if not self._has("PreToolUse"):
             return PreVerdict(None)  # no parsing of a long line for nothing
-        name, tool_input = tool_call(line, cwd)
+        name, tool_input = tool_call(line, cwd, scope.view())
         fields = {"tool_name": name, "tool_input": tool_input, "tool_use_id": TOOL_USE_ID.get()}
         denied: list[str] = []
         asked: list[str] = []
@@ -418,7 +425,7 @@ class Hooks:
         """What the hooks add to the tool result the model sees ("" for nothing)."""
         if not self._has("PostToolUse"):
             return ""
-        name, tool_input = tool_call(line, cwd)
+        name, tool_input = tool_call(line, cwd, scope.view())
         if "file_path" in tool_input:
             response = {**response, "filePath": tool_input["file_path"]}
         fields = {

@@ -65,6 +65,11 @@ _NOT_CARRIED = re.compile(
 # session's bash; the rest split the same either way (`cmdline.split_argv`).
 _EXPANDS = re.compile(r"[$`~*?\[{]|[<>]\(")
 _FILE_WRITERS = frozenset({"write", "edit"})
+# A list item starting with one of these is part of a compound command: not cut there.
+_COMPOUND = frozenset(
+    {"if", "then", "else", "elif", "fi", "while", "until", "for", "do", "done", "case", "esac",
+     "select", "function", "!", "time", "coproc", "[[", "}", ")"}
+)  # fmt: skip
 
 _BASH_WRAPPED = re.compile(
     r"^Bash\s*\(\s*command\s*=\s*(?P<q>[\"'])(?P<inner>.*)(?P=q)"
@@ -261,6 +266,9 @@ class BashRouter:
             output = await self._native_into_write(native, write_line, on_output, emit)
             return self._finish(command, Layer.AGENT, output, started)
         if layer is Layer.NATIVE:
+            cut = self._native_then_in_process(line)
+            if cut is not None:
+                return await self._native_list(command, cut, on_output, emit, started)
             return await self._run_native(command, line, on_output, started)
         assert target is not None
         output = await self._run_in_process(target, line, on_output, emit)
@@ -349,6 +357,9 @@ class BashRouter:
         return self._steps(line, layer)
 
     def _steps(self, line: str, layer: Layer) -> list[Step]:
+        if layer is Layer.NATIVE and (cut := self._native_then_in_process(line)) is not None:
+            rest = cut[2]
+            return [Step(cut[0], Layer.NATIVE), *self._steps(rest, self._resolve(rest)[0])]
         if layer is Layer.NATIVE:
             trailing = self._trailing_write(line)
             if trailing is None:
@@ -371,6 +382,69 @@ class BashRouter:
             native = [Step(middle, Layer.NATIVE)] if middle else []
             return [*steps, *native, Step(trailing[1], Layer.AGENT)]
         return steps + self._steps(rest, self._resolve(rest)[0])
+
+    def _native_then_in_process(self, line: str) -> tuple[str, str, str] | None:
+        """`cd src; read main.py`, `make && mcp:ci:report x`: a native list whose later
+        item is a built-in or extension -> (native head, operator, the rest), so the
+        rest runs as if it were its own line (bash alone would run its own `read`,
+        or not find `write`). Only plain lists: nothing is cut inside a compound
+        command (`while read l; do …`), a heredoc, or after a pipe, and an item with
+        a redirection (`read -r v <<< "$x"`) stays bash's."""
+        if "<<" in line or len(line) > 64 * 1024:
+            return None
+        parts = cmdline.split_all(line)
+        if len(parts) < 2:
+            return None
+        offset = 0
+        for index, (text, op) in enumerate(parts):
+            words = text.split(maxsplit=1)
+            if words and (words[0] in _COMPOUND or words[0].startswith(("(", "{"))):
+                return None
+            if index > 0 and parts[index - 1][1] in (";", "&&", "||", "\n"):
+                item = text.strip()
+                if (
+                    item
+                    and self._resolve(item)[0] is not Layer.NATIVE
+                    and not cmdline.has_redirection(item)
+                ):
+                    previous = parts[index - 1][1]
+                    assert previous is not None
+                    head = line[: offset - len(previous)]
+                    return head, previous, line[offset:]
+            offset += len(text) + len(op or "")
+        return None
+
+    async def _native_list(
+        self,
+        command: str,
+        cut: tuple[str, str, str],
+        on_output: OutputSink | None,
+        emit: Callable[[Any], None] | None,
+        started: float,
+    ) -> RouteResult:
+        """The native head of a list, then the rest as its own (already checked) line."""
+        head, op, rest = cut
+        first = await self._run_native(head, head, on_output, started)
+        ok = first.exit_code == 0
+        if (
+            (op == "&&" and not ok)
+            or (op == "||" and ok)
+            or first.category
+            in (
+                FailureCategory.CANCELLED,
+                FailureCategory.TIMEOUT,
+            )
+        ):
+            return self._finish(command, Layer.NATIVE, _as_output(first), started)
+        tail = await self.route(rest, on_output=on_output, emit=emit, _checked=True)
+        out = CommandOutput(
+            stdout=first.stdout + tail.stdout,
+            stderr=first.stderr + tail.stderr,
+            exit_code=tail.exit_code,
+            category=tail.category,
+            data={**first.data, **tail.data},
+        )
+        return self._finish(command, tail.layer, out, started)
 
     def _trailing_write(self, line: str) -> tuple[str, str] | None:
         """`cmd … | write <path>` -> (`cmd …`, `write <path>`): SPEC's `write` takes the
@@ -958,6 +1032,12 @@ def format_for_model(
         else:
             parts.append(f"Hint: Run `{base} --help` to learn the correct usage before retrying.")
     return "\n".join(parts) + "\n"
+
+
+def _as_output(routed: RouteResult) -> CommandOutput:
+    return CommandOutput(
+        routed.stdout, routed.stderr, routed.exit_code, routed.category, dict(routed.data)
+    )
 
 
 def _substituted(head: str) -> list[Step]:

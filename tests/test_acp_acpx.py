@@ -51,7 +51,7 @@ def proj(tmp_path: Path) -> Path:
 def run_acpx(
     acpx: Path, api: FakeApiProcess, proj: Path, home: Path, *args: str
 ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
-    env = api.env(SYNAPSE_HOME=str(home), SYNAPSE_SANDBOX="full-access", HOME=str(home.parent))
+    env = api.env(SYNAPSE_HOME=str(home), HOME=str(home.parent))
     done = subprocess.run(
         [str(acpx), "--agent", f"{SYNAPSE} acp", "--cwd", str(proj), "--format", "json",
          "--timeout", "120", *args],

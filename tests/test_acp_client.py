@@ -140,7 +140,7 @@ async def acp_agent(
 
 
 def agent_env(home: Path, base_url: str | None, **extra: str) -> dict[str, str]:
-    env = {"SYNAPSE_HOME": str(home), "SYNAPSE_SANDBOX": "full-access"}
+    env = {"SYNAPSE_HOME": str(home)}
     if base_url is not None:
         env.update(ANTHROPIC_API_KEY=FAKE_KEY, ANTHROPIC_BASE_URL=base_url)
     env.update(extra)

@@ -366,7 +366,7 @@ async def test_read_refuses_synapses_own_store_but_not_offloaded_outputs(
     (sessions / "offload").mkdir(parents=True)
     (sessions / "events.jsonl").write_text('{"secret": "pasted by the user"}\n')
     (sessions / "offload" / "toolu_1.txt").write_text("the long output\n")
-    (settings.synapse_home / "checkpoints").mkdir()
+    (settings.synapse_home / "checkpoints").mkdir(exist_ok=True)
     (settings.synapse_home / "checkpoints" / "x").write_text("old file text\n")
     for refused in (sessions / "events.jsonl", settings.synapse_home / "checkpoints" / "x"):
         out = await router.route(f"read {refused}")

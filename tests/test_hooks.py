@@ -65,7 +65,7 @@ class Env:
 
     def settings(self, home_settings: dict[str, Any]) -> LiveSettings:
         (self.home / "settings.json").write_text(json.dumps(home_settings))
-        env = {"SYNAPSE_HOME": str(self.home), "SYNAPSE_SANDBOX": "full-access"}
+        env = {"SYNAPSE_HOME": str(self.home)}
         return LiveSettings(env, folder=self.work)
 
     async def session(

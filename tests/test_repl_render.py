@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from synapse_lsp import sandbox
+from synapse_lsp.config import Settings
 from tests.fake_api import FakeApiProcess
 from tests.test_repl import finish, home_env, spawn
 from tests.test_repl_bang import PtyChat
@@ -23,7 +25,7 @@ SCRIPT: list[Any] = [
 
 PIPE_GOLDEN = """\
 Synapse chat \u2014 session SID. /help for help.
-Sandbox: full-access (no sandbox)
+Sandbox: MODE
 You (1)> show me
 Let me look.
 \u25b8 Run `seq 1 12`
@@ -72,7 +74,10 @@ def test_golden_transcript_through_a_pipe(tmp_path: Path, workdir: Path) -> None
             spawn(["--output-lines", "2"], env, workdir, stdin="show me\n!echo hi\nagain\n")
         )
     assert proc.returncode == 0, proc.stderr
-    assert normalise(proc.stdout) == PIPE_GOLDEN
+    # The mode the session runs in is the one this test leg gives (the default:
+    # workspace-write with bubblewrap), said as the sandbox itself describes it.
+    mode = sandbox.status(Settings(synapse_home=tmp_path / "home")).describe()
+    assert normalise(proc.stdout) == PIPE_GOLDEN.replace("MODE", mode)
     assert "\x1b" not in proc.stdout  # no ANSI: stdout is not a terminal
 
 

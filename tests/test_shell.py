@@ -392,11 +392,13 @@ async def test_close_leaves_no_process_behind(workdir: Path, settings: Settings)
     assert pid is not None
     await session.run("sleep 100 & echo $! > bg.pid")  # a background job in its own group
     task = asyncio.create_task(session.run("sleep 100"))
+    # supervisor, (bwrap,) bash, the job, the running command
+    members = 5 if session.sandbox.sandboxed else 4
     for _ in range(200):
-        if len(_session_members(pid)) >= 4:
+        if len(_session_members(pid)) >= members:
             break
         await asyncio.sleep(0.01)
-    assert len(_session_members(pid)) >= 4  # supervisor, bash, the job, the running command
+    assert len(_session_members(pid)) >= members
     await session.close()
     result = await task
     assert result.exit_code != 0
@@ -561,3 +563,24 @@ async def test_run_after_close_is_a_clear_error(workdir: Path, settings: Setting
     await session.close()
     with pytest.raises(ShellError, match="closed"):
         await session.run("true")
+
+
+async def test_a_plain_tests_shell_runs_what_a_user_gets(shell: ShellSession) -> None:
+    """The suites' configuration is a user's: workspace-write, network off, confined
+    by bubblewrap (tests/conftest.py assigns no mode); the other legs say theirs."""
+    from tests.conftest import LEG
+
+    status = shell.sandbox
+    if LEG == "full-access":
+        assert status.mode == "full-access" and not status.sandboxed
+        return
+    assert status.mode == "workspace-write" and status.network == "off"
+    if LEG == "fallback":
+        assert not status.sandboxed and status.reason and "namespace" in status.reason
+        return
+    assert status.sandboxed, status.describe()
+    refused = await shell.run("touch /etc/synapse-should-not-exist")
+    assert refused.exit_code != 0 and "Read-only file system" in refused.stderr
+    # a network namespace of its own: no interface but loopback
+    links = await shell.run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
+    assert links.stdout.split() == ["lo"], links.stdout

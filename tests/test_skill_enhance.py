@@ -75,9 +75,7 @@ class Folder:
 
     async def session(self, settings: dict[str, Any]) -> ChatSession:
         (self.home / "settings.json").write_text(json.dumps(settings))
-        live = LiveSettings(
-            {"SYNAPSE_HOME": str(self.home), "SYNAPSE_SANDBOX": "full-access"}, folder=self.work
-        )
+        live = LiveSettings({"SYNAPSE_HOME": str(self.home)}, folder=self.work)
         assert live.problems == [], live.problems
         ws = Workspace(self.work, live, watch=False)
         self._open.append(ws)

@@ -93,7 +93,6 @@ async def test_two_synapse_processes_no_longer_share_one_socket(tmp_path: Path) 
     env = {
         **os.environ,
         "SYNAPSE_HOME": str(home),
-        "SYNAPSE_SANDBOX": "full-access",
         "PYTHONPATH": str(ROOT),
     }
     env.pop(wrapper_files.SOCKET_ENV, None)

@@ -761,7 +761,14 @@ class ChatSession:
         if self.hooks is None:
             return None
         transcript = str(self.store.path(self.id)) if self.store is not None else ""
-        return HookScope(self.hooks, self.id, transcript, lambda: self.router.shell.cwd, notify)
+        return HookScope(
+            self.hooks,
+            self.id,
+            transcript,
+            lambda: self.router.shell.cwd,
+            notify,
+            view=lambda: self.router.shell.view,
+        )
 
     async def _prompt_hooks(self, text: str) -> tuple[str | None, list[dict[str, Any]]]:
         """SessionStart (before the session's first prompt here) and UserPromptSubmit:

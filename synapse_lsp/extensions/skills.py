@@ -351,6 +351,12 @@ async def run_script(
         view=ctx.view,  # the session's /tmp, so `/tmp/x` is one file for every layer
         cwd=ctx.cwd,
     )
+    if confine:
+        # Inside the sandbox bwrap execs the script: a missing interpreter or shebang
+        # would come back as bwrap's own message. Found here, it gets the one error.
+        unstartable = _preflight(script, env)
+        if unstartable is not None:
+            return _cannot_start(script, unstartable)
     spawn = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
             *confine,
@@ -392,6 +398,23 @@ _SHEBANG_FOR = {
     ".lua": "#!/usr/bin/env lua",
     ".r": "#!/usr/bin/env Rscript",
 }
+
+
+def _preflight(script: ScriptInfo, env: dict[str, str]) -> OSError | None:
+    """Why the kernel would refuse to start `script` (as `exec` would fail), or None."""
+    if script.interpreter:
+        program = script.interpreter[0]
+        if "/" not in program and shutil.which(program, path=env.get("PATH")) is None:
+            return FileNotFoundError(errno.ENOENT, "No such file or directory", program)
+        return None
+    try:
+        with script.path.open("rb") as fh:
+            start = fh.read(4)
+    except OSError as exc:
+        return exc
+    if not start.startswith(b"#!") and start != b"\x7fELF":
+        return OSError(errno.ENOEXEC, "Exec format error", str(script.path))
+    return None
 
 
 def _cannot_start(script: ScriptInfo, exc: OSError) -> CommandOutput:

@@ -322,15 +322,19 @@ def _socket_base() -> str:
     """The temp folder, not `$XDG_RUNTIME_DIR`: a sandboxed shell has a private `/tmp`
     (its own socket folder bound back in), so other registries' sockets stay out of its
     reach; `$XDG_RUNTIME_DIR` is visible in every sandbox, and a socket there could be
-    connected to from another session's shell (a security review found that)."""
-    return tempfile.gettempdir()
+    connected to from another session's shell (a security review found that). `/tmp`
+    itself, whatever `$TMPDIR` says: it is the folder the sandbox makes private (a
+    `$TMPDIR` such as /var/tmp is visible in every sandbox)."""
+    return "/tmp" if os.access("/tmp", os.W_OK | os.X_OK) else tempfile.gettempdir()  # noqa: S108
 
 
 def _socket_bases() -> list[str]:
     """Where short socket folders may be: the temp folder, and `$XDG_RUNTIME_DIR` where
     an earlier version put them (swept as well)."""
     old = os.environ.get("XDG_RUNTIME_DIR") or ""
-    return sorted({tempfile.gettempdir(), *([old] if old and Path(old).is_dir() else [])})
+    return sorted(
+        {_socket_base(), tempfile.gettempdir(), *([old] if old and Path(old).is_dir() else [])}
+    )
 
 
 def _short_socket_dir(run_name: str, base: str | None = None) -> Path:

@@ -55,12 +55,12 @@ async def world(tmp_path: Path) -> AsyncIterator[tuple[BashRouter, ExtensionRegi
     (scripts / "holds.sh").write_text(
         "# Start a child that keeps our stdout open, then exit.\n"
         "echo start\n"
-        'sleep 300 &\necho $! > "$SYNAPSE_SKILL_DIR/held.pid"\n'
+        'sleep 300 &\necho $! > "$PWD/held.pid"\n'
         "echo done\n"
     )
     (scripts / "detached.sh").write_text(
         "# Start a child whose output goes elsewhere, then exit.\n"
-        'sleep 300 >/dev/null 2>&1 &\necho $! > "$SYNAPSE_SKILL_DIR/free.pid"\n'
+        'sleep 300 >/dev/null 2>&1 &\necho $! > "$PWD/free.pid"\n'
         "echo started\n"
     )
     server = tmp_path / "big_server.py"
@@ -94,7 +94,7 @@ async def test_a_skill_returns_when_it_exits_though_a_child_holds_its_output(
     assert result.exit_code == 0, result.text
     assert result.stdout == "start\ndone\n"
     # The child that held the output is ended with its group (documented).
-    pid = int((home / "skills" / "bg" / "held.pid").read_text())
+    pid = int((home.parent / "work" / "held.pid").read_text())
     end = time.monotonic() + 10
     while alive(pid) and time.monotonic() < end:
         time.sleep(0.05)
@@ -109,7 +109,7 @@ async def test_a_child_that_redirected_its_output_is_left_running(
     result = await router.route("skill:bg:detached")
     assert time.monotonic() - started < 20
     assert result.exit_code == 0 and result.stdout == "started\n"
-    pid = int((home / "skills" / "bg" / "free.pid").read_text())
+    pid = int((home.parent / "work" / "free.pid").read_text())
     try:
         assert alive(pid)
     finally:

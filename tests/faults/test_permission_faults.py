@@ -91,6 +91,7 @@ async def test_every_native_part_of_a_line_is_asked_about(
     assert shell.cwd == workdir  # the brace group did not move the session
 
 
+@pytest.mark.sandbox_mode("full-access")  # the gate's questions, not the kernel's refusals
 async def test_allowed_parts_run_and_a_line_is_asked_once(
     shell: ShellSession, settings: Settings, workdir: Path, outside: Path
 ) -> None:

@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -351,13 +352,15 @@ async def test_a_bwrap_failure_at_start_is_a_clear_error(workdir: Path, settings
 
 
 def test_synapse_installed_under_tmp_stays_visible_in_the_private_tmp(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     """A clone (and its venv) under /tmp: the sandbox's private /tmp would hide the
     interpreter the wrappers run; it is bound back read-only at its own path."""
     from synapse_lsp import sandbox
 
-    venv = tmp_path / "clone" / ".venv"
+    clone = Path(tempfile.mkdtemp(dir="/tmp"))  # noqa: S108 - the host's /tmp itself
+    request.addfinalizer(lambda: shutil.rmtree(clone, ignore_errors=True))
+    venv = clone / ".venv"
     venv.mkdir(parents=True)
     monkeypatch.setattr(sys, "prefix", str(venv))
     status = sandbox.SandboxStatus(mode="workspace-write", sandboxed=True, network="off")
@@ -370,7 +373,7 @@ def test_synapse_installed_under_tmp_stays_visible_in_the_private_tmp(
         info_fd=None,
     )
     real = os.path.realpath(venv)
-    assert real.startswith("/tmp/")  # pytest's tmp_path is under /tmp here
+    assert real.startswith("/tmp/")
     tmp_at = argv.index("/tmp")
     bound = argv.index(real)
     assert bound > tmp_at and argv[bound - 1] == "--ro-bind" and argv[bound + 1] == real
