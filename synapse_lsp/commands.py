@@ -166,6 +166,35 @@ class PermissionGate(Protocol):
     ) -> str | None: ...
 
 
+@dataclass
+class OutsideEnv:
+    """What a re-run outside the sandbox gets of the session's exports: an allowlist
+    (`carried`: locale, time zone, terminal size) on top of the shell's starting
+    environment; every other export the session added or changed is `dropped` (a
+    variable can redirect what runs: `XDG_CONFIG_HOME`, `GIT_*`, `EDITOR`, `LD_*`,
+    exported functions...). `PATH` is the starting one unless the user's answer says
+    to carry the session's (`session_path`, offered when it differs)."""
+
+    carried: dict[str, str] = field(default_factory=dict)
+    dropped: tuple[str, ...] = ()
+    session_path: str | None = None
+    with_session_path: bool = False  # set by the gate from the user's answer
+
+    def describe(self) -> str:
+        """One line for the question and the result: what the re-run does not get."""
+        parts = []
+        if self.dropped:
+            shown = ", ".join(self.dropped[:40]) + (" …" if len(self.dropped) > 40 else "")
+            parts.append(f"the session's exports {shown} are not carried")
+        if self.session_path is not None:
+            parts.append(
+                "PATH is the session's"
+                if self.with_session_path
+                else "PATH is the shell's starting one, not the session's"
+            )
+        return "; ".join(parts)
+
+
 @runtime_checkable
 class SandboxEscalation(Protocol):
     """A gate that also decides where a native line runs when the shell is sandboxed:
@@ -175,4 +204,6 @@ class SandboxEscalation(Protocol):
 
     def runs_outside(self, command: str) -> bool: ...
 
-    async def escalate(self, command: str, cwd: Path, why: str) -> bool: ...
+    async def escalate(
+        self, command: str, cwd: Path, why: str, env: OutsideEnv | None = None
+    ) -> bool: ...

@@ -29,7 +29,7 @@ from typing import Protocol
 
 from synapse_lsp import cmdline
 from synapse_lsp.cmdline import simple_commands
-from synapse_lsp.commands import Layer, Step
+from synapse_lsp.commands import Layer, OutsideEnv, Step
 from synapse_lsp.config import POLICIES, SANDBOX_MODES, Settings, SettingsSource, as_source
 from synapse_lsp.hooks import Hooks
 from synapse_lsp.hooks import current as hook_scope
@@ -39,6 +39,10 @@ ALLOW_ONCE = "Allow once"
 ALLOW_SESSION = "Allow for this session"
 DENY = "Deny"
 ACTIONS = (ALLOW_ONCE, ALLOW_SESSION, DENY)
+# Offered when a re-run outside the sandbox could carry the session's PATH (an
+# activated venv): allow once, and carry it (docs/user-guide.md "When the sandbox
+# blocks a command").
+ALLOW_WITH_PATH = "Allow once, with the session's PATH"
 
 # (message, actions) -> the chosen action's title, or None when dismissed
 Asker = Callable[[str, tuple[str, ...]], Awaitable[str | None]]
@@ -236,6 +240,7 @@ class _Question:
     reason: str
     outside: bool  # allowing it means running the line outside the sandbox
     once_only: bool = False  # a hook asks: Allow once or Deny (it asks again next time)
+    env: OutsideEnv | None = None  # outside: what the re-run gets of the session's exports
 
 
 class AskingGate:
@@ -420,9 +425,13 @@ class AskingGate:
         message = f"Synapse wants to run:\n  {shown}\nin {cwd}\n({question.reason})"
         return await self._question(line, parts, message, question)
 
-    async def escalate(self, command: str, cwd: Path, why: str) -> bool:
+    async def escalate(
+        self, command: str, cwd: Path, why: str, env: OutsideEnv | None = None
+    ) -> bool:
         """The sandbox blocked `command` (`why`, from `sandbox_refusal`): ask whether to
-        re-run it outside the sandbox. True: run it outside now."""
+        re-run it outside the sandbox. True: run it outside now. `env`: what the re-run
+        gets of the session's exports, said in the question; an answer carrying the
+        session's PATH sets `env.with_session_path`."""
         line = command.strip()
         if not self._sandboxed() or self._typed_by_user:
             return False
@@ -432,11 +441,13 @@ class AskingGate:
         shown = _showable(line, parts)
         if shown is None:
             return False
+        told = env.describe() if env is not None else ""
         message = (
             f"The sandbox blocked:\n  {shown}\nin {cwd}\n({why})\n"
             "Re-run it outside the sandbox? It may have partly run already."
+            + (f"\nOutside, {_escaped(told)}." if told else "")
         )
-        denied = await self._question(line, parts, message, _Question(why, True))
+        denied = await self._question(line, parts, message, _Question(why, True, env=env))
         if denied is None:
             self._outside_once.discard(line)  # the caller runs it outside right now
         return denied is None
@@ -470,10 +481,17 @@ class AskingGate:
                 always = f"{ALWAYS_OUTSIDE} `{prefixes[0]}` outside the sandbox here"
         elif prefixes:
             always = f"{ALWAYS} {', '.join(f'`{p}`' for p in prefixes)} here"
+        with_path = question.env is not None and question.env.session_path is not None
         actions = (
             (ALLOW_ONCE, DENY)
             if question.once_only
-            else (ALLOW_ONCE, ALLOW_SESSION, *([always] if always else []), DENY)
+            else (
+                ALLOW_ONCE,
+                *([ALLOW_WITH_PATH] if with_path else []),
+                ALLOW_SESSION,
+                *([always] if always else []),
+                DENY,
+            )
         )
         wait = self._settings().permission_timeout
         try:
@@ -485,6 +503,10 @@ class AskingGate:
             return f"denied: nobody answered the permission question within {wait:g} s"
         except Exception as exc:  # the face could not ask: do not run
             return f"denied: the question could not be asked ({exc})"
+        if answer == ALLOW_WITH_PATH and with_path and question.env is not None:
+            question.env.with_session_path = True
+            self._outside_once.add(line)
+            return None
         if answer == ALLOW_ONCE:
             if question.outside:
                 self._outside_once.add(line)
@@ -596,6 +618,11 @@ def _parts(steps: Sequence[Step]) -> list[str]:
         found = simple_commands(step.text) if step.layer is Layer.NATIVE else []
         parts += found or [step.text.strip()]
     return parts
+
+
+def _escaped(text: str) -> str:
+    """`text` with control characters shown as escapes (a question shows what runs)."""
+    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
 
 
 def _shorten(text: str, limit: int = 200) -> str:

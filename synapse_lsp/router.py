@@ -31,6 +31,7 @@ from synapse_lsp.commands import (
     FailureCategory,
     Layer,
     OutputSink,
+    OutsideEnv,
     PermissionGate,
     SandboxEscalation,
     Step,
@@ -54,11 +55,9 @@ _RECORDER: contextvars.ContextVar[ChangeRecorder | None] = contextvars.ContextVa
     "synapse_change_recorder", default=None
 )
 _LOADER = re.compile(r"LD_.*|GCONV_PATH|LOCPATH|NLSPATH|HOSTALIASES|RESOLV_HOST_CONF|MALLOC_.*")
-_NOT_CARRIED = re.compile(
-    r"PATH|BASH_FUNC_.*|LD_.*|GIT_.*|BASH_ENV|ENV|SHELLOPTS|BASHOPTS|PS4|CDPATH|IFS|"
-    r"GLOBIGNORE|PYTHON.*|NODE_OPTIONS|NODE_PATH|PERL5?LIB|PERL5OPT|RUBYOPT|RUBYLIB|"
-    r"JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|npm_config_.*|NPM_CONFIG_.*|PIP_.*|HOME|TMPDIR"
-)
+# The session's exports an escalated re-run carries: an allowlist (a denylist of names
+# that redirect programs cannot be complete: XDG_*, GIT_*, EDITOR, PAGER, LD_*, ...).
+_CARRIED = re.compile(r"LANG|LANGUAGE|LC_[A-Z_]+|TZ|TERM|COLUMNS|LINES")
 
 # A built-in's or extension's words that bash would change (variables, `~`, globs,
 # braces, `$(…)`, backticks, process substitution): those lines are expanded by the
@@ -528,20 +527,26 @@ class BashRouter:
         gate = self.permission if isinstance(self.permission, SandboxEscalation) else None
         note = ""
         if gate is not None and gate.runs_outside(line):
-            result = await self._run_outside(line, on_output)
-            note = "\n[ran outside the sandbox, as the user allowed]\n"
+            env = await self._outside_env()
+            result = await self._run_outside(line, on_output, env)
+            told = env.describe()
+            note = (
+                f"\n[ran outside the sandbox, as the user allowed{'; ' + told if told else ''}]\n"
+            )
         else:
             result = await self.shell.run(
                 line, timeout=self.settings.command_timeout, on_output=on_output
             )
             why = self._sandbox_refusal(result)
             if why is not None:
-                if gate is not None and await gate.escalate(line, self.shell.cwd, why):
-                    result = await self._run_outside(line, on_output)
+                env = await self._outside_env() if gate is not None else OutsideEnv()
+                if gate is not None and await gate.escalate(line, self.shell.cwd, why, env):
+                    result = await self._run_outside(line, on_output, env)
+                    told = env.describe()
                     note = (
                         f"\n[the sandbox blocked the first attempt ({why}); it was run again "
                         "outside the sandbox, as the user allowed: the first attempt may have "
-                        "partly run]\n"
+                        f"partly run{'; ' + told if told else ''}]\n"
                     )
                 else:
                     note = (
@@ -593,15 +598,20 @@ class BashRouter:
             writable=self.shell.writable_paths,
         )
 
-    async def _run_outside(self, line: str, on_output: OutputSink | None) -> ShellResult:
-        """Run `line` in a one-off bash outside the sandbox, in the session's cwd with its
-        exported variables (what it changes there does not carry back)."""
-        env = await self._exported_env()
+    async def _run_outside(
+        self, line: str, on_output: OutputSink | None, env: OutsideEnv
+    ) -> ShellResult:
+        """Run `line` in a one-off bash outside the sandbox, in the session's cwd, with
+        the shell's starting environment plus what `env` carries (what it changes there
+        does not carry back)."""
+        carried = dict(env.carried)
+        if env.with_session_path and env.session_path is not None:
+            carried["PATH"] = env.session_path
         source = self.settings_source
         outside = ShellSession(
             self.shell.cwd,
             lambda: replace(source(), sandbox="full-access"),
-            env=env,
+            env=carried,
             wrappers=getattr(self.shell, "wrappers", None),
         )
         try:
@@ -611,27 +621,43 @@ class BashRouter:
         finally:
             await outside.close()
 
-    async def _exported_env(self) -> dict[str, str]:
-        """The sandboxed shell's exported variables (those that cannot change what runs:
-        `_NOT_CARRIED`), through a file in its private /tmp."""
+    async def _outside_env(self) -> OutsideEnv:
+        """What a re-run outside the sandbox gets of the sandboxed shell's exports (read
+        through a file in its private /tmp): the allowlist `_CARRIED`; the rest of what
+        the session added or changed is named as dropped; its PATH is offered."""
         tmp = self.shell.private_tmp
         if tmp is None:
-            return {}
+            return OutsideEnv()
         name = f".synapse-env-{os.getpid()}-{time.monotonic_ns()}"
         try:
             await self.shell.run(f"env -0 > /tmp/{name}", timeout=10.0)
             raw = (tmp / name).read_bytes()
         except (OSError, ShellError):
-            return {}
+            return OutsideEnv()
         finally:
             with contextlib.suppress(OSError):
                 (tmp / name).unlink()
-        env: dict[str, str] = {}
+        session: dict[str, str] = {}
         for item in raw.split(b"\0"):
             key, sep, value = item.decode("utf-8", "surrogateescape").partition("=")
-            if sep and key and key not in _SHELL_OWN and not _NOT_CARRIED.fullmatch(key):
-                env[key] = value
-        return env
+            if sep and key:
+                session[key] = value
+        start = self.shell.starting_environment()
+        carried = {k: v for k, v in session.items() if _CARRIED.fullmatch(k)}
+        dropped = sorted(
+            _shown_name(k)
+            for k, v in session.items()
+            if k not in _SHELL_OWN
+            and k not in ("PATH", "TMPDIR")
+            and not _CARRIED.fullmatch(k)
+            and start.get(k) != v
+        )
+        path = session.get("PATH")
+        return OutsideEnv(
+            carried=carried,
+            dropped=tuple(dropped),
+            session_path=path if path is not None and path != start.get("PATH") else None,
+        )
 
     async def _run_in_process(
         self,
@@ -1032,6 +1058,13 @@ def format_for_model(
         else:
             parts.append(f"Hint: Run `{base} --help` to learn the correct usage before retrying.")
     return "\n".join(parts) + "\n"
+
+
+def _shown_name(key: str) -> str:
+    """An exported bash function's variable (`BASH_FUNC_cat%%`) as the user wrote it."""
+    if key.startswith("BASH_FUNC_") and key.endswith("%%"):
+        return f"{key[len('BASH_FUNC_') : -2]} (a function)"
+    return key
 
 
 def _as_output(routed: RouteResult) -> CommandOutput:

@@ -656,6 +656,10 @@ class ShellSession:
 
     # ---------------------------------------------------------- spawn / kill
 
+    def starting_environment(self) -> dict[str, str]:
+        """The environment a fresh bash of this session starts with (no secrets)."""
+        return self._environment()
+
     def _environment(self) -> dict[str, str]:
         # The model's credentials and the `secretEnv` variables stay in this process:
         # nothing the model runs inherits them (`synapse_lsp.secrets`).

@@ -54,7 +54,7 @@ from synapse_lsp.agent.pricing import add_spend
 from synapse_lsp.agent.tool_names import unknown_tool_result
 from synapse_lsp.builtins.plan import current_plan
 from synapse_lsp.cmdline import first_word
-from synapse_lsp.commands import FailureCategory, Layer, Step
+from synapse_lsp.commands import FailureCategory, Layer, OutsideEnv, Step
 from synapse_lsp.config import as_source
 from synapse_lsp.errors import ModelError
 from synapse_lsp.events import (
@@ -166,12 +166,14 @@ class SerialGate:
         method = getattr(self.inner, "runs_outside", None)
         return bool(method(command)) if method is not None else False
 
-    async def escalate(self, command: str, cwd: Path, why: str) -> bool:
+    async def escalate(
+        self, command: str, cwd: Path, why: str, env: OutsideEnv | None = None
+    ) -> bool:
         method = getattr(self.inner, "escalate", None)
         if method is None:
             return False
         async with self.lock:
-            return bool(await method(command, cwd, why))
+            return bool(await method(command, cwd, why, env))
 
 
 @dataclass

@@ -14,7 +14,7 @@ from pathlib import Path
 from synapse_lsp import permission_rules
 from synapse_lsp.commands import FailureCategory
 from synapse_lsp.config import Settings
-from synapse_lsp.permissions import ALLOW_ONCE, ALLOW_SESSION, DENY, AskingGate
+from synapse_lsp.permissions import ALLOW_ONCE, ALLOW_SESSION, ALLOW_WITH_PATH, DENY, AskingGate
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
 
@@ -43,20 +43,23 @@ def _router(
     return BashRouter(shell, live, permission=gate)
 
 
-async def test_a_blocked_write_asks_and_runs_again_outside_with_cwd_and_exports(
+async def test_a_blocked_write_asks_and_runs_again_outside_in_its_cwd_without_exports(
     shell: ShellSession, settings: Settings, workdir: Path, outside: Path
 ) -> None:
     asker = Recorder(ALLOW_ONCE)
     router = _router(shell, settings, workdir, asker)
     (workdir / "sub").mkdir()
     assert (await router.route("cd sub && export GREETING=hello")).exit_code == 0
-    result = await router.route(f'echo "$GREETING from $PWD" > {outside}/made.txt')
+    result = await router.route(f'echo "[$GREETING] from $PWD" > {outside}/made.txt')
     assert result.exit_code == 0, result.text
-    assert (outside / "made.txt").read_text() == f"hello from {workdir / 'sub'}\n"
+    # the cwd carries over; an export the session made does not (an allowlist)
+    assert (outside / "made.txt").read_text() == f"[] from {workdir / 'sub'}\n"
     assert "the sandbox blocked the first attempt" in result.stderr
     assert "may have partly run" in result.stderr
+    assert "the session's exports GREETING" in result.stderr and "not carried" in result.stderr
     message, actions = asker.questions[0]
     assert "The sandbox blocked" in message and "refused a write" in message
+    assert "GREETING" in message and "not carried" in message  # the user sees what is dropped
     assert actions[0] == ALLOW_ONCE and actions[-1] == DENY
     # once: the next blocked command asks again
     denied = await router.route(f"python3 -c \"open('{outside}/p.txt', 'w')\"")
@@ -297,8 +300,93 @@ async def test_a_rerun_outside_carries_no_variable_that_changes_what_runs(
     assert result.exit_code == 0, result.text
     assert (outside / "d" / "f").exists()
     assert not (workdir / "hijacked").exists() and not (workdir / "fn").exists()
-    assert "[yes][]" in result.stdout
-    assert "LD_PRELOAD" not in result.stderr  # the loader never saw it
+    assert "[][]" in result.stdout
+    assert "ERROR: ld.so" not in result.stderr  # the loader never saw LD_PRELOAD
+    for name in ("KEPT", "GIT_CONFIG_COUNT", "LD_PRELOAD", "cat (a function)"):
+        assert name in result.stderr  # named as not carried
+    assert "PATH is the shell's starting one, not the session's" in result.stderr
+
+
+REDIRECTING = {
+    # name: (value, a line whose program it would redirect)
+    "XDG_CONFIG_HOME": ("$PWD/cfg", "git status --short"),
+    "GIT_CONFIG_GLOBAL": ("$PWD/cfg/git/config", "git status --short"),
+    "GIT_DIR": ("$PWD/cfg", "git status --short"),
+    "EDITOR": ("$PWD/evil", "git status --short"),
+    "VISUAL": ("$PWD/evil", "git status --short"),
+    "PAGER": ("$PWD/evil", "git status --short"),
+    "LD_PRELOAD": ("$PWD/evil.so", "git status --short"),
+    "LD_LIBRARY_PATH": ("$PWD", "git status --short"),
+    "PYTHONSTARTUP": ("$PWD/evil.py", "python3 -i -c pass"),
+    "PYTHONPATH": ("$PWD/pymod", "git status --short"),
+    "NODE_OPTIONS": ("--require $PWD/evil.js", "git status --short"),
+    "BASH_ENV": ("$PWD/evil.sh", "bash -c true"),
+    "ENV": ("$PWD/evil.sh", "sh -c true"),
+    "PROMPT_COMMAND": ("$PWD/evil", "git status --short"),
+}
+
+
+async def test_a_remembered_outside_rule_never_carries_what_redirects_programs(
+    shell: ShellSession, settings: Settings, workdir: Path
+) -> None:
+    """Issue 28 item 1: with "always run `git status` outside" remembered, a session
+    that exported XDG_CONFIG_HOME (a git config with core.fsmonitor) got its command
+    run outside, unasked. Every variable that redirects programs is dropped, and so
+    are exported functions and PATH; each is named as not carried."""
+    (workdir / "cfg" / "git").mkdir(parents=True)
+    marker = workdir / "PWNED"
+    (workdir / "cfg" / "git" / "config").write_text(f"[core]\n\tfsmonitor = touch {marker}\n")
+    (workdir / "cfg" / "config").write_text(f"[core]\n\tfsmonitor = touch {marker}\n")
+    (workdir / "evil").write_text(f"#!/bin/sh\ntouch {marker}\n")
+    (workdir / "evil").chmod(0o755)
+    for name in ("evil.sh", "evil.py"):
+        (workdir / name).write_text(
+            f"import os; os.system('touch {marker}')\n"
+            if name.endswith(".py")
+            else f"touch {marker}\n"
+        )
+    (workdir / "bin").mkdir()
+    (workdir / "bin" / "git").write_text(f"#!/bin/sh\ntouch {marker}\n")
+    (workdir / "bin" / "git").chmod(0o755)
+    permission_rules.RuleFile(settings.synapse_home).remember(workdir, "git status", "outside")
+    permission_rules.RuleFile(settings.synapse_home).remember(workdir, "python3", "outside")
+    permission_rules.RuleFile(settings.synapse_home).remember(workdir, "bash", "outside")
+    permission_rules.RuleFile(settings.synapse_home).remember(workdir, "sh", "outside")
+    asker = Recorder()
+    router = _router(shell, settings, workdir, asker)
+    assert (await router.route("git init -q . 2>/dev/null; true")).exit_code == 0
+    exports = " ".join(f'{name}="{value}"' for name, (value, _) in REDIRECTING.items())
+    setup = f'export {exports} PATH="$PWD/bin:$PATH"; git() {{ touch {marker}; }}; export -f git'
+    assert (await router.route(setup)).exit_code == 0, setup
+    for name, (_, line) in REDIRECTING.items():
+        result = await router.route(line)
+        assert "ran outside the sandbox" in result.stderr, (name, result.text)
+        assert not marker.exists(), f"{name} redirected `{line}` outside the sandbox"
+        if name != "PROMPT_COMMAND":  # the shell's own (its framing), never carried
+            assert name in result.stderr, (name, result.stderr)
+    assert asker.questions == []  # remembered: nothing was asked
+
+
+async def test_the_sessions_path_is_carried_only_when_the_answer_says_so(
+    shell: ShellSession, settings: Settings, workdir: Path, outside: Path
+) -> None:
+    """An activated venv matters for an escalated `pytest`: the question offers to carry
+    the session's PATH, and only that answer carries it."""
+    venv = workdir / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "which-env").write_text("#!/bin/sh\necho from-the-venv\n")
+    (venv / "which-env").chmod(0o755)
+    asker = Recorder(ALLOW_ONCE, ALLOW_WITH_PATH)
+    router = _router(shell, settings, workdir, asker)
+    assert (await router.route(f'export PATH="{venv}:$PATH"')).exit_code == 0
+    plain = await router.route(f"which-env > {outside}/a; echo done > {outside}/b")
+    assert ALLOW_WITH_PATH in asker.questions[0][1]
+    assert (outside / "b").exists() and not (outside / "a").read_text()
+    assert "PATH is the shell's starting one" in plain.stderr
+    carried = await router.route(f"which-env > {outside}/c")
+    assert carried.exit_code == 0, carried.text
+    assert (outside / "c").read_text() == "from-the-venv\n"
+    assert "PATH is the session's" in carried.stderr
 
 
 async def test_a_skill_sees_the_sandboxed_sessions_exports_but_not_loader_variables(
