@@ -19,7 +19,6 @@ import contextlib
 import importlib
 import logging
 import shutil
-import tempfile
 import weakref
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -27,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from synapse_lsp import trust
+from synapse_lsp import sandbox, trust
 from synapse_lsp.config import Settings, SettingsSource, as_source
 from synapse_lsp.errors import SynapseError
 from synapse_lsp.sandbox import HOST_VIEW, PathView
@@ -217,7 +216,7 @@ class Workspace:
         from synapse_lsp.shell import ShellSession
 
         if self.private_tmp is None:
-            self.private_tmp = Path(tempfile.mkdtemp(prefix="synapse-tmp-"))
+            self.private_tmp = sandbox.make_private_tmp()
         return ShellSession(
             self.root,
             self.settings_source,

@@ -551,19 +551,28 @@ async def _run_one(hook: Hook, data: bytes, env: dict[str, str], cwd: Path) -> _
     error: str | None = None
     try:
         try:
+            # The hook is done when its process exits: not `proc.wait()`, which in
+            # Python 3.11 also waits for every pipe to close, so a child that left the
+            # group (`setsid job &`) and holds stdout held the call far past the timeout.
             async with asyncio.timeout(hook.timeout):  # not wait_for: it can drop a cancel
-                await proc.wait()
+                await _exited(proc)
         except TimeoutError:
             error = f"timed out after {hook.timeout:g} s"
         _kill_group(proc.pid)  # on timeout, and what it left behind holding the pipes
-        await proc.wait()
-        # A child that left the group (setsid) may still hold a pipe: what came is kept.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(PIPE_GRACE_S):
+                await _exited(proc)
+        # A child that left the group (setsid) may still hold a pipe: what came within
+        # a short bound is kept, and the pipes are closed on our side.
         await asyncio.wait({parts[1], parts[2]}, timeout=PIPE_GRACE_S)
     finally:
         _kill_group(proc.pid)
         for part in parts:
             part.cancel()
         await asyncio.gather(*parts, return_exceptions=True)
+        transport = getattr(proc, "_transport", None)
+        if transport is not None:
+            transport.close()  # our ends of the pipes: nothing waits on a stray child
     stdout, stderr = _text(out), _text(err)
     code = proc.returncode
     if error is None and code is not None and code < 0:
@@ -586,6 +595,36 @@ async def _run_one(hook: Hook, data: bytes, env: dict[str, str], cwd: Path) -> _
             else:
                 bad = "exited 0 but its output was not valid JSON (it starts with `{`)"
     return _Ran(hook, None if error else code, stdout, stderr, error, output, bad)
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> None:
+    """Until `proc` has exited and been reaped (its pipes may still be open): a pidfd
+    says when it exits, then the event loop's child watcher reaps it."""
+    if proc.returncode is not None:
+        return
+    loop = asyncio.get_running_loop()
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        fd = -1
+    if fd >= 0:
+        gone: asyncio.Future[None] = loop.create_future()
+
+        def readable() -> None:
+            if not gone.done():
+                gone.set_result(None)
+
+        loop.add_reader(fd, readable)
+        try:
+            if proc.returncode is None:
+                await gone
+        finally:
+            loop.remove_reader(fd)
+            os.close(fd)
+    delay = 0.002
+    while proc.returncode is None:  # exited; the watcher reaps it in a moment
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 async def _feed(stream: asyncio.StreamWriter, data: bytes) -> None:

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -176,6 +177,59 @@ class PathView:
 
 
 HOST_VIEW = PathView()
+
+PRIVATE_TMP_PREFIX = "synapse-tmp-"
+_swept = False
+
+
+def make_private_tmp() -> Path:
+    """A new 0700 host folder for a session's `/tmp`, named after this process
+    (`synapse-tmp-<pid>-<start>-…`). The first call of a process also removes the
+    folders of processes that are gone: a clean close removes its own, but a SIGTERM
+    during a hook or a SIGKILL cannot."""
+    global _swept
+    if not _swept:
+        _swept = True
+        sweep_private_tmps()
+    me = os.getpid()
+    return Path(tempfile.mkdtemp(prefix=f"{PRIVATE_TMP_PREFIX}{me}-{_start_ticks(me) or 0}-"))
+
+
+def sweep_private_tmps(base: Path | None = None) -> list[Path]:
+    """Remove this user's private /tmp folders whose process is gone; what was removed."""
+    removed: list[Path] = []
+    folder = Path(tempfile.gettempdir()) if base is None else base
+    try:
+        entries = list(folder.glob(PRIVATE_TMP_PREFIX + "*"))
+    except OSError:
+        return removed
+    for entry in entries:
+        fields = entry.name[len(PRIVATE_TMP_PREFIX) :].split("-")
+        if len(fields) < 3 or not fields[0].isdigit() or not fields[1].isdigit():
+            continue  # not named by this version (an older one's: left alone)
+        pid, start = int(fields[0]), int(fields[1])
+        ticks = _start_ticks(pid)
+        if ticks is not None and (start == 0 or ticks == start):
+            continue  # its process still runs
+        if ticks is None and not Path("/proc/self/stat").exists():
+            continue  # cannot tell
+        try:
+            info = entry.lstat()
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When `pid` started (clock ticks after boot, /proc/PID/stat), None if unknown."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+        return int(raw[raw.rindex(b")") + 2 :].split()[19])  # field 22, after "(comm)"
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def own_install_under_tmp() -> list[str]:

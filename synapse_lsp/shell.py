@@ -845,7 +845,7 @@ class ShellSession:
             if self._private_tmp is not None and not self._owns_tmp:
                 self._private_tmp.mkdir(mode=0o700, parents=True, exist_ok=True)
             else:
-                self._private_tmp = Path(tempfile.mkdtemp(prefix="synapse-tmp-"))
+                self._private_tmp = sandbox.make_private_tmp()
         return sandbox.bwrap_argv(
             status,
             writable=self._writable,

@@ -5,8 +5,11 @@ whose recorded requests show what the model was given."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
+import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -639,3 +642,46 @@ async def test_other_events_with_bad_output_warn_and_go_on(tmp_path: Path) -> No
     assert verdict.blocked is None and verdict.context == ()  # not taken as context either
     (warning,) = [n for n in shown if n.level == "warning"]
     assert "not valid JSON" in warning.message and "(ignored)" in warning.message
+
+
+async def test_a_hook_with_a_detached_child_is_done_when_it_exits(env: Env) -> None:
+    """Issue 28 item 3: `setsid sleep 301 &` holding the hook's stdout held the tool
+    call 5 minutes (Python 3.11's `Process.wait()` waits for the pipes too) and an
+    exit 0 counted as a failure. The hook is done when its process exits."""
+    pids = env.tmp / "detached.pid"
+    hook = script(
+        env.tmp / "hooks" / "detach.sh",
+        f"#!/usr/bin/env bash\nsetsid sleep 301 &\necho $! > {pids}\nexit 0\n",
+    )
+    session = await env.session({"hooks": hooks_of("PreToolUse", str(hook), timeout=30)})
+    env.api.add({"commands": ["touch ran.txt"]}, {"text": "ok"})
+    try:
+        async with asyncio.timeout(25):  # a liveness bound, far below the child's 301 s
+            events = await turn(session, "go")
+        (call,) = finished_calls(events)
+        assert call.status == "completed", call.text
+        assert (env.work / "ran.txt").exists()
+    finally:
+        if pids.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pids.read_text()), signal.SIGKILL)
+
+
+async def test_a_timed_out_hook_with_a_detached_child_ends_at_its_timeout(env: Env) -> None:
+    pids = env.tmp / "held.pid"
+    hook = script(
+        env.tmp / "hooks" / "hold.sh",
+        f"#!/usr/bin/env bash\nsetsid sleep 301 &\necho $! > {pids}\nsleep 300\n",
+    )
+    session = await env.session({"hooks": hooks_of("PreToolUse", str(hook), timeout=1)})
+    env.api.add({"commands": ["touch ran.txt"]}, {"text": "ok"})
+    try:
+        async with asyncio.timeout(25):
+            events = await turn(session, "go")
+        (call,) = finished_calls(events)
+        assert call.status == "denied" and "timed out after 1 s" in call.text, call.text
+        assert not (env.work / "ran.txt").exists()
+    finally:
+        if pids.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pids.read_text()), signal.SIGKILL)

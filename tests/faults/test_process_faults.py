@@ -301,3 +301,37 @@ async def test_a_hangup_while_the_supervisor_starts_still_ends_the_session(
     for pid in survivors:
         os.kill(pid, signal.SIGKILL)
     assert survivors == [], "the session's processes outlived a hangup at start"
+
+
+def test_a_killed_sessions_private_tmp_is_swept_at_the_next_start(tmp_path: Path) -> None:
+    """Issue 28 item 3: SIGTERM (during a hook, say) left `/tmp/synapse-tmp-*` behind;
+    only a clean close removed it. The next Synapse process removes the folders of
+    processes that are gone, and keeps those of processes that run."""
+    from synapse_lsp import sandbox
+
+    code = (
+        "import sys, time\nfrom synapse_lsp import sandbox\n"
+        "print(sandbox.make_private_tmp(), flush=True)\ntime.sleep(120)\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    doomed = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, env=env, text=True
+    )
+    alive = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, env=env, text=True
+    )
+    try:
+        assert doomed.stdout is not None and alive.stdout is not None
+        gone_tmp = Path(doomed.stdout.readline().strip())
+        kept_tmp = Path(alive.stdout.readline().strip())
+        (gone_tmp / "left.txt").write_text("x")
+        doomed.send_signal(signal.SIGTERM)
+        doomed.wait(timeout=30)
+        assert gone_tmp.is_dir()  # SIGTERM cannot clean up
+        removed = sandbox.sweep_private_tmps(tmp_path)
+        assert removed == [gone_tmp] and not gone_tmp.exists()
+        assert kept_tmp.is_dir()
+    finally:
+        for proc in (doomed, alive):
+            proc.kill()
+            proc.wait(timeout=30)
