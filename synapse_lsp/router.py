@@ -383,12 +383,13 @@ class BashRouter:
         return steps + self._steps(rest, self._resolve(rest)[0])
 
     def _native_then_in_process(self, line: str) -> tuple[str, str, str] | None:
-        """`cd src; read main.py`, `make && mcp:ci:report x`: a native list whose later
-        item is a built-in or extension -> (native head, operator, the rest), so the
-        rest runs as if it were its own line (bash alone would run its own `read`,
-        or not find `write`). Only plain lists: nothing is cut inside a compound
-        command (`while read l; do …`), a heredoc, or after a pipe, and an item with
-        a redirection (`read -r v <<< "$x"`) stays bash's."""
+        """`cd src; read main.py`, `make && write notes.md done`: a native list whose
+        later item is a built-in -> (native head, operator, the rest), so the rest runs
+        as if it were its own line (bash alone would run its own `read`, or not find
+        `write`). Extensions need no cut: bash runs them through their wrappers. Only
+        plain lists: nothing is cut inside a compound command (`while read l; do …`),
+        a heredoc, or after a pipe, and an item with a redirection
+        (`read -r v <<< "$x"`) stays bash's."""
         if "<<" in line or len(line) > 64 * 1024:
             return None
         parts = cmdline.split_all(line)
@@ -403,7 +404,7 @@ class BashRouter:
                 item = text.strip()
                 if (
                     item
-                    and self._resolve(item)[0] is not Layer.NATIVE
+                    and self._resolve(item)[0] is Layer.AGENT
                     and not cmdline.has_redirection(item)
                 ):
                     previous = parts[index - 1][1]
@@ -696,7 +697,10 @@ class BashRouter:
         ok = output.exit_code == 0
         if (split.operator == "&&" and not ok) or (split.operator == "||" and ok):
             return output
-        tail = await self.route(split.rest, on_output=on_output, emit=emit, _checked=True)
+        rest = split.rest
+        if "$?" in rest:  # the rest runs in bash: `$?` is this command's status there too
+            rest = f"(exit {output.exit_code})\n{rest}"
+        tail = await self.route(rest, on_output=on_output, emit=emit, _checked=True)
         return CommandOutput(
             stdout=output.stdout + tail.stdout,
             stderr=output.stderr + tail.stderr,

@@ -91,7 +91,9 @@ async def test_prompt_streams_text_runs_ls_and_edits_the_client_buffer(
     async with acp_agent(client, agent_env(home, api.base_url)) as (conn, _proc, _init):
         new = await conn.new_session(cwd=str(proj), mcp_servers=[])
         sid = new.session_id
-        assert new.modes is not None and new.modes.current_mode_id == "full-access"
+        # the mode a user gets (the leg's: workspace-write unless it says otherwise)
+        mode = os.environ.get("SYNAPSE_SANDBOX") or "workspace-write"
+        assert new.modes is not None and new.modes.current_mode_id == mode
         assert {m.id for m in new.modes.available_modes} == {
             "read-only",
             "workspace-write",
