@@ -215,9 +215,12 @@ def _exec_supervisor(bash: int, parent_fd: int) -> None:
     with contextlib.suppress(OSError):
         os.set_inheritable(parent_fd, True)
         script = os.path.abspath(__file__)  # noqa: PTH100 - a forked child: no pathlib
-        os.execv(
+        # An empty environment: the supervisor needs none, and Synapse's own (the
+        # model's key among it) would be readable in its /proc/PID/environ.
+        os.execve(
             sys.executable,
             [sys.executable, "-I", "-S", script, "--supervise", str(bash), str(parent_fd)],
+            {},
         )
 
 

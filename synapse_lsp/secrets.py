@@ -112,3 +112,20 @@ def credential_refuser(
         return None
 
     return refuse
+
+
+def protect_process() -> None:
+    """Make this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): its
+    `/proc/PID/environ` (the model's key, as the environment started it), memory and
+    file descriptors are then root's, so a command of the same user — full-access, or
+    the no-bwrap fallback — cannot read them. Programs it starts are dumpable again
+    (exec resets it). Root still reads everything (docs/architecture.md, threat
+    model). A no-op where prctl is not there."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        pass

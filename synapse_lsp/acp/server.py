@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 from synapse_lsp.acp.handshake import early_initialize, has_api_key, initialize_result
 from synapse_lsp.acp.transport import BlockingWriter, NdjsonTransport, Writer
 from synapse_lsp.config import LiveSettings
+from synapse_lsp.secrets import protect_process
 
 if TYPE_CHECKING:
     from synapse_lsp.acp.agent import SynapseAcpAgent
@@ -121,6 +122,7 @@ def _feed_from_thread(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamRea
 
 
 def main(argv: list[str] | None = None) -> int:
+    protect_process()  # started directly by an editor too, not only by `synapse`
     args = build_parser().parse_args(list(argv or []))
     protocol_fd = take_stdout()
     live = LiveSettings()

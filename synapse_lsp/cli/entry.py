@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run a subcommand. A reader of stdout that goes away (`synapse tools list | head`)
     ends the program quietly with 141, never a BrokenPipeError traceback."""
     as_program_chat = argv is None and sys.argv[1:2] == ["chat"]
+    from synapse_lsp.secrets import protect_process
+
+    protect_process()  # the key in /proc/PID/environ is not a same-user command's to read
     try:
         try:
             code = _main(argv)

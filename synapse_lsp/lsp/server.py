@@ -54,6 +54,7 @@ from synapse_lsp.lsp.sessions import ChatSessions, as_uri
 from synapse_lsp.lsp.stdio import PipeWriter, connect_stdio
 from synapse_lsp.lsp.wire import ArgumentError, converter, json_type
 from synapse_lsp.lsp.workspace import WorkspaceContext
+from synapse_lsp.secrets import protect_process
 from synapse_lsp.tasks import TaskOwner
 
 # Editor files, updates, permissions, the router and the agent are imported on first
@@ -663,6 +664,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    protect_process()  # started directly by an editor too, not only by `synapse`
     args = build_parser().parse_args(list(argv or []))
     log_path: Path | None = args.log_file.expanduser() if args.log_file else None
     live = LiveSettings()  # settings files and the environment; the editor's go on top

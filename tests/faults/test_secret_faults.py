@@ -310,3 +310,36 @@ async def test_a_deeply_nested_config_is_a_config_error_and_commands_still_run(
         assert "skill:hello:hi" in {c.name for c in registry.commands()}
     finally:
         await registry.close()
+
+
+def test_the_key_is_not_in_synapses_proc_environ_for_a_same_user_command(tmp_path: Path) -> None:
+    """Issue 28 item 6: in full-access a command read the key from
+    `/proc/<Synapse>/environ` (the shell's environment is clean, the process that started
+    it is not). Synapse is non-dumpable, so its /proc files are root's: a normal user's
+    command cannot read them. Root reads anything (documented in the threat model)."""
+    env = {
+        **os.environ,
+        "SYNAPSE_HOME": str(tmp_path / "home"),
+        "ANTHROPIC_API_KEY": KEY,
+        "SYNAPSE_SANDBOX": "full-access",
+    }
+    # bash -> its supervisor -> Synapse: every ancestor's environ, as far as readable
+    probe = (
+        'p=$PPID; for _ in 1 2 3; do tr "\\0" "\\n" 2>/dev/null </proc/$p/environ; '
+        "p=$(awk '{print $4}' /proc/$p/stat); done | grep -c " + KEY + " || true"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "synapse_lsp.cli.entry", "exec", probe],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    count = proc.stdout.strip().splitlines()[0]
+    if os.getuid() == 0:
+        assert count != "0", "as root the key is readable (the threat model says so)"
+        doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+        assert "root reads" in doc and "PR_SET_DUMPABLE" in doc
+    else:
+        assert count == "0", proc.stdout + proc.stderr
