@@ -510,7 +510,9 @@ class ChatSession:
                 queue.put_nowait(TurnFinished("error", Usage(), blocked))
                 queue.put_nowait(None)
                 return
-            self._begin(text)
+            unsaved = self._begin(text)
+            if unsaved is not None:  # said once, in one line; the conversation goes on
+                queue.put_nowait(Notice(unsaved, "warning"))
             self.checkpoints.begin(len(self._loop.messages), text, len(self._transcript) - 1)
             self._loop.model_usage = {}
             content: list[dict[str, Any]] = []
@@ -574,19 +576,33 @@ class ChatSession:
             self._restore(self.store.load(self.id))
         return None
 
-    def _begin(self, text: str) -> None:
+    def _begin(self, text: str) -> str | None:
+        """Record the user's text (creating the stored session on the first turn); what
+        to tell the user when the session cannot be saved (a full disk, a damaged
+        store), else None."""
+        unsaved: str | None = None
         if self.title == DEFAULT_TITLE:
             first = next((line.strip() for line in text.splitlines() if line.strip()), "")
             if first:
                 self.title = first if len(first) <= 60 else first[:59] + "\u2026"
                 if self.store is not None and self._persisted:
-                    self.store.set_title(self.id, self.title)
+                    try:
+                        self.store.set_title(self.id, self.title)
+                    except (OSError, SynapseError) as exc:
+                        log.warning("cannot store the title: %s", exc)
         if self.store is not None and not self._persisted:
             workspace = str(self.workspace_root or self._cwd)
-            self.store.create(self.id, self.title, workspace)
-            self._persisted = True
-            self._prune_sessions()
+            try:
+                self.store.create(self.id, self.title, workspace)
+            except (OSError, SynapseError) as exc:
+                unsaved = f"This session is not saved: {exc}"
+                log.warning("%s", unsaved)
+                self.store = None  # not retried each event: once said, it stays unsaved
+            else:
+                self._persisted = True
+                self._prune_sessions()
         self._record(UserMessage(text))
+        return unsaved
 
     def _prune_sessions(self) -> None:
         """With a cap on stored sessions (`maxSessions`), remove the oldest beyond it

@@ -86,13 +86,14 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from synapse_lsp.agent.history import repair_history
 from synapse_lsp.errors import SynapseError
@@ -136,6 +137,54 @@ class SessionLockedError(SynapseError):
 
 class SessionFormatError(SynapseError):
     """The session was written by a newer Synapse (a format this one does not know)."""
+
+
+class SessionStoreError(SynapseError):
+    """A session's folder or file is not what the store writes (a symlink, a FIFO, a
+    device), or the disk refused a write: one line, nothing followed or half-written."""
+
+
+def _open_regular(path: Path, flags: int, mode: int = 0o600) -> int:
+    """`os.open` that never follows a symlink at `path`, never blocks on a FIFO, and
+    refuses anything but a regular file (SessionStoreError, nothing opened)."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SessionStoreError(
+                f"{path}: is a symlink, not a session file; not followed"
+            ) from None
+        if exc.errno == errno.ENXIO:  # a FIFO with no writer, opened for writing
+            raise SessionStoreError(f"{path}: is not a regular file; not used") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SessionStoreError(f"{path}: is not a regular file; not used")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_regular(path: Path) -> bytes:
+    """The whole of a regular session file (`_open_regular`'s rules)."""
+    fd = _open_regular(path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def _check_folder(folder: Path) -> None:
+    """A session folder is a real directory of the store, never a symlink to elsewhere."""
+    try:
+        info = folder.lstat()
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise SessionStoreError(
+            f"{folder}: is not a session folder (a symlink or another kind of file); left as it is"
+        )
 
 
 @dataclass(frozen=True)
@@ -216,7 +265,7 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _write_file(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    fd = _open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
         _write_all(fd, data)
         os.fsync(fd)
@@ -259,6 +308,7 @@ class SessionStore:
 
     def _existing(self, session_id: str) -> Path:
         folder = self.folder(session_id)
+        _check_folder(folder)
         if not self._is_session(folder):
             raise SessionNotFoundError(f"no session {session_id!r} in {self.root}")
         return folder
@@ -274,7 +324,7 @@ class SessionStore:
         self._header(folder)  # a newer format is never written to
         path = folder / LOCK
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = _open_regular(path, os.O_RDWR | os.O_CREAT)
         except FileNotFoundError:  # deleted meanwhile
             raise SessionNotFoundError(f"no session {session_id!r} in {self.root}") from None
         try:
@@ -310,9 +360,15 @@ class SessionStore:
         stamp = now_iso()
         info = SessionInfo(session_id, title, stamp, stamp, workspace)
         folder = self.folder(session_id)
+        _check_folder(folder)
         if not self._is_session(folder):
             meta = {"id": session_id, "title": title, "created_at": stamp, "workspace": workspace}
-            self._publish(folder, {"format": FORMAT, **meta}, _line({"kind": "meta", **meta}))
+            try:
+                self._publish(folder, {"format": FORMAT, **meta}, _line({"kind": "meta", **meta}))
+            except OSError as exc:
+                raise SessionStoreError(
+                    f"cannot save a new session in {self.root}: {exc.strerror or exc}"
+                ) from None
         self.lock(session_id)
         return info
 
@@ -346,8 +402,10 @@ class SessionStore:
         (written whole, then renamed into place); its path."""
         self.lock(session_id)
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", tool_use_id)[:128].lstrip(".") or "output"
+        _check_folder(self.root / session_id)
         folder = self.root / session_id / OFFLOAD
         folder.mkdir(mode=0o700, exist_ok=True)
+        _check_folder(folder)
         target = folder / f"{name}.txt"
         fd, tmp = tempfile.mkstemp(prefix=f"{_TEMP_PREFIX}{name}-", dir=folder)
         try:
@@ -365,15 +423,19 @@ class SessionStore:
             fd = self._open_log(session_id)
         try:
             _write_all(fd, data)
-        except OSError:
+        except OSError as exc:
             # the line may be torn (a full disk): reopen, and so repair, before the next one
             del self._logs[session_id]
             os.close(fd)
-            raise
+            raise SessionStoreError(
+                f"cannot save to session {session_id}: {exc.strerror or exc}; "
+                "the records before this one are kept"
+            ) from None
 
     def _open_log(self, session_id: str) -> int:
+        _check_folder(self.root / session_id)
         path = self.root / session_id / LOG
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = _open_regular(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         try:
             _repair_tail(fd, path)
         except BaseException:
@@ -503,7 +565,7 @@ class SessionStore:
         problems: list[str] = []
         usage: dict[str, Usage] | None = None
         try:
-            fh = path.open("rb")
+            fh: BinaryIO | None = os.fdopen(_open_regular(path, os.O_RDONLY), "rb")
         except FileNotFoundError:
             fh = None
         if fh is not None:
@@ -560,10 +622,10 @@ class SessionStore:
         """session.json, or None when it is missing or unreadable; SessionFormatError when
         a newer Synapse wrote it."""
         try:
-            header = json.loads((folder / HEADER).read_bytes().decode("utf-8"))
+            header = json.loads(_read_regular(folder / HEADER).decode("utf-8"))
         except FileNotFoundError:
             return None
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+        except (OSError, UnicodeDecodeError, ValueError, SessionStoreError) as exc:
             log.warning("%s: unreadable header (%s); using the log's meta records", folder, exc)
             return None
         if not isinstance(header, dict):
@@ -579,7 +641,10 @@ class SessionStore:
     def _fallback_header(self, folder: Path) -> dict[str, Any]:
         """The header rebuilt from the log's meta records (scanned, the rest not parsed)."""
         header: dict[str, Any] = {"format": FORMAT, "id": folder.name}
-        with contextlib.suppress(FileNotFoundError), (folder / LOG).open("rb") as fh:
+        with (
+            contextlib.suppress(FileNotFoundError, SessionStoreError),
+            os.fdopen(_open_regular(folder / LOG, os.O_RDONLY), "rb") as fh,
+        ):
             header.update(_meta_of(fh))
         return header
 
@@ -601,8 +666,8 @@ class SessionStore:
 
     def _info(self, folder: Path, meta: dict[str, Any]) -> SessionInfo:
         log_path = folder / LOG
-        stat = (log_path if log_path.exists() else folder / HEADER).stat()
-        updated = _iso(stat.st_mtime)
+        found = (log_path if log_path.exists() else folder / HEADER).stat()
+        updated = _iso(found.st_mtime)
         workspace = meta.get("workspace")
         return SessionInfo(
             id=folder.name,
@@ -666,7 +731,7 @@ class SessionStore:
         with self._migration_lock():
             try:
                 data = old.read_bytes()
-                stat = old.stat()
+                old_stat = old.stat()
             except FileNotFoundError:
                 return  # another process migrated it while we waited
             folder = self.root / session_id
@@ -676,11 +741,11 @@ class SessionStore:
                     "format": FORMAT,
                     "id": session_id,
                     "title": meta.get("title") or DEFAULT_TITLE,
-                    "created_at": meta.get("created_at") or _iso(stat.st_mtime),
+                    "created_at": meta.get("created_at") or _iso(old_stat.st_mtime),
                     "workspace": meta.get("workspace"),
                     "migrated_from": "v1",
                 }
-                if self._publish(folder, header, data, (stat.st_atime, stat.st_mtime)):
+                if self._publish(folder, header, data, (old_stat.st_atime, old_stat.st_mtime)):
                     old.unlink()
                     log.info("migrated session %s to %s", old, folder)
                     return
