@@ -69,6 +69,8 @@ _WRITERS = frozenset(
         "dd",
     }
 )
+# Writers that only read all but their last path (`cp a b dest/`; `ln -s target name`).
+_COPIERS = frozenset({"cp", "ln", "install", "rsync"})
 _REDIRECT = re.compile(r"(?:^|[^<>&0-9])\d*(?:>>?|&>>?|>\|)\s*([^\s;&|<>()]+)")
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 # Words before the command that runs: `sudo env nohup rm x` writes what `rm x` writes.
@@ -181,6 +183,19 @@ def _writes(
             for w in words[1:]:
                 if w.startswith("of="):
                     check(w[3:])
+        elif name in _COPIERS and len(args) >= 2:
+            # `cp SRC… DEST` writes DEST only (or the `-t DIR` folder); the sources are read
+            dest: str | None = next(
+                (
+                    w[len("--target-directory=") :]
+                    for w in words
+                    if w.startswith("--target-directory=")
+                ),
+                None,
+            )
+            if "-t" in words[1:-1]:
+                dest = words[words.index("-t") + 1]
+            check(dest if dest is not None else args[-1])
         elif name in _WRITERS:
             if name in ("chmod", "chown", "chgrp") and args:
                 args = args[1:]

@@ -743,14 +743,15 @@ class ShellSession:
         # or bwrap, which then tells bash's pid on `info_w` (`--info-fd`).
         parent_r, parent_w = os.pipe2(os.O_CLOEXEC)
         report_r, report_w = os.pipe2(os.O_CLOEXEC)
-        info_r = info_w = -1
+        info_r = info_w = filter_fd = -1
         status = sandbox.status(self.settings)
         if status.sandboxed:
             try:
                 info_r, info_w = os.pipe2(os.O_CLOEXEC)
-                argv = self._sandbox_argv(status, info_w, cwd) + argv
+                filter_fd = sandbox.seccomp_fd()
+                argv = self._sandbox_argv(status, info_w, cwd, filter_fd) + argv
             except OSError as exc:
-                for fd in (parent_r, parent_w, report_r, report_w, info_r, info_w):
+                for fd in (parent_r, parent_w, report_r, report_w, info_r, info_w, filter_fd):
                     if fd >= 0:
                         with contextlib.suppress(OSError):
                             os.close(fd)
@@ -763,6 +764,8 @@ class ShellSession:
             _raw_output()
             if info_w >= 0:
                 os.set_inheritable(info_w, True)  # bwrap's --info-fd
+            if filter_fd >= 0:
+                os.set_inheritable(filter_fd, True)  # bwrap's --seccomp
             proctree.supervised_preexec(parent_r, report_w)
 
         try:
@@ -773,15 +776,18 @@ class ShellSession:
                 echo=False,
                 dimensions=(50, 200),
                 preexec_fn=preexec,
-                pass_fds=tuple(fd for fd in (parent_r, report_w, info_w) if fd >= 0),
+                pass_fds=tuple(fd for fd in (parent_r, report_w, info_w, filter_fd) if fd >= 0),
             )
             os.close(report_w)
+            if filter_fd >= 0:
+                os.close(filter_fd)  # bwrap has its copy
+                filter_fd = -1
             report = os.read(report_r, 4)
             if info_w >= 0:
                 os.close(info_w)
                 info_w = -1
         except (OSError, Exception) as exc:  # ptyprocess raises plain Exception on exec failure
-            for fd in (parent_r, parent_w, report_r, report_w, info_r, info_w):
+            for fd in (parent_r, parent_w, report_r, report_w, info_r, info_w, filter_fd):
                 if fd >= 0:
                     with contextlib.suppress(OSError):
                         os.close(fd)
@@ -836,7 +842,9 @@ class ShellSession:
         await self._learn_terminal()
         log.debug("shell %s started in %s", proc.pid, cwd)
 
-    def _sandbox_argv(self, status: SandboxStatus, info_fd: int, cwd: Path) -> list[str]:
+    def _sandbox_argv(
+        self, status: SandboxStatus, info_fd: int, cwd: Path, seccomp: int = -1
+    ) -> list[str]:
         """bwrap's part of the command line (`sandbox.bwrap_argv`); the private /tmp is
         made once per session and kept across fresh shells until `close()`. bash starts
         in `cwd` as the sandbox spells it (`/tmp/x` for a host `<private_tmp>/x`)."""
@@ -855,6 +863,7 @@ class ShellSession:
             info_fd=info_fd,
             extension_dirs=self.wrappers.visible if self.wrappers is not None else (),
             chdir=PathView(self._private_tmp).seen(cwd),
+            seccomp=seccomp,
         )
 
     def _terminate(self) -> None:

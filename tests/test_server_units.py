@@ -252,3 +252,14 @@ async def test_allow_globs_never_cover_chained_commands() -> None:
         "denied by the user"
     )
     assert len(asked) == 2
+
+
+def test_a_copy_writes_its_destination_not_its_sources(tmp_path: Path) -> None:
+    """Issue 28 item 5: `cp /etc/hostname x` was asked about as a write of /etc/hostname."""
+    root = tmp_path
+    assert writes_outside("cp /etc/hostname x", Layer.NATIVE, root, root) == []
+    assert writes_outside("cp -p /etc/a /etc/b x/", Layer.NATIVE, root, root) == []
+    assert writes_outside("cp x /etc/y", Layer.NATIVE, root, root) == ["/etc/y"]
+    assert writes_outside("cp -t /etc a b", Layer.NATIVE, root, root) == ["/etc"]
+    assert writes_outside("ln -s /usr/bin/python3 py", Layer.NATIVE, root, root) == []
+    assert writes_outside("mv /etc/a x", Layer.NATIVE, root, root) == ["/etc/a"]  # moved away

@@ -344,12 +344,14 @@ async def run_script(
     # Shielded: a cancel while asyncio connects the pipes would otherwise wait for the
     # child to exit on its own; instead we let the spawn finish and kill the group.
     # Confined like the session's shell (the sandbox mode applies to skills too).
+    filter_fd = sandbox.seccomp_fd() if sandbox.status(ctx.settings).sandboxed else -1
     confine = sandbox.command_prefix(
         ctx.settings,
         ctx.roots or (ctx.cwd,),
         extension_dirs=ctx.extension_dirs,
         view=ctx.view,  # the session's /tmp, so `/tmp/x` is one file for every layer
         cwd=ctx.cwd,
+        seccomp=filter_fd,
     )
     if confine:
         # Inside the sandbox bwrap execs the script: a missing interpreter or shebang
@@ -367,10 +369,16 @@ async def run_script(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
+            pass_fds=(filter_fd,) if filter_fd >= 0 else (),
         )
     )
     try:
-        proc = await asyncio.shield(spawn)
+        try:
+            proc = await asyncio.shield(spawn)
+        finally:
+            if filter_fd >= 0 and spawn.done():
+                os.close(filter_fd)  # the child has its copy
+                filter_fd = -1
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):
             await _kill_group(await spawn)
