@@ -414,3 +414,15 @@ def shell_c_script(words: list[str]) -> str | None:
         if "c" in word[1:]:
             return words[i + 1] if i + 1 < len(words) else None
     return None
+
+
+def visible(text: str, *, newlines: bool = True) -> str:
+    """`text` as it may be shown to a person deciding about it: control and format
+    characters (ESC sequences, `\\r`, backspace, bidi overrides) escaped (`\\x1b`,
+    `\\r`, `\\u202e`), so a terminal or an editor cannot show something else than
+    what runs. Newlines stay unless `newlines` is False."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() or (newlines and c == "\n") else repr(c)[1:-1] for c in text
+    )

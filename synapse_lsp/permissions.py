@@ -460,7 +460,7 @@ class AskingGate:
         message = (
             f"The sandbox blocked:\n  {shown}\nin {cwd}\n({why})\n"
             "Re-run it outside the sandbox? It may have partly run already."
-            + (f"\nOutside, {_escaped(told)}." if told else "")
+            + (f"\nOutside, {cmdline.visible(told)}." if told else "")
         )
         denied = await self._question(line, parts, message, _Question(why, True, env=env))
         if denied is None:
@@ -513,7 +513,8 @@ class AskingGate:
             # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel that comes as
             # the answer does, and the command would run in a cancelled turn.
             async with asyncio.timeout(wait):
-                answer = await self._ask(message, actions)
+                # every part of it (the line, the reason quoting it) with escapes shown
+                answer = await self._ask(cmdline.visible(message), actions)
         except TimeoutError:
             return f"denied: nobody answered the permission question within {wait:g} s"
         except Exception as exc:  # the face could not ask: do not run
@@ -603,13 +604,13 @@ def _showable(line: str, parts: Sequence[str]) -> str | None:
     command in it (a long line must not hide a command past what is shown). None when
     it has too many commands to show: such a line is not asked about, it is denied."""
     if len(line) <= SHOWN_CHARS:
-        return line
+        return cmdline.visible(line)  # escapes shown as escapes: what is asked is what runs
     if len(parts) > SHOWN_COMMANDS:
         return None
-    listed = "\n".join(f"  - {_shorten(p.strip(), 160)}" for p in parts)
+    listed = "\n".join(f"  - {cmdline.visible(_shorten(p.strip(), 160))}" for p in parts)
     return (
-        f"{_shorten(line, 300)}\n  The line is {len(line):,} characters long; its "
-        f"{len(parts)} command(s):\n{listed}"
+        f"{cmdline.visible(_shorten(line, 300))}\n  The line is {len(line):,} characters "
+        f"long; its {len(parts)} command(s):\n{listed}"
     )
 
 
@@ -633,11 +634,6 @@ def _parts(steps: Sequence[Step]) -> list[str]:
         found = simple_commands(step.text) if step.layer is Layer.NATIVE else []
         parts += found or [step.text.strip()]
     return parts
-
-
-def _escaped(text: str) -> str:
-    """`text` with control characters shown as escapes (a question shows what runs)."""
-    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
 
 
 def _shorten(text: str, limit: int = 200) -> str:

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
+from synapse_lsp import cmdline
+
 if TYPE_CHECKING:
     from synapse_lsp.events import Event
 
@@ -248,7 +250,10 @@ class Renderer:
         head = f"[{label}] " if label else ""
         lines = [self.style.bold(x) for x in self.style.wrap(f"\u25b8 {head}{title}{note}", indent)]
         if command.strip() not in title:  # a title quoting the whole command says it
-            lines += [self.style.dim(x) for x in self.style.wrap(f"$ {command}", indent + "  ")]
+            lines += [
+                self.style.dim(x)
+                for x in self.style.wrap(f"$ {cmdline.visible(command)}", indent + "  ")
+            ]
         self._lines(lines)
 
     def command_output(self, key: str, text: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from synapse_lsp import cmdline
 from synapse_lsp.summaries.codex import (
     Edit,
     Fetch,
@@ -52,8 +53,11 @@ def summarize(command: str) -> Summary:
     """
     if not command.strip():
         return Summary("other", "Empty command", [])
-    summary = summarize_parsed(parse_command(["bash", "-lc", command]))
-    return honest(summary, command)
+    summary = honest(summarize_parsed(parse_command(["bash", "-lc", command])), command)
+    # A title is shown, not run: control characters as escapes (`\x1b[2K` cannot
+    # rewrite what a terminal or an editor shows).
+    title = cmdline.visible(summary.title, newlines=False)
+    return summary if title == summary.title else Summary(summary.kind, title, summary.parsed)
 
 
 def honest(summary: Summary, command: str) -> Summary:

@@ -274,3 +274,21 @@ async def test_the_models_own_piped_call_is_asked_in_an_lsp_chat(tmp_path: Path)
             await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "go"})
             assert len(ed.asks) == 1 and line in ed.asks[0].message
     assert (out / "victim.txt").read_text() == "keep me\n"
+
+
+async def test_a_question_and_a_title_show_escapes_not_what_a_terminal_draws(
+    shell: ShellSession, settings: Settings, workdir: Path, outside: Path
+) -> None:
+    """Issue 28 item 5: the REPL's question printed the command's raw escape sequences,
+    so a terminal could show `echo harmless` for a line that does more."""
+    from synapse_lsp.summaries.titles import summarize
+
+    asker = Recorder(None)
+    router = _gated(shell, settings, workdir, "ask-all-native", asker)
+    raw = f"touch {outside}/x;\x1b[2K\x1b[1A\r echo harmless"
+    await router.route(raw)
+    question = asker.questions[0]
+    assert "\x1b" not in question and "\r" not in question
+    assert "\\x1b[2K\\x1b[1A\\r" in question and f"touch {outside}/x" in question
+    title = summarize("rm -r d;\x1b[2K\r echo hi").title
+    assert "\x1b" not in title and "\\x1b[2K\\r" in title, title
