@@ -75,7 +75,11 @@ export function pathWithoutSynapse() {
  * dir with the .vsix installed, a home.
  */
 export function makeProfile(files, settings = {}) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synapse-e2e-'));
+  // Where a user's folders are, not under /tmp: a sandboxed session sees /tmp as its
+  // own (docs/architecture.md "One file system for every layer"), so a write to the
+  // workspace's parent would not be "outside" there.
+  const base = process.env.SYNAPSE_E2E_DIR || (fs.existsSync('/var/tmp') ? '/var/tmp' : os.tmpdir());
+  const dir = fs.mkdtempSync(path.join(base, 'synapse-e2e-'));
   const p = {
     dir,
     ws: path.join(dir, 'ws'),
