@@ -382,6 +382,16 @@ class AskingGate:
             if verdict.decision == "deny":
                 return verdict.reason
             hooked, hook_reason = verdict.decision, verdict.reason
+        # 2b. What governs the agent (its settings, hooks, permissions, trusted folders,
+        # MCP configs, a repository's .git): a built-in never writes it without a
+        # question of its own, in every mode and policy; never on `--yes`.
+        for step in plan:
+            target = _writer_target(step, cwd, self._view())
+            what = governing(target, self._root, settings.synapse_home) if target else None
+            if target is not None and what is not None:
+                refused = await self._governing(line, parts, target, what)
+                if refused is not None:
+                    return refused
         # 3. The sandbox mode.
         mode = settings.sandbox
         refusal, question = self._mode(plan, cwd, mode)
@@ -478,6 +488,28 @@ class AskingGate:
         if line in self._outside_session:
             return True
         return self._outside_rule(_parts([Step(line, Layer.NATIVE)]))
+
+    async def _governing(
+        self, line: str, parts: Sequence[str], target: Path, what: str
+    ) -> str | None:
+        """The question for a built-in write of a governing file: allow once or deny,
+        nothing remembered; refused where nobody is asked (`--yes` answers for nobody)."""
+        if self._ask is None or getattr(self._ask, "answers_everything", False):
+            return (
+                f"refused: {target} governs {what}; the agent changes it only when you "
+                "confirm each change in an interactive session (--yes does not cover it)"
+            )
+        shown = _showable(line, parts)
+        if shown is None:
+            return f"refused: {target} governs {what}, and the line is too long to show"
+        message = (
+            f"The agent wants to change {target}, which governs {what}:\n  {shown}\n"
+            "What it writes there decides what the agent may do or what runs outside "
+            "the sandbox. Allow this one change?"
+        )
+        return await self._question(
+            line, parts, message, _Question(f"changes {target}", False, once_only=True)
+        )
 
     # ---------------------------------------------------------------- asking
 
@@ -597,6 +629,52 @@ _ALL_BUILTIN_WORDS = frozenset({"read", "write", "edit", "plan", "todo"})
 
 SHOWN_CHARS = 2000
 SHOWN_COMMANDS = 40
+
+
+def governing(path: Path, root: Path, home: Path) -> str | None:
+    """What the host path `path` governs, when it is one of the files that decide what
+    the agent may do or what runs outside the sandbox; else None. In `$SYNAPSE_HOME`:
+    everything but `skills/` and `outputs/` (settings and hooks, permission rules,
+    trusted folders, MCP configs, wrappers, sessions, checkpoints). In the folder:
+    `.synapse/`, `.claude/settings*.json`, `mcp_servers.json` and `.git/`."""
+    real = Path(os.path.realpath(path))
+    home_real = Path(os.path.realpath(home))
+    if real == home_real or real.is_relative_to(home_real):
+        rest = real.relative_to(home_real).parts
+        if rest and rest[0] in ("skills", "outputs"):
+            return None
+        return "Synapse's own settings, permissions and store ($SYNAPSE_HOME)"
+    root_real = Path(os.path.realpath(root))
+    if not real.is_relative_to(root_real):
+        return None
+    rest = real.relative_to(root_real).parts
+    if not rest:
+        return None
+    if rest[0] == ".synapse":
+        return "the folder's Synapse settings and permissions"
+    if rest[0] == ".claude" and len(rest) == 2 and rest[1].startswith("settings"):
+        return "the folder's hooks (Claude Code settings)"
+    if rest == ("mcp_servers.json",):
+        return "the folder's MCP servers (programs Synapse starts)"
+    if rest[0] == ".git":
+        return "the repository's git configuration and hooks"
+    return None
+
+
+def _writer_target(step: Step, cwd: Path, view: PathView) -> Path | None:
+    """The file a `write`/`edit` step writes (a host path), or None."""
+    if step.layer is not Layer.AGENT or _first(step.text) not in _FILE_WRITERS:
+        return None
+    heredoc = cmdline.extract_heredoc(step.text)
+    try:
+        argv = cmdline.split_argv(heredoc[0] if heredoc is not None else step.text)
+    except ValueError:
+        return None
+    positional = [a for a in argv[1:] if not a.startswith("--")]
+    if not positional:
+        return None
+    given = Path(positional[0]).expanduser()
+    return view.host(given) if given.is_absolute() else cwd / given
 
 
 def _showable(line: str, parts: Sequence[str]) -> str | None:

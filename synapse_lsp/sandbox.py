@@ -363,6 +363,10 @@ def own_install_under_tmp() -> list[str]:
     return found
 
 
+# The folder's files that decide what the agent may do (`permissions.governing`).
+GOVERNING_IN_FOLDER = (".synapse", ".claude", "mcp_servers.json")
+
+
 def bwrap_argv(
     sandbox: SandboxStatus,
     *,
@@ -421,6 +425,13 @@ def bwrap_argv(
                 git = git.resolve()  # a linked .git: its target is what must not change
             if git.exists():
                 argv += ["--ro-bind", str(git), str(git)]
+            # What governs the agent in the folder (permissions.governing): read-only
+            # where it exists, like .git (a missing one a command could create is not
+            # honoured unconfirmed: docs/architecture.md, threat model).
+            for name in GOVERNING_IN_FOLDER:
+                found = root / name
+                if found.exists() and not found.is_symlink():
+                    argv += ["--ro-bind", str(found), str(found)]
     else:  # read-only: bound anyway, a root under /tmp would be hidden by the private one
         for root in roots:
             argv += ["--ro-bind", str(root), str(root)]

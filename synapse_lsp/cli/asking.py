@@ -49,6 +49,11 @@ async def yes_asker(message: str, actions: tuple[str, ...]) -> str | None:
     return ALLOW_ONCE
 
 
+# Nobody reads these questions: the gate refuses what must be confirmed by a person
+# (a change to what governs the agent, `permissions.governing`).
+yes_asker.answers_everything = True  # type: ignore[attr-defined]
+
+
 class Answering(Protocol):
     """Where the answer comes from: the REPL's reader of lines typed during a turn
     (`repl.TypeAhead`) resolves `answer` with the next line."""
