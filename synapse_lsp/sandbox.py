@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import platform
+import re
 import shutil
 import stat
 import struct
@@ -363,6 +364,103 @@ def own_install_under_tmp() -> list[str]:
     return found
 
 
+# ------------------------------------------------------- nested repositories
+
+# Folders not searched for nested repositories (big, and made by tools, not by hand).
+_NOT_SEARCHED = frozenset(
+    {"node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", ".cache",
+     ".pytest_cache", ".ruff_cache", "target", ".gradle", ".git"}
+)  # fmt: skip
+NESTED_SEARCH_LIMIT = 20_000  # folders looked at per root, at most
+# git settings that make git run a program (in a repository's config).
+_RUNS_PROGRAMS = re.compile(
+    r"^[ \t]*(?:(?:fsmonitor|hookspath|sshcommand|editor|pager|askpass|gitproxy|program|"
+    r"textconv|driver|helper|clean|smudge|process|external|command|path)[ \t]*=|"
+    r"\w+[ \t]*=[ \t]*!).*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def nested_git_dirs(roots: Sequence[Path], limit: int = NESTED_SEARCH_LIMIT) -> set[Path]:
+    """The git folders of the repositories inside `roots` but their own (a nested
+    repository's `.git`, or where a worktree's or submodule's `.git` file points),
+    found without following symlinks, skipping tool-made folders (`_NOT_SEARCHED`),
+    looking at `limit` folders per root at most."""
+    found: set[Path] = set()
+    for root in roots:
+        pending, seen = [Path(root)], 0
+        while pending and seen < limit:
+            folder = pending.pop()
+            seen += 1
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.name == ".git" and folder != Path(root):
+                    git = _git_dir(Path(entry.path))
+                    if git is not None:
+                        found.add(git)
+                elif entry.name not in _NOT_SEARCHED:
+                    with contextlib.suppress(OSError):
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(Path(entry.path))
+    own = {Path(os.path.realpath(Path(r) / ".git")) for r in roots}
+    return {g for g in found if not any(g == o or g.is_relative_to(o) for o in own)}
+
+
+def _git_dir(dotgit: Path) -> Path | None:
+    """The folder a `.git` entry stands for: itself, or a `gitdir:` file's target."""
+    try:
+        if dotgit.is_symlink():
+            return Path(os.path.realpath(dotgit))
+        if dotgit.is_dir():
+            return Path(os.path.realpath(dotgit))
+        text = dotgit.read_text(encoding="utf-8", errors="replace")[:4096]
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("gitdir:"):
+            target = Path(line[len("gitdir:") :].strip())
+            return Path(os.path.realpath(dotgit.parent / target))
+    return None
+
+
+def git_dir_binds(git_dirs: Sequence[Path]) -> list[str]:
+    """bwrap arguments keeping what makes git run programs read-only in each of
+    `git_dirs`: `config` (a missing one is bound to an empty file) and `hooks/`."""
+    argv: list[str] = []
+    for git in sorted(git_dirs):
+        if not git.is_dir():
+            continue
+        config, hooks = git / "config", git / "hooks"
+        if config.is_file() and not config.is_symlink():
+            argv += ["--ro-bind", str(config), str(config)]
+        elif not config.exists():
+            argv += ["--ro-bind", "/dev/null", str(config)]
+        if hooks.is_dir() and not hooks.is_symlink():
+            argv += ["--ro-bind", str(hooks), str(hooks)]
+        elif not hooks.exists():
+            argv += ["--tmpfs", str(hooks), "--remount-ro", str(hooks)]
+    return argv
+
+
+def programs_in_git_config(git: Path) -> list[str]:
+    """Lines of `git`'s config that make git run a program, and its hooks (not the
+    `.sample` files `git init` writes): what a user's next `git status` there runs."""
+    found: list[str] = []
+    with contextlib.suppress(OSError):
+        text = (git / "config").read_text(encoding="utf-8", errors="replace")[:65536]
+        found += [m.group(0).strip() for m in _RUNS_PROGRAMS.finditer(text)]
+    with contextlib.suppress(OSError):
+        found += [
+            f"hooks/{h.name}"
+            for h in (git / "hooks").iterdir()
+            if not h.name.endswith(".sample") and h.is_file()
+        ]
+    return found
+
+
 # The folder's files that decide what the agent may do (`permissions.governing`).
 GOVERNING_IN_FOLDER = (".synapse", ".claude", "mcp_servers.json")
 
@@ -378,6 +476,7 @@ def bwrap_argv(
     extension_dirs: Sequence[Path] | None = None,
     chdir: Path | None = None,
     seccomp: int = -1,
+    nested_git: Sequence[Path] = (),
 ) -> list[str]:
     """The bwrap prefix for bash (it ends with `--`). Later binds win over earlier ones
     on the same or an enclosing path, so the order below is the policy:
@@ -432,6 +531,9 @@ def bwrap_argv(
                 found = root / name
                 if found.exists() and not found.is_symlink():
                     argv += ["--ro-bind", str(found), str(found)]
+        # Nested repositories (a sub-project, a submodule, a worktree): what makes git
+        # run programs stays read-only, commits still work (docs/architecture.md).
+        argv += git_dir_binds(nested_git)
     else:  # read-only: bound anyway, a root under /tmp would be hidden by the private one
         for root in roots:
             argv += ["--ro-bind", str(root), str(root)]

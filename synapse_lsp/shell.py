@@ -22,6 +22,7 @@ import json
 import logging
 import math
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -167,6 +168,13 @@ class _Background:
     reported: int = 0
 
 
+# A command that may have made a repository in the workspace (checked for one after).
+_MAY_MAKE_REPO = re.compile(
+    r"\bgit\b.*\b(?:init|clone|submodule|worktree)\b|\.git\b|"
+    r"\b(?:tar|unzip|cp|mv|rsync|7z|bsdtar)\b"
+)
+
+
 class ShellSession:
     """A bash kept alive between commands: cwd, exported variables and functions persist.
 
@@ -202,6 +210,10 @@ class ShellSession:
         # caller (the folder's, shared by its shells and its registry) is the caller's.
         self._private_tmp: Path | None = private_tmp
         self._owns_tmp = private_tmp is None
+        # Nested repositories whose git config and hooks the running bash keeps
+        # read-only, and ones found since (a fresh bash binds them: `run`).
+        self._nested_git: set[Path] = set()
+        self._new_git: set[Path] = set()
         self._extra_env = dict(env or {})
         self._lock = asyncio.Lock()
         self._proc: PtyProcess | None = None
@@ -406,7 +418,19 @@ class ShellSession:
         wait_for: float | None = None if limit <= 0 or math.isinf(limit) else limit
         async with self._lock:
             note = ""
-            if self.alive and (changed := self._sandbox_change()) is not None:
+            if self.alive and self._new_git:
+                # A repository appeared in the workspace (`git init`, a clone): bwrap's
+                # mounts are fixed at start, so a fresh bash keeps its git config and
+                # hooks read-only like the others'.
+                found = ", ".join(str(g) for g in sorted(self._new_git))
+                self._terminate()
+                await self._spawn()
+                note = (
+                    f"[a new repository ({found}): its git config and hooks are now "
+                    f"read-only in the sandbox; a fresh shell started in {self._cwd}; "
+                    "exported variables and functions were reset]\n"
+                )
+            elif self.alive and (changed := self._sandbox_change()) is not None:
                 # The mode or network setting changed (an editor setting, ACP's
                 # session/set_mode): bwrap's mounts are fixed at start, so a fresh
                 # bash in the same directory; its exports are gone, and it says so.
@@ -420,8 +444,36 @@ class ShellSession:
                 self._terminate()
                 await self._spawn()
             result = await self._run_locked(command, wait_for, on_output)
-            result.stderr = note + result.stderr
+            result.stderr = note + result.stderr + self._look_for_new_git(command)
             return result
+
+    def _look_for_new_git(self, command: str) -> str:
+        """After a command that may have made a repository (`_MAY_MAKE_REPO`): its git
+        folder is protected from the next command on (`_new_git`), and what in it would
+        make the user's next `git status` there run a program is said now."""
+        status = self._sandbox
+        if (
+            status is None
+            or not status.sandboxed
+            or status.mode != "workspace-write"
+            or not _MAY_MAKE_REPO.search(command)
+        ):
+            return ""
+        new = sandbox.nested_git_dirs(self._writable) - self._nested_git
+        if not new:
+            return ""
+        self._new_git = new
+        warnings = [
+            f"{git}: {', '.join(found[:5])}"
+            for git in sorted(new)
+            if (found := sandbox.programs_in_git_config(git))
+        ]
+        if not warnings:
+            return ""
+        return (
+            "\n[warning: a new repository's git config or hooks make git run programs "
+            "(a user's `git status` there would run them): " + "; ".join(warnings) + "]\n"
+        )
 
     def _sandbox_change(self) -> SandboxStatus | None:
         """The status a bash started now would get, when it differs from the running one's."""
@@ -854,8 +906,13 @@ class ShellSession:
                 self._private_tmp.mkdir(mode=0o700, parents=True, exist_ok=True)
             else:
                 self._private_tmp = sandbox.make_private_tmp()
+        self._nested_git = (
+            sandbox.nested_git_dirs(self._writable) if status.mode == "workspace-write" else set()
+        )
+        self._new_git = set()
         return sandbox.bwrap_argv(
             status,
+            nested_git=sorted(self._nested_git),
             writable=self._writable,
             private_dir=self._dir,
             private_tmp=self._private_tmp,
