@@ -323,7 +323,11 @@ class SynapseAcpAgent:
 
         live = self.sessions.get(session_id)
         if live is None:
-            if not self.store.exists(session_id):
+            try:
+                stored = self.store.exists(session_id)
+            except SessionNotFoundError as exc:  # not an id at all (`../../etc`)
+                raise RequestError.invalid_params({"sessionId": exc.message}) from None
+            if not stored:
                 raise RequestError.invalid_params({"sessionId": f"no session {session_id!r}"})
             live = await self._open(session_id, cwd, mcp_servers, kwargs)
             router = live.workspace.router

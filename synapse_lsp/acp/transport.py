@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -118,14 +119,30 @@ class NdjsonTransport:
                 chunks.append(await self._reader.readexactly(exc.consumed))
                 if sum(len(c) for c in chunks) > MAX_LINE:
                     # Drop the rest of the line: one huge message must not exhaust memory.
+                    # Its id (near the start, as clients write it) gets the answer, so
+                    # the client's request does not wait forever.
+                    request_id = _leading_id(chunks[0][:4096])
+                    dropped = sum(len(c) for c in chunks)
                     with contextlib.suppress(asyncio.IncompleteReadError, ValueError):
                         while True:
                             try:
-                                await self._reader.readuntil(b"\n")
+                                dropped += len(await self._reader.readuntil(b"\n"))
                                 break
                             except asyncio.LimitOverrunError as more:
-                                await self._reader.readexactly(more.consumed)
-                    await self._error(None, -32600, "Invalid request", {"details": "too long"})
+                                dropped += len(await self._reader.readexactly(more.consumed))
+                    log.warning(
+                        "a message of %d bytes or more (id %r) is over the %d MiB limit: "
+                        "answered with an error, not read",
+                        dropped,
+                        request_id,
+                        MAX_LINE >> 20,
+                    )
+                    await self._error(
+                        request_id,
+                        -32600,
+                        "Invalid request",
+                        {"details": f"the message is over the limit of {MAX_LINE >> 20} MiB"},
+                    )
                     chunks = []
                 continue
             except asyncio.IncompleteReadError as exc:
@@ -152,6 +169,21 @@ class NdjsonTransport:
             self._closed = True
             with contextlib.suppress(Exception):
                 self._writer.close()
+
+
+_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,256}")')
+
+
+def _leading_id(head: bytes) -> int | str | None:
+    """The `id` of a JSON-RPC message from its first bytes, or None."""
+    found = _ID.search(head)
+    if found is None:
+        return None
+    with contextlib.suppress(ValueError):
+        value = json.loads(found.group(1))
+        if isinstance(value, int | str) and not isinstance(value, bool):
+            return value
+    return None
 
 
 def _is_message(message: dict[str, Any]) -> bool:

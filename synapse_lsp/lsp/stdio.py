@@ -90,6 +90,13 @@ class PipeReader:
             return b""
         line = await self._reader.readline()
         if _CONTENT_LENGTH.fullmatch(line):
+            length = int(line[len(b"Content-Length: ") : -2])
+            if length > MAX_MESSAGE_BYTES:
+                # Reading it would wait for (or hold) that much: the framing is lost.
+                return self._break(
+                    f"Content-Length {length} is over the limit of "
+                    f"{MAX_MESSAGE_BYTES >> 20} MiB per message"
+                )
             self._length_seen = True
         elif line in (b"\r\n", b"\n"):
             if not self._length_seen:
@@ -122,6 +129,9 @@ class PipeReader:
 
 
 _CONTENT_LENGTH = re.compile(rb"Content-Length: \d+\r\n")  # exactly what pygls reads
+# The largest LSP message read (docs/protocol.md "Limits"): a document of tens of MB
+# still fits; a bigger Content-Length ends the connection with a logged error.
+MAX_MESSAGE_BYTES = 64 << 20
 _HEADER = re.compile(rb"[A-Za-z][A-Za-z0-9-]*: *[^\r\n]*\r?\n")
 
 

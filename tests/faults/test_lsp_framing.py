@@ -120,3 +120,26 @@ def test_requests_after_shutdown_are_answered_invalid_request(tmp_path: Path) ->
     proc.wait(timeout=60)
     answer = out[out.index(b'"id": 3') - 200 :]
     assert b"-32600" in answer and b"shutting down" in answer
+
+
+def test_a_content_length_over_the_limit_ends_the_server_while_input_stays_open(
+    tmp_path: Path,
+) -> None:
+    """Issue 28 item 9: `Content-Length: 99999999999` with the pipe left open wedged
+    the server silently (it waited for 100 GB). Over the documented limit it exits
+    at once with a logged error; the editor restarts it."""
+    env = dict(os.environ, SYNAPSE_HOME=str(tmp_path))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "synapse_lsp"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(frame(INIT) + b"Content-Length: 99999999999\r\n\r\n{")
+        proc.stdin.flush()  # and left open
+        assert proc.wait(timeout=60) == 1
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    log = (tmp_path / "logs" / "lsp.log").read_bytes()
+    assert b"Content-Length 99999999999 is over the limit of 64 MiB" in log
