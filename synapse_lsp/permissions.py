@@ -370,7 +370,10 @@ class AskingGate:
                 fnmatch.fnmatchcase(p, pattern) for p in parts
             ):
                 return f"denied by the `deny` setting (pattern {pattern!r})"
-        remembered, rule = self._remembered(parts)
+        if len(line) > 64 * 1024:  # a rule per command of a huge line: off the event loop
+            remembered, rule = await asyncio.to_thread(self._remembered, parts)
+        else:
+            remembered, rule = self._remembered(parts)
         if remembered == "deny":
             return f"denied: {rule}"
         # 2. PreToolUse hooks, for a line of a chat turn (`hooks.current()`): the whole

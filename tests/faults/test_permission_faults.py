@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -292,3 +294,44 @@ async def test_a_question_and_a_title_show_escapes_not_what_a_terminal_draws(
     assert "\\x1b[2K\\x1b[1A\\r" in question and f"touch {outside}/x" in question
     title = summarize("rm -r d;\x1b[2K\r echo hi").title
     assert "\x1b" not in title and "\\x1b[2K" in title, title
+
+
+async def test_a_huge_lines_rules_are_matched_off_the_event_loop(
+    shell: ShellSession, settings: Settings, workdir: Path
+) -> None:
+    """Issue 28 item 9: a 4 MB heredoc (40,000 body lines, each matched against the
+    remembered rules) blocked the event loop ~4 s: the editor's other requests waited.
+    The rules of a line over 64 KiB are matched in a worker thread."""
+    import threading
+
+    from synapse_lsp import permission_rules
+
+    threads: set[int] = set()
+
+    class WatchedRules:
+        def __init__(self, inner: permission_rules.Rules) -> None:
+            self.inner = inner
+            self.closed = inner.closed
+
+        def decide_line(self, commands: Any) -> Any:
+            threads.add(threading.get_ident())
+            return self.inner.decide_line(commands)
+
+        def outside_line(self, commands: Any) -> Any:
+            threads.add(threading.get_ident())
+            return self.inner.outside_line(commands)
+
+    class Watched(permission_rules.RuleFile):
+        def load(self, root: Path) -> Any:
+            return WatchedRules(super().load(root))
+
+    live = replace(settings, permission="auto")
+    gate = AskingGate(
+        live, workdir, Recorder(), sandboxed=lambda: shell.sandbox.sandboxed,
+        view=lambda: shell.view, rules=Watched(settings.synapse_home),
+    )  # fmt: skip
+    router = BashRouter(shell, live, permission=gate)
+    line = "cat > f.txt <<'EOF'\n" + ("x" * 99 + "\n") * 40000 + "EOF"
+    result = await router.route(line)
+    assert result.exit_code == 0 and (workdir / "f.txt").stat().st_size == 4_000_000
+    assert threads and threading.get_ident() not in threads
