@@ -307,7 +307,7 @@ def normalize_prefix(text: str | Sequence[str]) -> str:
     return " ".join(cmdline.quote(w) for w in words)
 
 
-def command_prefix(simple_command: str) -> str:
+def command_prefix(simple_command: str, *, with_flags: bool = False) -> str:
     """What "always for this command prefix" remembers for `simple_command`: the program
     name as written, plus its subcommand for a tool with subcommands (`git commit -m x`
     -> `git commit`; `npm run build` -> `npm run build`; `python -m pytest -x` ->
@@ -319,6 +319,11 @@ def command_prefix(simple_command: str) -> str:
     output redirection into a file, unreadable words, a program that is not a plain
     word (`$EDITOR`), a wrapper, shell or `eval` (`sudo …`, `bash -c …`), or a tool
     with subcommands whose first argument is an option or a path (`git -C d status`).
+
+    `with_flags` (an "always run outside" rule): the narrowest prefix that still
+    matches — the flags written right after the program or subcommand are part of it
+    (`rm -rf build` -> `rm -rf`, `cp -p a b` -> `cp -p`): a rule to leave the sandbox
+    covers no more than what the user saw.
     """
     words = _argv(simple_command)
     if not words or _ASSIGNMENT.match(words[0]) or writes_to_file(simple_command):
@@ -346,7 +351,16 @@ def command_prefix(simple_command: str) -> str:
         wants = len(rest) > 1 and ("*" in nested or rest[0] in nested)
         if wants and _SUBCOMMAND.fullmatch(rest[1]):
             chosen.append(rest[1])
+    if with_flags:
+        for word in words[len(chosen) :]:
+            if not _FLAG.fullmatch(word):
+                break
+            chosen.append(word)
     return " ".join(cmdline.quote(w) for w in chosen)
+
+
+# A flag as a prefix may hold it: `-rf`, `--force`, `-p` (no value glued to it).
+_FLAG = re.compile(r"-[A-Za-z0-9]+|--[a-z][a-z0-9-]*")
 
 
 # ------------------------------------------------------------------- rules
@@ -741,5 +755,5 @@ class RuleFile:
             raise ValueError(f"{decision!r}: the decision is 'allow', 'deny' or 'outside'")
         remember(self.home, root, prefix, decision)  # type: ignore[arg-type]
 
-    def prefix(self, simple_command: str) -> str:
-        return command_prefix(simple_command)
+    def prefix(self, simple_command: str, *, with_flags: bool = False) -> str:
+        return command_prefix(simple_command, with_flags=with_flags)

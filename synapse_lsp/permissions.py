@@ -223,7 +223,7 @@ class RuleStore(Protocol):
 
     def remember(self, root: Path, prefix: str, decision: str) -> None: ...
 
-    def prefix(self, simple_command: str) -> str: ...
+    def prefix(self, simple_command: str, *, with_flags: bool = False) -> str: ...
 
 
 ALWAYS = "Always allow"
@@ -522,7 +522,7 @@ class AskingGate:
         """Ask; None when allowed (and remember the answer), else the denial."""
         if self._ask is None:
             return f"denied: {question.reason}; {self._cannot_ask}"
-        prefixes = [] if question.once_only else self._prefixes(parts)
+        prefixes = [] if question.once_only else self._prefixes(parts, outside=question.outside)
         always: str | None = None
         if question.outside:
             # One prefix at most: "always run X outside" must never carry a second
@@ -587,15 +587,16 @@ class AskingGate:
             return "denied by the user (remembered for this folder)"
         return "denied by the user"
 
-    def _prefixes(self, parts: Sequence[str]) -> list[str]:
-        """What "Always allow" would remember: each command's prefix (at most 3)."""
+    def _prefixes(self, parts: Sequence[str], *, outside: bool = False) -> list[str]:
+        """What "Always allow" would remember: each command's prefix (at most 3); for
+        "always run outside", the narrowest one (its flags too)."""
         if self._rules is None:
             return []
         found: list[str] = []
         for part in parts:
             if _first(part) in _ALL_BUILTIN_WORDS:
                 continue
-            prefix = self._rules.prefix(part)
+            prefix = self._rules.prefix(part, with_flags=outside)
             if not prefix:
                 return []  # a command nothing safe can be remembered for: no "Always"
             if prefix not in found:

@@ -393,3 +393,20 @@ def test_cli_help(home: Path, action: str) -> None:
     assert proc.returncode == 0
     assert proc.stdout.startswith(f"usage: synapse permissions {action}")
     assert "--version" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("line", "plain", "outside"),
+    [
+        ("rm -rf build", "rm", "rm -rf"),
+        ("cp -p /etc/hostname x", "cp", "cp -p"),
+        ("cp /etc/hostname x", "cp", "cp"),
+        ("git commit -m 'x y'", "git commit", "git commit -m"),
+        ("npm run build -- --watch", "npm run build", "npm run build"),
+        ("ls --color=auto -la", "ls", "ls"),
+    ],
+)
+def test_an_outside_rule_offers_the_narrowest_prefix(line: str, plain: str, outside: str) -> None:
+    """Issue 28 item 5: "always run outside" for `cp -p …` offered all of `cp`."""
+    assert pr.command_prefix(line) == plain
+    assert pr.command_prefix(line, with_flags=True) == outside
