@@ -248,22 +248,40 @@ def split_argv(head: str) -> list[str]:
     return _words(head, stop_at_punct=False, limit=None)
 
 
-def _words(text: str, *, stop_at_punct: bool, limit: int | None) -> list[str]:
+def split_argv_marked(head: str) -> list[tuple[str, bool]]:
+    """`split_argv`'s words, each with whether bash would expand something in it (a
+    `$` or backtick outside single quotes, a leading `~`): `'$(x).txt'` is a literal
+    file name, `"$HOME"/x` is not. Raises ValueError as `split_argv` does."""
+    marks: list[bool] = []
+    words = _words(head, stop_at_punct=False, limit=None, marks=marks)
+    return list(zip(words, marks, strict=True))
+
+
+def _words(
+    text: str, *, stop_at_punct: bool, limit: int | None, marks: list[bool] | None = None
+) -> list[str]:
     words: list[str] = []
     parts: list[str] = []
     started = False
+    expands = False
     pattern = _WORD_PUNCT if stop_at_punct else _WORD
     for match in pattern.finditer(text):
         kind, piece = match.lastgroup, match.group()
         if kind == "ws" or kind == "punct":
             if started:
                 words.append("".join(parts))
-                parts, started = [], False
+                if marks is not None:
+                    marks.append(expands)
+                parts, started, expands = [], False, False
                 if limit is not None and len(words) >= limit:
                     return words
             if kind == "punct":
                 break
             continue
+        if marks is not None and kind not in ("sq", "ansi", "esc"):
+            expands = (
+                expands or "$" in piece or "`" in piece or (not started and piece.startswith("~"))
+            )
         started = True
         if kind == "sq":
             if len(piece) < 2 or not piece.endswith("'"):
@@ -286,7 +304,33 @@ def _words(text: str, *, stop_at_punct: bool, limit: int | None) -> list[str]:
             parts.append(piece)
     if started:
         words.append("".join(parts))
+        if marks is not None:
+            marks.append(expands)
     return words
+
+
+def first_word_marked(text: str) -> tuple[str, bool]:
+    """The first shell word of `text` (ending at a blank or an operator) and whether bash
+    would expand something in it (`split_argv_marked`); ("", False) when none."""
+    marks: list[bool] = []
+    try:
+        words = _words(text.lstrip(), stop_at_punct=True, limit=1, marks=marks)
+    except ValueError:
+        return "", False
+    return (words[0], marks[0]) if words else ("", False)
+
+
+def mask_quotes(text: str) -> str:
+    """`text` with what is inside quotes (and escaped characters) replaced by `_`, the
+    same length: a scan for operators or redirections then sees only bash's own
+    (`echo 'a > /etc/x'` has no redirection). Unbalanced quotes mask to the end."""
+    out = list(text)
+    for match in _WORD.finditer(text):
+        if match.lastgroup in ("sq", "dq", "ansi", "esc"):
+            for index in range(match.start(), match.end()):
+                if out[index] != "\n":
+                    out[index] = "_"
+    return "".join(out)
 
 
 def _closed(piece: str, body_start: int, quote_char: str) -> bool:

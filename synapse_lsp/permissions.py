@@ -118,11 +118,22 @@ def _writes(
     outside: list[str] = []
     here = cwd  # None: the line moved somewhere we cannot know
 
+    # Words whose text is what bash uses (quoted: `'$(x).txt'` is a file name).
+    literal: set[str] = set()
+
+    def words_of(text: str) -> list[str]:
+        marked = cmdline.split_argv_marked(text)
+        literal.update(word for word, expands in marked if not expands)
+        return [word for word, _ in marked]
+
     def resolve(arg: str) -> Path | None:
-        expanded = os.path.expandvars(arg)
-        if "$" in expanded or "`" in expanded:
-            return None
-        path = Path(expanded).expanduser()
+        if arg in literal:
+            path = Path(arg)
+        else:
+            expanded = os.path.expandvars(arg)
+            if "$" in expanded or "`" in expanded:
+                return None
+            path = Path(expanded).expanduser()
         if path.is_absolute():
             return path
         return None if here is None else here / path
@@ -145,7 +156,7 @@ def _writes(
     if layer is Layer.AGENT:
         heredoc = cmdline.extract_heredoc(line)
         try:
-            argv = cmdline.split_argv(heredoc[0] if heredoc is not None else line)
+            argv = words_of(heredoc[0] if heredoc is not None else line)
         except ValueError:
             return []
         if argv and argv[0] in ("write", "edit"):
@@ -156,10 +167,14 @@ def _writes(
     if layer is not Layer.NATIVE:
         return outside
     for segment in simple_commands(line):
-        for match in _REDIRECT.finditer(segment):
-            check(match.group(1).strip("'\""))
+        # Redirections bash sees: none inside quotes (`echo 'a > /etc/x'` writes nothing).
+        for match in _REDIRECT.finditer(cmdline.mask_quotes(segment)):
+            target, expands = cmdline.first_word_marked(segment[match.start(1) :])
+            if target and not expands:
+                literal.add(target)
+            check(target)
         try:
-            words = cmdline.split_argv(segment)
+            words = words_of(segment)
         except ValueError:
             continue
         while words and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]) or words[0] in _PREFIXES):

@@ -225,6 +225,16 @@ async def test_stream_is_bounded_when_the_client_stops_reading() -> None:
         ("rm -f $SYNAPSE_TEST_UNSET_VAR/x", Layer.NATIVE, ["$SYNAPSE_TEST_UNSET_VAR/x"]),
         ("touch $HOME/.bashrc", Layer.NATIVE, [f"{Path.home()}/.bashrc"]),
         ("sudo env X=1 rm /etc/passwd", Layer.NATIVE, ["/etc/passwd"]),
+        # issue 28 item 7: quotes are read as bash reads them
+        ("echo 'hello > /etc/passwd'", Layer.NATIVE, []),
+        ('echo "a >> /etc/x" | cat', Layer.NATIVE, []),
+        ("cat <<< 'x > /etc/y'", Layer.NATIVE, []),
+        ("touch '$(touch PWNED).txt'", Layer.NATIVE, []),
+        ("echo x > '$(touch PWNED).txt'", Layer.NATIVE, []),
+        ("write '$(touch PWNED).txt' hi", Layer.AGENT, []),
+        ("echo x >\"/etc/q\"", Layer.NATIVE, ["/etc/q"]),
+        ('echo "$(echo hi > /etc/z)"', Layer.NATIVE, ["/etc/z"]),
+        ("touch \"$(echo x)\"", Layer.NATIVE, ["$(echo x)"]),
     ],
 )
 def test_writes_outside(line: str, layer: Layer, outside: list[str]) -> None:
