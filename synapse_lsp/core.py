@@ -74,6 +74,9 @@ class Workspace:
         self.root = root
         self.settings_source = as_source(settings)
         self.trust = trust.decide(self.settings.synapse_home, root, face=trusted)
+        # A trusted folder's files that changed since Synapse last loaded them are not
+        # used until the user confirms them (trust.unconfirmed); the rest is recorded.
+        self.unconfirmed: list[Path] = self._unconfirmed()
         self._files = files
         self._ask = ask
         self._cannot_ask = cannot_ask
@@ -110,10 +113,23 @@ class Workspace:
     def trusted(self) -> bool:
         return self.trust.trusted
 
+    def _unconfirmed(self) -> list[Path]:
+        if not self.trust.trusted:
+            return []
+        home = self.settings.synapse_home
+        changed = trust.unconfirmed(home, self.root)
+        if not changed:
+            trust.record_loaded(home, self.root)
+        return changed
+
     @property
     def trust_notice(self) -> str | None:
         """Why the folder's own extension config is not in use (None: nothing withheld)."""
-        return None if self.trusted else trust.untrusted_notice(self.root, self._trust_hint)
+        if self.trusted:
+            if self.unconfirmed:
+                return trust.unconfirmed_notice(self.root, self.unconfirmed)
+            return None
+        return trust.untrusted_notice(self.root, self._trust_hint)
 
     _trust_hint = ""  # a face's own words for how to trust the folder
 
@@ -122,7 +138,8 @@ class Workspace:
         own only when the folder is trusted."""
         from synapse_lsp.extensions.mcp_client import config_paths
 
-        return config_paths(self.settings, self.root, trusted=self.trusted)
+        paths = config_paths(self.settings, self.root, trusted=self.trusted)
+        return [p for p in paths if p not in self.unconfirmed]
 
     def private_mcp_config_files(self) -> list[Path]:
         """Those of `mcp_config_files()` whose servers belong to this workspace alone:
@@ -135,6 +152,7 @@ class Workspace:
         if trusted == self.trusted and self.trust.source == "face":
             return
         self.trust = trust.Trust(trusted, "face")
+        self.unconfirmed = self._unconfirmed()
         registry = self.registry
         if registry is None:
             return
@@ -172,7 +190,12 @@ class Workspace:
             typed_by_user=typed_by_user,
             hooks=None
             if typed_by_user
-            else Hooks(self.settings_source, self.root, lambda: self.trusted),
+            else Hooks(
+                self.settings_source,
+                self.root,
+                lambda: self.trusted,
+                withheld=lambda: self.unconfirmed,
+            ),
         )
 
     def rule_store(self) -> RuleStore:

@@ -297,10 +297,20 @@ class Configured:
 class Hooks:
     """The hooks of one folder for one permission gate (and the sessions using it)."""
 
-    def __init__(self, settings: SettingsSource, root: Path, trusted: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        settings: SettingsSource,
+        root: Path,
+        trusted: Callable[[], bool],
+        *,
+        withheld: Callable[[], Sequence[Path]] = tuple,
+    ) -> None:
         self._settings = settings
         self.root = root
         self._trusted = trusted
+        # A trusted folder's hook files that changed since Synapse last loaded them
+        # (`trust.unconfirmed`): not used until the user confirms them.
+        self._withheld = withheld
         self._home: tuple[object, list[Hook], list[str]] | None = None
         self._folder: tuple[bool, list[Hook], list[str], list[str]] | None = None
 
@@ -324,8 +334,9 @@ class Hooks:
         hooks: list[Hook] = []
         problems: list[str] = []
         withheld: list[str] = []
+        unconfirmed = set(self._withheld()) if trusted else set()
         for path in trust.hook_files(self.root):
-            if not trusted:
+            if not trusted or path in unconfirmed:
                 withheld.append(str(path))
                 continue
             try:

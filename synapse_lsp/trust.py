@@ -22,6 +22,13 @@ The decision, in order (`decide`):
 
 Only this module decides; `extensions.mcp_client.config_paths(…, trusted=…)` says what an
 untrusted folder loses, and `core.Workspace` wires the two.
+
+Changed since loaded: a trusted folder's files that trust unlocks (`TRUSTED_FILES`) are
+fingerprinted (SHA-256) in its entry each time Synapse loads them; one that changed
+since, or appeared, is not used until the user confirms it (`synapse trust`, the REPL's
+question): in every mode, so an agent that writes `.claude/settings.json` with a
+native command in full-access (where nothing stops the write) gains nothing
+(`unconfirmed`, `record_loaded`).
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ STORE_NAME = "trusted_folders.json"
 FOLDER_CONFIGS = ("mcp_servers.json",)
 # The folder's settings files whose `hooks` (hooks.py) only a trusted folder may use.
 HOOK_FILES = (".synapse/settings.json", ".claude/settings.json", ".claude/settings.local.json")
+# Every file trust unlocks, fingerprinted whether or not it holds hooks today.
+TRUSTED_FILES = (*FOLDER_CONFIGS, *HOOK_FILES)
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
@@ -123,10 +132,68 @@ def remembered(home: Path, root: Path) -> bool | None:
 
 
 def remember(home: Path, root: Path, trusted: bool) -> None:
-    """Store the answer for `root`."""
+    """Store the answer for `root`; trusted, its files as they are now are confirmed."""
     folders = _read(home)
-    folders[folder_key(root)] = {"trusted": trusted, "decided": int(time.time())}
+    entry: dict[str, Any] = {"trusted": trusted, "decided": int(time.time())}
+    if trusted:
+        entry["files"] = fingerprints(root)
+    folders[folder_key(root)] = entry
     _write(home, folders)
+
+
+def fingerprints(root: Path) -> dict[str, str]:
+    """SHA-256 of each of the folder's `TRUSTED_FILES` there is (as a small regular
+    file; another kind of file counts by its kind)."""
+    import hashlib
+
+    found: dict[str, str] = {}
+    for name in TRUSTED_FILES:
+        path = root / name
+        if not path.exists() and not path.is_symlink():
+            continue
+        try:
+            data = _small_regular_text(path, 4 << 20).encode("utf-8", "surrogatepass")
+            found[name] = hashlib.sha256(data).hexdigest()
+        except (OSError, UnicodeError):
+            found[name] = "unreadable"
+    return found
+
+
+def unconfirmed(home: Path, root: Path) -> list[Path]:
+    """The folder's `TRUSTED_FILES` that changed (or appeared) since Synapse last loaded
+    them; [] when nothing was ever recorded for the folder (its first load: the trust
+    decision itself is the confirmation)."""
+    entry = _read(home).get(folder_key(root))
+    stored = entry.get("files") if isinstance(entry, dict) else None
+    if not isinstance(stored, dict):
+        return []
+    now = fingerprints(root)
+    return [root / name for name, digest in now.items() if stored.get(name) != digest]
+
+
+def record_loaded(home: Path, root: Path) -> None:
+    """The folder's `TRUSTED_FILES` as they are now are what Synapse loaded."""
+    folders = _read(home)
+    key = folder_key(root)
+    entry = folders.get(key)
+    entry = dict(entry) if isinstance(entry, dict) else {}
+    now = fingerprints(root)
+    if entry.get("files") == now:
+        return
+    entry["files"] = now
+    folders[key] = entry
+    with contextlib.suppress(OSError):
+        _write(home, folders)
+
+
+def unconfirmed_notice(root: Path, files: list[Path], how: str = "") -> str:
+    """What a trusted folder whose files changed since they were loaded is told."""
+    hint = how or f"run `synapse trust {root}` to confirm and use them"
+    verb, it = ("was", "it") if len(files) == 1 else ("were", "them")
+    return (
+        f"{names(root, files)} changed since Synapse last loaded {it} and {verb} not "
+        f"loaded (an agent may have written {it}); {hint}"
+    )
 
 
 def forget(home: Path, root: Path) -> bool:

@@ -232,9 +232,9 @@ async def test_stream_is_bounded_when_the_client_stops_reading() -> None:
         ("touch '$(touch PWNED).txt'", Layer.NATIVE, []),
         ("echo x > '$(touch PWNED).txt'", Layer.NATIVE, []),
         ("write '$(touch PWNED).txt' hi", Layer.AGENT, []),
-        ("echo x >\"/etc/q\"", Layer.NATIVE, ["/etc/q"]),
+        ('echo x >"/etc/q"', Layer.NATIVE, ["/etc/q"]),
         ('echo "$(echo hi > /etc/z)"', Layer.NATIVE, ["/etc/z"]),
-        ("touch \"$(echo x)\"", Layer.NATIVE, ["$(echo x)"]),
+        ('touch "$(echo x)"', Layer.NATIVE, ["$(echo x)"]),
     ],
 )
 def test_writes_outside(line: str, layer: Layer, outside: list[str]) -> None:

@@ -354,14 +354,31 @@ TRUST_QUESTION = (
 )
 
 
+CHANGED_QUESTION = (
+    "This folder's {files} changed since Synapse last loaded them (an agent may have "
+    "written them): they run programs. Use them as they are now? [y/N] "
+)
+
+
 def ask_trust(cwd: Path, home: Path, *, flag: bool, read: Callable[[str], str]) -> bool | None:
     """The REPL's one question at start: asked only when the folder has its own config
     and nothing (flag, environment, remembered answer) has decided yet; the answer is
     remembered for the folder. None: not asked (the usual rule decides)."""
     from synapse_lsp import trust
 
+    decided = trust.decide(home, cwd, flag=flag)
+    changed = trust.unconfirmed(home, cwd) if decided.trusted else []
+    if changed:  # trusted, but these changed since Synapse last loaded them
+        try:
+            answer = read(CHANGED_QUESTION.format(files=trust.names(cwd, changed)))
+        except (EOFError, KeyboardInterrupt):
+            sys.stdout.write("\n")
+            return True  # trusted; the changed files stay unused (said at start)
+        if answer.strip().lower() in ("y", "yes"):
+            trust.record_loaded(home, cwd)
+        return True
     files = trust.needs_trust(cwd)
-    if not files or trust.decide(home, cwd, flag=flag).source != "default":
+    if not files or decided.source != "default":
         return None
     try:
         answer = read(TRUST_QUESTION.format(files=trust.names(cwd, files), folder=cwd))
