@@ -323,9 +323,9 @@ async def test_an_exception_in_a_handler_is_an_error_reply_and_the_next_request_
     (broken / "session.json").write_text(json.dumps(header))
     with pytest.raises(JsonRpcException) as failed:
         await ed.command("synapse.session.load", {"sessionId": "broken-1"})
-    assert failed.value.code == -32603
-    assert failed.value.message.startswith("synapse.session.load: internal error: ")
-    assert "IsADirectoryError" in failed.value.message
+    # (the store now names the damage itself: a refusal, not an internal error)
+    assert failed.value.code == -32803
+    assert "events.jsonl: is not a regular file" in failed.value.message
     server = ed.client._server
     assert server is not None and server.returncode is None
     ran = await ed.command("synapse.shell.run", {"command": "echo next"})
