@@ -210,6 +210,12 @@ class BashRouter:
             return await self._route(command, restart, on_output, emit, _checked)
         if self.before_command is not None:
             await self.before_command()
+        # Buffers and disk agree before a command that reads the disk: the editor saves
+        # the agent's edits first, or the model is told what differs (lsp/editor_files).
+        note = ""
+        reconcile = getattr(self.files, "reconcile", None)
+        if reconcile is not None and self._reads_disk(command):
+            note = await reconcile()
         recorder = ChangeRecorder(self.files)
         token = _RECORDER.set(recorder)  # per task: parallel task:* calls keep theirs
         try:
@@ -217,7 +223,20 @@ class BashRouter:
         finally:
             _RECORDER.reset(token)
         routed.diffs = recorder.diffs()
+        unsaved = getattr(self.files, "unsaved_note", None)
+        if routed.diffs and unsaved is not None:
+            note += unsaved()  # an edit that is in the editor only, so far
+        if note:
+            routed.stderr += note
+            routed.text = routed.text.rstrip("\n") + "\n" + note.strip("\n") + "\n"
         return routed
+
+    def _reads_disk(self, command: str) -> bool:
+        """Whether a line may read files from disk: all but a lone file built-in (those
+        read the editor's buffers)."""
+        line = command.strip()
+        layer, _ = self._resolve(line)
+        return layer is not Layer.AGENT or cmdline.split_top_level(line).operator is not None
 
     async def _route(
         self,

@@ -70,6 +70,19 @@ class Editor:
     updates: list[dict[str, Any]] = field(default_factory=list)
     edit_event: asyncio.Event = field(default_factory=asyncio.Event)
     init_result: types.InitializeResult | None = None
+    saves: list[list[str]] = field(default_factory=list)  # synapse/saveDocuments asked
+
+    def _save(self, params: Any) -> dict[str, Any]:
+        """`synapse/saveDocuments`: write each open document's text to its file."""
+        uris = list(params.uris if hasattr(params, "uris") else params["uris"])
+        self.saves.append(uris)
+        saved = []
+        for uri in uris:
+            doc = self.docs.get(uri)
+            if doc is not None:
+                Path(uri.removeprefix("file://")).write_text(doc.text)
+                saved.append(uri)
+        return {"saved": saved}
 
     def open(self, path: Path, text: str | None = None, version: int = 1) -> str:
         uri = path.as_uri()
@@ -178,6 +191,7 @@ async def editor(
     capabilities: str = "visual-studio-code",
     configuration: dict[str, Any] | None = None,
     position_encodings: list[str] | None = None,
+    save_documents: bool = False,
 ) -> AsyncIterator[Editor]:
     """Start `python -m synapse_lsp` and initialize it with `folders` (`position_encodings`:
     what the client offers; the test client itself applies edits in UTF-16)."""
@@ -199,10 +213,18 @@ async def editor(
     def _update(params: Any) -> None:
         state.updates.append(_plain(params))
 
+    if save_documents:
+
+        @client.feature("synapse/saveDocuments")  # type: ignore[untyped-decorator]  # pygls
+        def _save(params: Any) -> dict[str, Any]:
+            return state._save(params)
+
     await client.start_io(sys.executable, "-m", "synapse_lsp", env=server_env(home, env))
     caps = pytest_lsp.client_capabilities(capabilities)
     if not apply_edit and caps.workspace is not None:
         caps.workspace.apply_edit = False
+    if save_documents:
+        caps.experimental = {"synapse": {"saveDocuments": True}}
     if position_encodings is not None:
         caps.general = types.GeneralClientCapabilities(
             position_encodings=[types.PositionEncodingKind(e) for e in position_encodings]

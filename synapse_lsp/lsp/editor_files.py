@@ -11,6 +11,7 @@ editor's back. A client without `workspace.applyEdit` gets atomic disk writes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -37,9 +38,42 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 APPLY_TIMEOUT = 60.0  # the editor may show a dialog; do not hang a turn forever
+SAVE_TIMEOUT = 10.0  # how long a command waits for the editor to save the agent's edits
 SYNC_TIMEOUT = 2.0  # how long to wait for the editor's didChange after an applied edit
 
 # ------------------------------------------------------------------- gateway
+
+
+def _unsaved_note(
+    unsaved: dict[Path, bool], can_save: bool, trouble: str, *, after_edit: bool = False
+) -> str:
+    """What the model is told about files whose editor text is not on disk."""
+    if not unsaved:
+        return ""
+    theirs = sorted(str(p) for p, user_edits in unsaved.items() if user_edits)
+    ours = sorted(str(p) for p, user_edits in unsaved.items() if not user_edits)
+    parts: list[str] = []
+    if ours:
+        if after_edit and can_save:
+            parts.append(
+                f"{', '.join(ours)}: changed in the editor, not saved yet; the editor saves "
+                "it before the next command runs"
+            )
+        else:
+            why = trouble or (
+                "the editor cannot save it for Synapse" if not can_save else "it was not saved"
+            )
+            parts.append(
+                f"{', '.join(ours)}: your edits are in the editor but not on disk ({why}); "
+                "programs read the old text from disk"
+            )
+    if theirs:
+        parts.append(
+            f"{', '.join(theirs)}: the editor also holds the user's own unsaved edits, so "
+            "it is not saved unasked; programs read the old text from disk (ask the user "
+            "to save it)"
+        )
+    return "\n[" + "; ".join(parts) + "]\n"
 
 
 @dataclass
@@ -67,6 +101,11 @@ class EditorFiles:
         self._shadows: dict[Path, _Shadow] = {}
         self._paths: dict[str, Path | None] = {}
         self._changed = asyncio.Event()
+        # Files the agent changed in the editor that may not be on disk yet, and whether
+        # the user had unsaved edits of their own in that buffer before (never saved
+        # unasked): `reconcile` saves the others before a command reads the disk.
+        self._agent_changed: dict[Path, bool] = {}
+        self._told_cannot_save = False
 
     # -- client capabilities
 
@@ -81,6 +120,18 @@ class EditorFiles:
     def can_apply(self) -> bool:
         ws = self._workspace_caps()
         return bool(ws is not None and ws.apply_edit)
+
+    @property
+    def can_save(self) -> bool:
+        """The client saves documents when asked (`synapse/saveDocuments`): it says so
+        in `capabilities.experimental.synapse.saveDocuments`."""
+        try:
+            caps = self._server.client_capabilities
+        except Exception:
+            return False
+        experimental = caps.experimental if caps is not None else None
+        ours = experimental.get("synapse") if isinstance(experimental, dict) else None
+        return isinstance(ours, dict) and ours.get("saveDocuments") is True
 
     def _edit_caps(self) -> tuple[bool, bool]:
         """(documentChanges supported, CreateFile supported)."""
@@ -224,6 +275,7 @@ class EditorFiles:
         edits = offset_edits(current, after)
         if not edits:
             return
+        buffer_before = current if where == "in the editor" else None
         text_edits = to_text_edits(current, edits, self._units())
         uri = doc.uri if doc is not None else path_to_uri(path)
         doc_changes, _ = self._edit_caps()
@@ -242,6 +294,7 @@ class EditorFiles:
         else:
             edit = types.WorkspaceEdit(changes={uri: text_edits})
         await self._send(edit, self._label("edit", path), path, after, version)
+        self._note_changed(path, buffer_before)
 
     async def write(self, path: Path, text: str) -> None:
         if not self.can_apply:
@@ -275,6 +328,7 @@ class EditorFiles:
             else:
                 edit = types.WorkspaceEdit(changes={doc.uri: [full]})
             await self._send(edit, self._label("write", path), path, text, version)
+            self._note_changed(path, current)
             return
         if not can_create:
             # Nobody has this file open and the editor cannot create files: a new
@@ -297,6 +351,89 @@ class EditorFiles:
             ]
         )
         await self._send(edit, self._label("write", path), path, text, None)
+        self._note_changed(path, None)
+
+    # -- buffers and disk agree before a command runs (docs/protocol.md)
+
+    def _note_changed(self, path: Path, buffer_before: str | None) -> None:
+        """The agent changed `path` in the editor; `buffer_before` is what the buffer held
+        (None: the file was not open), to tell the user's own unsaved edits."""
+        real = Path(os.path.realpath(path))
+        if real in self._agent_changed:
+            return  # the first edit decided whose unsaved text the buffer held
+        user_edits = False
+        if buffer_before is not None:
+            try:
+                user_edits = read_disk_text(real) != buffer_before
+            except (FileError, OSError):
+                user_edits = False  # a new file: nothing of the user's on disk
+        self._agent_changed[real] = user_edits
+
+    async def _unsaved(self) -> dict[Path, bool]:
+        """The agent-changed files whose editor text differs from the disk."""
+        unsaved: dict[Path, bool] = {}
+        for real, user_edits in list(self._agent_changed.items()):
+            await self._wait_synced(real)
+            buffer = await self.document_text(real)
+            try:
+                disk: str | None = read_disk_text(real)
+            except (FileError, OSError):
+                disk = None
+            if buffer is None or buffer == disk:
+                self._agent_changed.pop(real, None)  # on disk (or no longer in the editor)
+                continue
+            unsaved[real] = user_edits
+        return unsaved
+
+    async def reconcile(self) -> str:
+        """Before a command that reads the disk: the documents the agent changed are
+        saved by the editor (`synapse/saveDocuments`, bounded) unless their buffers
+        hold the user's own unsaved edits too. What still differs is returned as a note
+        for the model ("" when the disk has everything)."""
+        if not self._agent_changed:
+            return ""
+        unsaved = await self._unsaved()
+        savable = [p for p, user_edits in unsaved.items() if not user_edits]
+        trouble = ""
+        if savable and self.can_save:
+            trouble = await self._ask_to_save(savable)
+            unsaved = await self._unsaved()
+        elif savable and not self._told_cannot_save:
+            self._told_cannot_save = True
+            with contextlib.suppress(Exception):
+                self._server.window_show_message(
+                    types.ShowMessageParams(
+                        type=types.MessageType.Warning,
+                        message="Synapse: this editor cannot save documents for Synapse "
+                        "(synapse/saveDocuments), so the agent's commands read the disk, "
+                        "not its unsaved edits; it is told which files differ.",
+                    )
+                )
+        return _unsaved_note(unsaved, self.can_save, trouble)
+
+    def unsaved_note(self) -> str:
+        """After an edit: which of the agent's files are not on disk yet (a note for the
+        model; "" when none)."""
+        pending = dict(self._agent_changed)
+        return _unsaved_note(pending, self.can_save, "", after_edit=True) if pending else ""
+
+    async def _ask_to_save(self, paths: list[Path]) -> str:
+        from pygls.exceptions import JsonRpcException
+
+        from synapse_lsp.lsp.names import SAVE_DOCUMENTS
+
+        uris = []
+        for path in paths:
+            doc = self._document(path)
+            uris.append(doc.uri if doc is not None else path_to_uri(path))
+        try:
+            async with asyncio.timeout(SAVE_TIMEOUT):
+                await self._server.protocol.send_request_async(SAVE_DOCUMENTS, {"uris": uris})
+        except TimeoutError:
+            return f"the editor did not save them within {SAVE_TIMEOUT:g} s"
+        except JsonRpcException as exc:
+            return f"the editor did not save them ({exc.message})"
+        return ""
 
     async def _send(
         self,

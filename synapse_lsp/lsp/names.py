@@ -15,6 +15,10 @@ TRUST_NOTIFICATION = "synapse/didChangeWorkspaceTrust"
 TRUST_OPTION = "trustedWorkspace"  # initializationOptions: the editor's trust at start
 # client -> server: a touched file's settled diagnostics after an agent edit (DiagnosticsParams)
 DIAGNOSTICS_NOTIFICATION = "synapse/diagnostics"
+# server -> client request: save these documents (the agent's edits) before a command
+# reads the disk, `{"uris": [...]}` -> `{"saved": [...]}`; offered by a client with
+# `capabilities.experimental.synapse.saveDocuments: true` (docs/protocol.md)
+SAVE_DOCUMENTS = "synapse/saveDocuments"
 
 SESSION_NEW = "synapse.session.new"
 SESSION_LIST = "synapse.session.list"
