@@ -90,3 +90,22 @@ async def test_a_client_without_the_request_is_told_once_and_the_model_each_time
     assert "your edits are in the editor but not on disk" in results[1]
     assert "the editor cannot save it for Synapse" in results[1]
     assert sum("cannot save documents for Synapse" in m for m in shown) == 1
+
+
+async def test_a_buffer_the_user_typed_in_after_the_agents_edit_is_not_saved(
+    tmp_path: Path, proj: Path
+) -> None:
+    async with FakeAnthropic([]) as api:
+        api.add({"commands": ["edit a.py 'y = 2' 'y = 3'"]}, {"text": "edited"})
+        async with editor(tmp_path / "home", [proj], env=_env(api), save_documents=True) as ed:
+            uri = ed.open(proj / "a.py")
+            sid = (await ed.command("synapse.session.new", {"workspaceUri": proj.as_uri()}))[
+                "sessionId"
+            ]
+            await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "fix y"})
+            ed.type_text(uri, "# the user reviews and adds a line\n")
+            api.add({"commands": ["cat a.py"]}, {"text": "looked"})
+            await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "show it"})
+            assert ed.saves == []
+            assert (proj / "a.py").read_text() == "y = 2\n"
+            assert "the user's own unsaved edits" in _results(api)[-1]

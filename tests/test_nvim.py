@@ -74,6 +74,14 @@ SCENARIOS = [
         script=[{"commands": ["touch created.txt"]}, {"text": "Understood."}],
         permission="ask-all-native",
     ),
+    Scenario(
+        "save",
+        script=[
+            {"commands": ["edit a.py 'foo = 2' 'foo = 3'"]},
+            {"commands": ["grep -c 'foo = 3' a.py && echo disk-has-the-edit"]},
+            {"text": "Checked."},
+        ],
+    ),
     Scenario("sessions", script=[{"text": "Remembered."}]),
     Scenario("ask", script=[{"text": "It sets foo."}]),
     Scenario(
@@ -386,3 +394,15 @@ def test_synapse_rewind_puts_the_buffer_and_the_disk_back(runs: dict[str, Scenar
     assert result["b"] == "old = 1\n" and result["made"] is None
     assert "Rewound the files to before turn 1." in result["messages"]
     assert "usage: :SynapseRewind {turn}" in result["messages"]
+
+
+def test_the_agents_edit_is_saved_before_its_next_command_reads_the_disk(
+    runs: dict[str, Scenario],
+) -> None:
+    """Issue 29: the edit landed in the open buffer; before the `grep` (which reads the
+    disk) the server asked Neovim to save it (synapse/saveDocuments)."""
+    sc = get(runs, "save")
+    assert sc.result["buffer"] == ["x = 1", "foo = 3"]
+    assert sc.result["modified"] is False
+    assert sc.result["disk"] == "x = 1\nfoo = 3\n"
+    assert "disk-has-the-edit" in json.dumps(sc.model_requests)

@@ -154,6 +154,22 @@ function scenarios.run_edit()
 
 end
 
+function scenarios.save()
+  -- Issue 29: the agent edits the open buffer, then runs a command that reads the disk:
+  -- the server asks Neovim to save the buffer first (synapse/saveDocuments).
+  local _, root = ready_client()
+  local buf = vim.api.nvim_get_current_buf()
+  vim.cmd("SynapseChat make foo three and check it")
+  local chat = synapse.current_chat(false)
+  wait_for("the turn to finish", function()
+    return chat.turns >= 1
+  end)
+  settle(chat)
+  result.buffer = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  result.modified = vim.bo[buf].modified
+  result.disk = read_disk(root .. "/a.py")
+end
+
 function scenarios.chat()
   ready_client()
   local seen_partial = false

@@ -105,6 +105,7 @@ class EditorFiles:
         # the user had unsaved edits of their own in that buffer before (never saved
         # unasked): `reconcile` saves the others before a command reads the disk.
         self._agent_changed: dict[Path, bool] = {}
+        self._agent_text: dict[Path, str] = {}  # what the agent's last edit left there
         self._told_cannot_save = False
 
     # -- client capabilities
@@ -294,7 +295,7 @@ class EditorFiles:
         else:
             edit = types.WorkspaceEdit(changes={uri: text_edits})
         await self._send(edit, self._label("edit", path), path, after, version)
-        self._note_changed(path, buffer_before)
+        self._note_changed(path, buffer_before, after)
 
     async def write(self, path: Path, text: str) -> None:
         if not self.can_apply:
@@ -328,7 +329,7 @@ class EditorFiles:
             else:
                 edit = types.WorkspaceEdit(changes={doc.uri: [full]})
             await self._send(edit, self._label("write", path), path, text, version)
-            self._note_changed(path, current)
+            self._note_changed(path, current, text)
             return
         if not can_create:
             # Nobody has this file open and the editor cannot create files: a new
@@ -351,14 +352,15 @@ class EditorFiles:
             ]
         )
         await self._send(edit, self._label("write", path), path, text, None)
-        self._note_changed(path, None)
+        self._note_changed(path, None, text)
 
     # -- buffers and disk agree before a command runs (docs/protocol.md)
 
-    def _note_changed(self, path: Path, buffer_before: str | None) -> None:
-        """The agent changed `path` in the editor; `buffer_before` is what the buffer held
-        (None: the file was not open), to tell the user's own unsaved edits."""
+    def _note_changed(self, path: Path, buffer_before: str | None, after: str) -> None:
+        """The agent changed `path` in the editor to `after`; `buffer_before` is what the
+        buffer held (None: the file was not open), to tell the user's own unsaved edits."""
         real = Path(os.path.realpath(path))
+        self._agent_text[real] = after
         if real in self._agent_changed:
             return  # the first edit decided whose unsaved text the buffer held
         user_edits = False
@@ -381,8 +383,10 @@ class EditorFiles:
                 disk = None
             if buffer is None or buffer == disk:
                 self._agent_changed.pop(real, None)  # on disk (or no longer in the editor)
+                self._agent_text.pop(real, None)
                 continue
-            unsaved[real] = user_edits
+            # The user typed in it since the agent's edit: their text, not saved unasked.
+            unsaved[real] = user_edits or buffer != self._agent_text.get(real)
         return unsaved
 
     async def reconcile(self) -> str:

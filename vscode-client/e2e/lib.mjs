@@ -145,6 +145,11 @@ export async function startFakeApi(dir) {
     async clear() {
       await fetch(`${url}/_requests`, { method: 'DELETE' });
     },
+    /** The Messages API requests received so far (what the model was sent). */
+    async requests() {
+      const r = await fetch(`${url}/_requests`);
+      return r.ok ? r.json() : [];
+    },
     stop: () => killGroup(proc),
   };
 }

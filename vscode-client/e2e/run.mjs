@@ -346,7 +346,12 @@ async function toast(re) {
 
 // c.txt from the start: Quick Open may answer from a file list cached before a file
 // the test writes later ("No matching results" for a c.txt made mid-run).
-const files = { 'a.txt': 'alpha\nbeta\ngamma\n', 'b.txt': 'one\ntwo\nthree\n', 'c.txt': 'red\ngreen\nblue\n' };
+const files = {
+  'a.txt': 'alpha\nbeta\ngamma\n',
+  'b.txt': 'one\ntwo\nthree\n',
+  'c.txt': 'red\ngreen\nblue\n',
+  't.txt': 'status: failing\n',
+};
 const suiteStart = Date.now();
 let cs;
 let api;
@@ -419,6 +424,24 @@ try {
     await waitText(frame, 'Edited b.txt.');
     await waitFor('b.txt open and dirty', () => isDirty('b.txt'));
     if (fs.readFileSync(path.join(profile.ws, 'b.txt'), 'utf8') !== files['b.txt']) throw new Error('b.txt changed on disk');
+  });
+
+  await step('edit-then-command-reads-it-from-disk', 60_000, async () => {
+    // Issue 29: the agent's edit lands in the buffer unsaved; before its next command
+    // (which reads the disk) the editor saves it, so the command sees the edit.
+    await openFile('t.txt');
+    await api.script(
+      { commands: ["edit t.txt 'failing' 'passing'"] },
+      { commands: ['grep -c passing t.txt && echo disk-has-the-edit'] },
+      'Checked t.txt.',
+    );
+    await sendPrompt(frame, 'Make t.txt pass and check it');
+    await waitText(frame, 'Checked t.txt.');
+    const onDisk = fs.readFileSync(path.join(profile.ws, 't.txt'), 'utf8');
+    if (onDisk !== 'status: passing\n') throw new Error(`t.txt on disk: ${JSON.stringify(onDisk)}`);
+    await waitFor('t.txt saved (not dirty)', async () => !(await isDirty('t.txt')));
+    const sent = JSON.stringify(await api.requests());
+    if (!sent.includes('disk-has-the-edit')) throw new Error('the command did not see the edit on disk');
   });
 
   await step('edit-diff-open-and-revert', 90_000, () => editDiffOpenAndRevert());

@@ -55,6 +55,8 @@ import {
   Commands,
   DIAGNOSTICS_NOTIFICATION,
   PROTOCOL_VERSION,
+  SAVE_DOCUMENTS_REQUEST,
+  type SaveDocumentsParams,
   protocolMismatch,
   SESSION_UPDATE_METHOD,
   serverSettings,
@@ -361,6 +363,19 @@ class SynapseController implements vscode.WebviewViewProvider {
     });
     // Permission questions: a notification as before, and the same buttons in the tool card.
     client.onRequest(ShowMessageRequest.type, (params, token) => this.askUser(params, token));
+    // The agent's edits are saved before its next command reads the disk (the server
+    // never asks for a buffer that also holds the user's own unsaved edits).
+    client.registerFeature({
+      fillClientCapabilities(capabilities) {
+        const experimental = (capabilities.experimental ?? {}) as Record<string, unknown>;
+        const ours = (experimental.synapse ?? {}) as Record<string, unknown>;
+        capabilities.experimental = { ...experimental, synapse: { ...ours, saveDocuments: true } };
+      },
+      initialize() {},
+      getState: () => ({ kind: 'static' }),
+      clear() {},
+    });
+    client.onRequest(SAVE_DOCUMENTS_REQUEST, (params: SaveDocumentsParams) => saveDocuments(params));
     handle.started = Date.now();
     return handle;
   }
@@ -982,4 +997,16 @@ function isUnknownSession(error: unknown): boolean {
 function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message;
   return String(error);
+}
+
+/** `synapse/saveDocuments`: save each open document the server names; what was saved. */
+async function saveDocuments(params: SaveDocumentsParams): Promise<{ saved: string[] }> {
+  const saved: string[] = [];
+  for (const uri of params.uris ?? []) {
+    const fsPath = vscode.Uri.parse(uri).fsPath;
+    const doc = vscode.workspace.textDocuments.find((d) => d.uri.scheme === 'file' && d.uri.fsPath === fsPath);
+    if (doc === undefined) continue;
+    if (!doc.isDirty || (await doc.save())) saved.push(uri);
+  }
+  return { saved };
 }

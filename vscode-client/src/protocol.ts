@@ -8,6 +8,14 @@
 export const SESSION_UPDATE_METHOD = 'synapse/sessionUpdate';
 /** Client -> server: a touched file's settled diagnostics after an agent edit. */
 export const DIAGNOSTICS_NOTIFICATION = 'synapse/diagnostics';
+/**
+ * Server -> client request: save these documents (the agent's edits) before a command
+ * reads the disk. `{uris}` -> `{saved}`. Offered in `capabilities.experimental.synapse`.
+ */
+export const SAVE_DOCUMENTS_REQUEST = 'synapse/saveDocuments';
+export interface SaveDocumentsParams {
+  uris: string[];
+}
 
 /**
  * The protocol version this extension was built for. The server reports its

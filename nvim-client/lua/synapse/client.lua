@@ -213,7 +213,32 @@ local function capabilities()
   caps.workspace.configuration = true
   caps.window = caps.window or {}
   caps.window.showMessage = caps.window.showMessage or { messageActionItem = { additionalPropertiesSupport = false } }
+  -- The agent's edits are saved before its next command reads the disk (the server
+  -- never asks for a buffer that also holds the user's own unsaved edits).
+  caps.experimental = caps.experimental or {}
+  caps.experimental.synapse = { saveDocuments = true }
   return caps
+end
+
+--- `synapse/saveDocuments`: write each loaded buffer the server names that has unsaved
+--- changes; the URIs that are now on disk.
+function M.save_documents(_, params)
+  local saved = {}
+  for _, uri in ipairs((params or {}).uris or {}) do
+    local b = find_buf(uri)
+    if b and vim.api.nvim_buf_is_loaded(b) then
+      local ok = true
+      if vim.bo[b].modified then
+        ok = pcall(vim.api.nvim_buf_call, b, function()
+          vim.cmd("silent keepalt write")
+        end)
+      end
+      if ok then
+        table.insert(saved, uri)
+      end
+    end
+  end
+  return { saved = saved }
 end
 
 --- The settings sent as initializationOptions and workspace/configuration.
@@ -251,6 +276,7 @@ local function start(root)
         require("synapse.feedback").observe(params, ctx.client_id)
       end,
       ["workspace/applyEdit"] = M.apply_edit,
+      [protocol.SAVE_DOCUMENTS] = M.save_documents,
     },
     flags = { debounce_text_changes = 50 },
     on_init = function(client, result)

@@ -11,6 +11,9 @@ M.VERSION = 1
 M.SESSION_UPDATE = "synapse/sessionUpdate"
 -- client -> server: a touched file's settled diagnostics (synapse.feedback)
 M.DIAGNOSTICS = "synapse/diagnostics"
+-- Server -> client request: save these documents (the agent's edits) before a command
+-- reads the disk, { uris } -> { saved }; offered in capabilities.experimental.synapse.
+M.SAVE_DOCUMENTS = "synapse/saveDocuments"
 
 M.commands = {
   session_new = "synapse.session.new",
