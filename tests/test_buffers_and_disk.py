@@ -109,3 +109,22 @@ async def test_a_buffer_the_user_typed_in_after_the_agents_edit_is_not_saved(
             assert ed.saves == []
             assert (proj / "a.py").read_text() == "y = 2\n"
             assert "the user's own unsaved edits" in _results(api)[-1]
+
+
+async def test_a_rewind_puts_the_saved_file_back_on_disk_too(tmp_path: Path, proj: Path) -> None:
+    """Rewind x save: the turn's edit was saved before its command ran; rewinding the
+    turn edits the buffer back, and that is saved too (the disk had the agent's text)."""
+    async with FakeAnthropic([]) as api:
+        api.add({"commands": ["edit a.py 'y = 2' 'y = 3'", "echo made > made.txt"]}, {"text": "ok"})
+        async with editor(tmp_path / "home", [proj], env=_env(api), save_documents=True) as ed:
+            uri = ed.open(proj / "a.py")
+            sid = (await ed.command("synapse.session.new", {"workspaceUri": proj.as_uri()}))[
+                "sessionId"
+            ]
+            await ed.command("synapse.session.prompt", {"sessionId": sid, "text": "go"})
+            assert (proj / "a.py").read_text() == "y = 3\n"
+            report = await ed.command("synapse.session.rewind", {"sessionId": sid, "turn": 1})
+            assert "a.py" in report["restored"]
+            assert ed.docs[uri].text == "y = 2\n"
+            assert (proj / "a.py").read_text() == "y = 2\n"
+            assert not (proj / "made.txt").exists()

@@ -428,6 +428,12 @@ class ChatSession:
         kept = {cp.turn: cp for cp in self.checkpoints.kept()}
         target = kept.get(turn)
         report = await self.checkpoints.rewind(turn, decide)
+        # Buffers the rewind put back go to disk too, as the agent's edits did (never a
+        # buffer that holds the user's own unsaved edits): the editor saves them.
+        reconcile = getattr(self.router.files, "reconcile", None)
+        if reconcile is not None:
+            with contextlib.suppress(Exception):
+                await reconcile()
         if truncate and target is not None:
             messages = self._loop.messages
             cut = target.messages

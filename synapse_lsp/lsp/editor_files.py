@@ -44,6 +44,14 @@ SYNC_TIMEOUT = 2.0  # how long to wait for the editor's didChange after an appli
 # ------------------------------------------------------------------- gateway
 
 
+def _same(one: str | None, other: str | None) -> bool:
+    """Two texts of one file, the final newlines aside (an editor's end-of-line
+    handling may add or drop one: Neovim's 'fixendofline')."""
+    if one is None or other is None:
+        return one is other
+    return one.rstrip("\r\n") == other.rstrip("\r\n")
+
+
 def _unsaved_note(
     unsaved: dict[Path, bool], can_save: bool, trouble: str, *, after_edit: bool = False
 ) -> str:
@@ -366,7 +374,7 @@ class EditorFiles:
         user_edits = False
         if buffer_before is not None:
             try:
-                user_edits = read_disk_text(real) != buffer_before
+                user_edits = not _same(read_disk_text(real), buffer_before)
             except (FileError, OSError):
                 user_edits = False  # a new file: nothing of the user's on disk
         self._agent_changed[real] = user_edits
@@ -381,12 +389,12 @@ class EditorFiles:
                 disk: str | None = read_disk_text(real)
             except (FileError, OSError):
                 disk = None
-            if buffer is None or buffer == disk:
+            if buffer is None or _same(buffer, disk):
                 self._agent_changed.pop(real, None)  # on disk (or no longer in the editor)
                 self._agent_text.pop(real, None)
                 continue
             # The user typed in it since the agent's edit: their text, not saved unasked.
-            unsaved[real] = user_edits or buffer != self._agent_text.get(real)
+            unsaved[real] = user_edits or not _same(buffer, self._agent_text.get(real))
         return unsaved
 
     async def reconcile(self) -> str:
