@@ -301,3 +301,14 @@ if __name__ == "__main__" and sys.argv[1:2] == ["--supervise"]:  # see _exec_sup
         _supervise(int(sys.argv[2]), int(sys.argv[3]))
     finally:
         os._exit(1)
+
+
+def start_ticks(pid: int) -> int | None:
+    """When `pid` started (clock ticks after boot, field 22 of /proc/PID/stat), None if
+    unknown: with the pid, it names one process even after pids wrap."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:  # noqa: PTH123 - no pathlib here
+            raw = fh.read()
+        return int(raw[raw.rindex(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from synapse_lsp import proctree
 from synapse_lsp.config import Settings
 
 log = logging.getLogger(__name__)
@@ -314,7 +315,9 @@ def make_private_tmp() -> Path:
         _swept = True
         sweep_private_tmps()
     me = os.getpid()
-    return Path(tempfile.mkdtemp(prefix=f"{PRIVATE_TMP_PREFIX}{me}-{_start_ticks(me) or 0}-"))
+    return Path(
+        tempfile.mkdtemp(prefix=f"{PRIVATE_TMP_PREFIX}{me}-{proctree.start_ticks(me) or 0}-")
+    )
 
 
 def sweep_private_tmps(base: Path | None = None) -> list[Path]:
@@ -330,7 +333,7 @@ def sweep_private_tmps(base: Path | None = None) -> list[Path]:
         if len(fields) < 3 or not fields[0].isdigit() or not fields[1].isdigit():
             continue  # not named by this version (an older one's: left alone)
         pid, start = int(fields[0]), int(fields[1])
-        ticks = _start_ticks(pid)
+        ticks = proctree.start_ticks(pid)
         if ticks is not None and (start == 0 or ticks == start):
             continue  # its process still runs
         if ticks is None and not Path("/proc/self/stat").exists():
@@ -343,15 +346,6 @@ def sweep_private_tmps(base: Path | None = None) -> list[Path]:
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
     return removed
-
-
-def _start_ticks(pid: int) -> int | None:
-    """When `pid` started (clock ticks after boot, /proc/PID/stat), None if unknown."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-        return int(raw[raw.rindex(b")") + 2 :].split()[19])  # field 22, after "(comm)"
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def own_install_under_tmp() -> list[str]:

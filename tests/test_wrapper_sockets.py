@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from synapse_lsp import proctree
 from synapse_lsp import shell as shell_module
 from synapse_lsp.config import Settings
 from synapse_lsp.core import Workspace
@@ -139,7 +140,7 @@ def test_stale_run_folders_are_swept_and_live_ones_kept(tmp_path: Path) -> None:
     ended.wait()
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
-        ticks = wrapper_files._start_ticks(sleeper.pid)
+        ticks = proctree.start_ticks(sleeper.pid)
         assert ticks is not None
         other_live = runs / f"{sleeper.pid}-{wrapper_files._base36(ticks)}-0000aaaa"
         gone = runs / f"{ended.pid}-1-0000bbbb"  # its process exited

@@ -40,6 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from synapse_lsp import proctree
+
 MARKER = "# synapse-wrapper v1"
 SOCKET_NAME = "ext.sock"
 # The variable naming the socket of the registry whose shell runs a wrapper (the same
@@ -214,7 +216,9 @@ class RunDir:
         sweep(synapse_home)
         run = synapse_home / RUN_DIR
         run.mkdir(mode=0o700, parents=True, exist_ok=True)
-        name = f"{os.getpid()}-{_base36(_start_ticks(os.getpid()) or 0)}-{os.urandom(4).hex()}"
+        name = (
+            f"{os.getpid()}-{_base36(proctree.start_ticks(os.getpid()) or 0)}-{os.urandom(4).hex()}"
+        )
         made = cls(run / name)
         made.path.mkdir(mode=0o700)
         try:
@@ -285,7 +289,7 @@ def _remove_ours(folder: Path) -> None:
 def _alive(pid: int, start: str) -> bool:
     """Whether process `pid` still runs and is the one that started at `start` (base 36
     clock ticks; "0": unknown). A pid now used by another process is not alive for us."""
-    ticks = _start_ticks(pid)
+    ticks = proctree.start_ticks(pid)
     if ticks is not None:
         return start in ("0", _base36(ticks))
     if Path("/proc/self/stat").exists():
@@ -297,15 +301,6 @@ def _alive(pid: int, start: str) -> bool:
     except OSError:
         return True  # it exists (someone else's)
     return True
-
-
-def _start_ticks(pid: int) -> int | None:
-    """When `pid` started (clock ticks after boot, /proc/PID/stat), None if unknown."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-        return int(raw[raw.rindex(b")") + 2 :].split()[19])  # field 22, after "(comm)"
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _base36(number: int) -> str:

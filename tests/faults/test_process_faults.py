@@ -237,7 +237,12 @@ async def test_the_supervisor_is_a_small_program_not_a_fork_of_synapse(tmp_path:
         assert (await shell.run("true")).exit_code == 0
         pid = shell.supervisor_pid
         assert pid is not None
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        # (its exec may still be under way on a loaded machine: wait for it, bounded)
+        for _ in range(200):
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"--supervise" in cmdline:
+                break
+            await asyncio.sleep(0.05)
         assert b"--supervise" in cmdline, cmdline
         rss_kb = next(
             int(line.split()[1])
