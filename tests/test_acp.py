@@ -560,3 +560,39 @@ async def test_cancel_while_a_permission_question_is_open(
         assert again.stop_reason == "end_turn"
     assert not (proj / "asked.txt").exists()
     assert finished(client.of(sid))[0]["status"] == "failed"
+
+
+class SavingClient(AcpTestClient):
+    """A Zed-style client: fs/write_text_file goes through its buffer and is saved."""
+
+    async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> Any:
+        result = await super().write_text_file(session_id, path, content, **kwargs)
+        Path(path).write_text(content)
+        return result
+
+
+@pytest.mark.parametrize("saving", [False, True], ids=["keeps-unsaved", "saves"])
+async def test_a_command_after_an_edit_is_told_when_the_client_kept_it_unsaved(
+    home: Path, proj: Path, api: FakeAnthropic, saving: bool
+) -> None:
+    """Issue 29 item 3: ACP has no request to save a buffer. A client that saves what
+    fs/write_text_file wrote (Zed does) leaves nothing to say; one that keeps it unsaved
+    is named in the next command's result, so the model knows the disk is older."""
+    api.add(
+        {"commands": ["edit a.py 'x = 1' 'x = 2'"]},
+        {"commands": ["cat a.py"]},
+        {"text": "done"},
+    )
+    a_py = str(proj / "a.py")
+    kind = SavingClient if saving else AcpTestClient
+    client = kind(buffers={a_py: (proj / "a.py").read_text()})
+    async with acp_agent(client, agent_env(home, api.base_url)) as (conn, _proc, _init):
+        sid = (await conn.new_session(cwd=str(proj), mcp_servers=[])).session_id
+        await conn.prompt(session_id=sid, prompt=[text("bump x")])
+    done = finished(client.of(sid))
+    edited, catted = (d["content"][-1]["content"]["text"] for d in done[:2])
+    if saving:
+        assert catted.strip() == "x = 2" and "not on disk" not in edited + catted
+    else:
+        assert "changed in the editor, not on disk" in edited
+        assert "x = 1" in catted and "kept them unsaved" in catted

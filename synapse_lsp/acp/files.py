@@ -123,3 +123,41 @@ class ClientFiles:
             make_parents(path)  # an editor may not create directories
             await self._client_write(path, text)
             self._written[path] = text
+
+    # -- buffers and disk (docs/acp.md "Buffers and disk")
+
+    def _not_on_disk(self) -> list[Path]:
+        """Files the agent wrote through the client whose disk text is not that text
+        (the client kept them in an unsaved buffer); saved ones are forgotten here."""
+        pending: list[Path] = []
+        for path, text in list(self._written.items()):
+            try:
+                on_disk: str | None = read_disk_text(path)
+            except FileError:
+                on_disk = None
+            if on_disk is not None and on_disk.rstrip("\r\n") == text.rstrip("\r\n"):
+                continue  # the client saved it (Zed writes through its buffer and saves)
+            pending.append(path)
+        return pending
+
+    async def reconcile(self) -> str:
+        """Before a command that reads the disk: ACP has no request to save a buffer,
+        so the model is told which of its edits the client has not put on disk."""
+        pending = self._not_on_disk()
+        if not pending:
+            return ""
+        shown = ", ".join(str(p) for p in pending)
+        return (
+            f"\n[{shown}: your edits are in the editor but not on disk (the ACP client "
+            "kept them unsaved); programs read the old text from disk]\n"
+        )
+
+    def unsaved_note(self) -> str:
+        """After an edit: which files the client holds unsaved (none when it saved)."""
+        pending = self._not_on_disk()
+        if not pending:
+            return ""
+        return (
+            f"\n[{', '.join(str(p) for p in pending)}: changed in the editor, not on disk; "
+            "programs read the old text until the user saves it]\n"
+        )
