@@ -82,6 +82,14 @@ SCENARIOS = [
             {"text": "Checked."},
         ],
     ),
+    Scenario(
+        "save_user",
+        script=[
+            {"commands": ["edit a.py 'foo = 2' 'foo = 3'"]},
+            {"commands": ["grep -c 'foo = 3' a.py; echo checked"]},
+            {"text": "Checked."},
+        ],
+    ),
     Scenario("sessions", script=[{"text": "Remembered."}]),
     Scenario("ask", script=[{"text": "It sets foo."}]),
     Scenario(
@@ -406,3 +414,13 @@ def test_the_agents_edit_is_saved_before_its_next_command_reads_the_disk(
     assert sc.result["modified"] is False
     assert sc.result["disk"] == "x = 1\nfoo = 3\n"
     assert "disk-has-the-edit" in json.dumps(sc.model_requests)
+
+
+def test_a_buffer_with_the_users_own_unsaved_edit_is_not_saved_unasked(
+    runs: dict[str, Scenario],
+) -> None:
+    sc = get(runs, "save_user")
+    assert sc.result["buffer"] == ["x = 10", "foo = 3"]
+    assert sc.result["modified"] is True
+    assert sc.result["disk"] == "x = 1\nfoo = 2\n"
+    assert "the user's own unsaved edits" in json.dumps(sc.model_requests)

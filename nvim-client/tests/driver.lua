@@ -170,6 +170,23 @@ function scenarios.save()
   result.disk = read_disk(root .. "/a.py")
 end
 
+function scenarios.save_user()
+  -- Issue 29: the buffer holds the user's own unsaved line; the agent's edit lands in
+  -- it too, and its next command must not get the buffer saved unasked.
+  local _, root = ready_client()
+  local buf = vim.api.nvim_get_current_buf()
+  vim.api.nvim_buf_set_lines(buf, 0, 1, false, { "x = 10" })
+  vim.cmd("SynapseChat make foo three and check it")
+  local chat = synapse.current_chat(false)
+  wait_for("the turn to finish", function()
+    return chat.turns >= 1
+  end)
+  settle(chat)
+  result.buffer = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  result.modified = vim.bo[buf].modified
+  result.disk = read_disk(root .. "/a.py")
+end
+
 function scenarios.chat()
   ready_client()
   local seen_partial = false
