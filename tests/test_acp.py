@@ -563,7 +563,7 @@ async def test_cancel_while_a_permission_question_is_open(
 
 
 class SavingClient(AcpTestClient):
-    """A Zed-style client: fs/write_text_file goes through its buffer and is saved."""
+    """A client whose fs/write_text_file puts the text in its buffer and on disk."""
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> Any:
         result = await super().write_text_file(session_id, path, content, **kwargs)
@@ -576,8 +576,8 @@ async def test_a_command_after_an_edit_is_told_when_the_client_kept_it_unsaved(
     home: Path, proj: Path, api: FakeAnthropic, saving: bool
 ) -> None:
     """Issue 29 item 3: ACP has no request to save a buffer. A client that saves what
-    fs/write_text_file wrote (Zed does) leaves nothing to say; one that keeps it unsaved
-    is named in the next command's result, so the model knows the disk is older."""
+    fs/write_text_file wrote leaves nothing to say; one that keeps it unsaved is named
+    in the next command's result, so the model knows the disk is older."""
     api.add(
         {"commands": ["edit a.py 'x = 1' 'x = 2'"]},
         {"commands": ["cat a.py"]},

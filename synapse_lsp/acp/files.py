@@ -136,7 +136,7 @@ class ClientFiles:
             except FileError:
                 on_disk = None
             if on_disk is not None and on_disk.rstrip("\r\n") == text.rstrip("\r\n"):
-                continue  # the client saved it (Zed writes through its buffer and saves)
+                continue  # the client put it on disk
             pending.append(path)
         return pending
 
