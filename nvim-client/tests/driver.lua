@@ -154,11 +154,14 @@ function scenarios.run_edit()
 
 end
 
-function scenarios.save()
-  -- Issue 29: the agent edits the open buffer, then runs a command that reads the disk:
-  -- the server asks Neovim to save the buffer first (synapse/saveDocuments).
+-- Issue 29: the agent edits the open buffer, then runs a command that reads the disk.
+-- `user_line`: the buffer first holds an unsaved line of the user's own.
+local function save_turn(user_line)
   local _, root = ready_client()
   local buf = vim.api.nvim_get_current_buf()
+  if user_line then
+    vim.api.nvim_buf_set_lines(buf, 0, 1, false, { user_line })
+  end
   vim.cmd("SynapseChat make foo three and check it")
   local chat = synapse.current_chat(false)
   wait_for("the turn to finish", function()
@@ -170,21 +173,14 @@ function scenarios.save()
   result.disk = read_disk(root .. "/a.py")
 end
 
+-- the server asks Neovim to save the buffer first (synapse/saveDocuments)
+function scenarios.save()
+  save_turn(nil)
+end
+
+-- the user's own unsaved line: the buffer must not be saved unasked
 function scenarios.save_user()
-  -- Issue 29: the buffer holds the user's own unsaved line; the agent's edit lands in
-  -- it too, and its next command must not get the buffer saved unasked.
-  local _, root = ready_client()
-  local buf = vim.api.nvim_get_current_buf()
-  vim.api.nvim_buf_set_lines(buf, 0, 1, false, { "x = 10" })
-  vim.cmd("SynapseChat make foo three and check it")
-  local chat = synapse.current_chat(false)
-  wait_for("the turn to finish", function()
-    return chat.turns >= 1
-  end)
-  settle(chat)
-  result.buffer = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
-  result.modified = vim.bo[buf].modified
-  result.disk = read_disk(root .. "/a.py")
+  save_turn("x = 10")
 end
 
 function scenarios.chat()

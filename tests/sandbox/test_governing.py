@@ -18,18 +18,9 @@ from synapse_lsp.config import Settings
 from synapse_lsp.permissions import ALLOW_ONCE, DENY, Asker, AskingGate
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
+from tests.sandbox.test_escalation import Recorder
 
 OUTSIDE_RULE = json.dumps({"folders": {"/": {"outside": ["python3"]}}})
-
-
-class Recorder:
-    def __init__(self, *answers: str) -> None:
-        self.answers = list(answers)
-        self.questions: list[tuple[str, tuple[str, ...]]] = []
-
-    async def __call__(self, message: str, actions: tuple[str, ...]) -> str | None:
-        self.questions.append((message, actions))
-        return self.answers.pop(0) if self.answers else DENY
 
 
 def _router(
