@@ -137,15 +137,27 @@ async function editWorkspaceSettings(values) {
 }
 
 async function openFile(name) {
-  await page.keyboard.press('Control+P');
   const input = page.locator('.quick-input-widget input');
-  await input.waitFor({ state: 'visible', timeout: 10_000 });
-  await input.fill(name);
   // The list first shows the previous query's rows (recently opened files) and filters a
   // moment later: Enter only once the first row is this file, and then this file's tab must
   // be the active one (a tab already open for it is not enough: Enter may have opened another).
   const first = page.locator('.quick-input-widget .quick-input-list .monaco-list-row').first();
-  await waitFor(`Quick Open lists ${name} first`, async () => ((await first.getAttribute('aria-label', { timeout: 1_000 })) ?? '').startsWith(name), 10_000);
+  const listed = async () => ((await first.getAttribute('aria-label', { timeout: 1_000 })) ?? '').startsWith(name);
+  // A file made a moment ago may be missing from Quick Open's file index ("No matching
+  // results"): a fresh Quick Open session searches again.
+  for (let attempt = 1; ; attempt++) {
+    await page.keyboard.press('Control+P');
+    await input.waitFor({ state: 'visible', timeout: 10_000 });
+    await input.fill(name);
+    try {
+      await waitFor(`Quick Open lists ${name} first`, listed, attempt < 3 ? 5_000 : 10_000);
+      break;
+    } catch (error) {
+      if (attempt >= 3) throw error;
+      await page.keyboard.press('Escape');
+      await sleep(1_000);
+    }
+  }
   await input.press('Enter');
   await page.locator(`.tabs-container .tab.active[aria-label^="${name}"]`).first().waitFor({ timeout: 10_000 });
 }
