@@ -12,10 +12,11 @@ router, gate or registry that already exists. Sources and precedence, lowest fir
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,12 @@ HOME_ONLY = frozenset(
 # Keys a folder's own settings file may hold that are read elsewhere, and only once the
 # folder is trusted (hooks.py reads its `hooks`): neither applied nor refused here.
 FOLDER_TRUSTED = frozenset({"hooks"})
+# Settings that restrict the agent. A misspelt key near one of these, or a bad value
+# for one, is refused (the face does not start) instead of warned about and ignored:
+# ignoring it would silently drop a restriction the user meant to set.
+RESTRICTIVE = frozenset(
+    {"deny", "sandbox", "network", "permission", "permissionTimeout", "secretEnv", "hooks"}
+)
 _CHOICES: dict[str, tuple[str, ...]] = {
     "permission": POLICIES,
     "log_level": LOG_LEVELS,
@@ -244,16 +251,25 @@ class Settings:
         problems: list[str] = []
         known = {f.name: f for f in fields(self)}
         changes: dict[str, Any] = {}
+
+        def bad(key: str, text: str, current: Any) -> Problem:
+            if _camel(_snake(key)) in RESTRICTIVE:
+                return Problem.refusing(
+                    f"{text}: refused, since keeping {current!r} could drop a restriction "
+                    "you meant to set; fix the value"
+                )
+            return Problem(f"{text}; keeping {current!r}")
+
         for key, value in values.items():
             name = _snake(key)
             if name not in known:
-                problems.append(f"unknown setting {key!r}")
+                problems.append(_unknown_key(key, (_camel(n) for n in known)))
                 continue
             current = getattr(self, name)
             try:
                 changes[name] = _coerce(current, value, zero_ok=name in _ZERO_OK)
             except (TypeError, ValueError) as exc:
-                problems.append(f"setting {key!r}: {exc}; keeping {current!r}")
+                problems.append(bad(key, f"setting {key!r}: {exc}", current))
                 continue
             if name == "command_timeout" and changes[name] < MIN_TIMEOUT_S:
                 problems.append(
@@ -264,8 +280,11 @@ class Settings:
             choices = _CHOICES.get(name)
             if choices is not None and changes[name] not in choices:
                 problems.append(
-                    f"setting {key!r}: {changes[name]!r} is not one of "
-                    f"{', '.join(choices)}; keeping {current!r}"
+                    bad(
+                        key,
+                        f"setting {key!r}: {changes[name]!r} is not one of {', '.join(choices)}",
+                        current,
+                    )
                 )
                 del changes[name]
         out = replace(self, **changes)
@@ -345,6 +364,55 @@ def _coerce(current: Any, value: Any, *, zero_ok: bool = False) -> Any:
     raise TypeError(f"cannot set a {type(current).__name__}")
 
 
+class Problem(str):
+    """A settings problem, as text; `refuses` when the face must not start with it
+    (a misspelt or bad restrictive setting: `RESTRICTIVE`). Otherwise the key or value
+    is ignored and the layer below wins, with this as the warning."""
+
+    refuses: bool = False
+
+    @classmethod
+    def refusing(cls, text: str) -> Problem:
+        problem = cls(text)
+        problem.refuses = True
+        return problem
+
+    @classmethod
+    def of(cls, text: str) -> Problem:
+        return text if isinstance(text, Problem) else cls(text)
+
+    def located(self, where: str) -> Problem:
+        """The same problem, naming where the setting came from."""
+        out = Problem(f"{where}: {self}") if where else Problem(self)
+        out.refuses = self.refuses
+        return out
+
+
+def _unknown_key(key: str, known: Iterable[str]) -> Problem:
+    """`unknown setting 'commandTimout' (did you mean 'commandTimeout'?)`; refusing when
+    the nearest known key is a restrictive one."""
+    names = sorted(known)
+    folded = {k.lower().replace("_", "").replace("-", ""): k for k in names}
+    near = folded.get(key.lower().replace("_", "").replace("-", ""))
+    if near is None:
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
+        near = close[0] if close else None
+    if near is None:
+        return Problem(f"unknown setting {key!r}; ignored")
+    text = f"unknown setting {key!r} (did you mean {near!r}?)"
+    if near in RESTRICTIVE:
+        return Problem.refusing(
+            f"{text}: refused, since ignoring it could drop a restriction "
+            f"({near!r} restricts what the agent may do); fix the name"
+        )
+    return Problem(f"{text}; ignored")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
 SettingsSource = Callable[[], Settings]
 
 
@@ -381,7 +449,7 @@ def read_settings_file(path: Path, *, workspace: bool) -> tuple[dict[str, Any], 
     WORKSPACE_SAFE keys count, the others are reported and ignored."""
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a file in the path: none here
         return {}, []
     except (OSError, UnicodeDecodeError) as exc:
         return {}, [f"{path}: cannot read: {exc}"]
@@ -394,6 +462,10 @@ def read_settings_file(path: Path, *, workspace: bool) -> tuple[dict[str, Any], 
     problems: list[str] = []
     if workspace:
         data = {k: v for k, v in data.items() if k not in FOLDER_TRUSTED}
+        known = {_camel(f.name) for f in fields(Settings)}
+        for key in sorted(k for k in data if _camel(_snake(k)) not in known):
+            problems.append(_unknown_key(key, WORKSPACE_SAFE).located(str(path)))
+        data = {k: v for k, v in data.items() if _camel(_snake(k)) in known}
         refused = sorted(k for k in data if k not in WORKSPACE_SAFE)
         if refused:
             problems.append(
@@ -442,6 +514,11 @@ class LiveSettings:
         return self._value
 
     @property
+    def refusals(self) -> list[str]:
+        """The problems a face must not start with (`Problem.refuses`)."""
+        return [p for p in self.problems if isinstance(p, Problem) and p.refuses]
+
+    @property
     def folder(self) -> Path | None:
         return self._folder
 
@@ -488,8 +565,14 @@ class LiveSettings:
         settings = self._base or Settings(synapse_home=synapse_home(self._env))
         problems = list(self._file_problems)
         env, found = env_values(self._env)
-        problems += found
+        # A variable set for this run is meant now: a bad one stops the face, like a flag.
+        problems += [Problem.refusing(p) for p in found]
         home_only = {_snake(k) for k in HOME_ONLY}
+        home = (self._base.synapse_home if self._base else None) or synapse_home(self._env)
+        places = [str(home / SETTINGS_FILE)]
+        if self._folder is not None:
+            places.append(str(self._folder / WORKSPACE_DIR / SETTINGS_FILE))
+        places += ["environment"] + [""] * len(self._face)
         for index, layer in enumerate((*self._files, env, *self._face)):
             if index > 0:  # only the first layer is $SYNAPSE_HOME/settings.json
                 refused = sorted(k for k in layer if _snake(k) in home_only)
@@ -500,7 +583,9 @@ class LiveSettings:
                     )
                     layer = {k: v for k, v in layer.items() if _snake(k) not in home_only}
             settings, found = settings.with_overrides(layer)
-            problems += found
+            if places[index] == "environment":
+                found = [Problem.refusing(p) for p in found]
+            problems += [Problem.of(p).located(places[index]) for p in found]
         self._value = settings
         self.problems = problems
         for listener in list(self._listeners):

@@ -29,7 +29,12 @@ from synapse_lsp.events import FileDiff
 
 
 class FileError(SynapseError):
-    """A file operation failed; the message is written for the model to read."""
+    """A file operation failed; the message is written for the model to read, `hint`
+    (when given) is what the model can do about it (the tool result's `Hint:` line)."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 class FileGateway(Protocol):

@@ -545,7 +545,7 @@ def read_store(home: Path) -> Store:
     path = store_path(home)
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a file in the path: none here
         return Store(path)
     except (OSError, UnicodeDecodeError) as exc:
         return Store(path, problem=f"{path} cannot be read ({exc}); {_FIX}")

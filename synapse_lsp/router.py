@@ -1052,8 +1052,8 @@ def format_for_model(
     hint: str | None = None,
 ) -> str:
     """The tool-result text (SPEC §2): output on success; on failure an `[Error]` header,
-    the `[stdout]`/`[stderr]` sections and a `--help` hint naming the base command (or
-    `hint`, when the command itself was the mistake)."""
+    the `[stdout]`/`[stderr]` sections and the hint: `hint` when the command gave one,
+    else `failure_hint`'s (a `--help` hint only where usage is the likely cause)."""
     if exit_code == 0:
         text = stdout
         if stderr.strip():
@@ -1070,22 +1070,90 @@ def format_for_model(
     if stdout.strip():
         parts.append(f"[stdout]\n{stdout.rstrip(chr(10))}")
     parts.append(f"[stderr]\n{stderr.rstrip(chr(10)) if stderr.strip() else '(empty)'}")
+    if hint is None:
+        hint = failure_hint(command, stdout, stderr, exit_code, category)
     if hint is not None:
         parts.append(hint)
-    elif category is FailureCategory.TIMEOUT:
-        parts.append(
+    return "\n".join(parts) + "\n"
+
+
+# What a failed command's output says about why it failed (SPEC §2).
+_USAGE_SIGNS = re.compile(r"usage:|unrecognized|invalid option|unknown option|--help", re.I)
+_TRACEBACK = "Traceback (most recent call last):"
+_PERMISSION_SIGNS = re.compile(r"permission denied|operation not permitted", re.I)
+_MISSING_SIGNS = re.compile(r"no such file", re.I)
+_DIRECTORY_SIGNS = re.compile(r"is a directory", re.I)
+_GREPS = frozenset({"grep", "egrep", "fgrep", "zgrep", "rg"})
+_SANDBOX_NOTE = "[blocked by the sandbox:"  # `_run_native`'s note: it says what to do
+
+
+def failure_hint(
+    command: str, stdout: str, stderr: str, exit_code: int, category: FailureCategory | None
+) -> str | None:
+    """The hint a failure gets when its command gave none (SPEC §2). `--help` only where
+    usage is the likely cause: an invalid-usage category, exit code 2, or output saying
+    `usage:`, `unrecognized`, `invalid option`, `unknown option` or naming `--help`. A
+    command that ran as intended and failed on its data (a traceback, a permission
+    refusal, a missing file, a directory given for a file, grep finding nothing) gets a
+    hint that fits; a denied or cancelled command, and any other failure, none."""
+    if category is FailureCategory.TIMEOUT:
+        return (
             "Hint: Run long tasks in the background (`cmd > log 2>&1 &`) and check the log, "
             "or narrow the command so it finishes sooner."
         )
-    elif category not in (FailureCategory.CANCELLED, FailureCategory.PERMISSION_DENIED):
-        base = cmdline.base_command(command) or command.strip()
-        if not base or base in _SHELL_SYNTAX or base[0] in "({":
-            parts.append(
-                "Hint: Check the script's syntax and each command's usage before retrying."
+    if category in (FailureCategory.CANCELLED, FailureCategory.PERMISSION_DENIED):
+        return None
+    output = f"{stdout}\n{stderr}"
+    if category is not FailureCategory.INVALID_USAGE:
+        if _SANDBOX_NOTE in stderr:
+            return None
+        if _TRACEBACK in output:
+            return (
+                "Hint: The program ran and raised an exception (not a usage problem): the "
+                "traceback's last line names the error and the frames above it show where. "
+                "Fix that cause in the code or its input, then run it again."
             )
-        else:
-            parts.append(f"Hint: Run `{base} --help` to learn the correct usage before retrying.")
-    return "\n".join(parts) + "\n"
+        if not _USAGE_SIGNS.search(output):
+            data_hint = _data_failure_hint(command, stdout, stderr, exit_code, output)
+            if data_hint is not None or exit_code != 2:
+                return data_hint
+    base = cmdline.base_command(command) or command.strip()
+    if not base or base in _SHELL_SYNTAX or base[0] in "({":
+        return "Hint: Check the script's syntax and each command's usage before retrying."
+    return f"Hint: Run `{base} --help` to learn the correct usage before retrying."
+
+
+def _data_failure_hint(
+    command: str, stdout: str, stderr: str, exit_code: int, output: str
+) -> str | None:
+    """The hint for a command that ran as intended and failed on its data, or None."""
+    if _PERMISSION_SIGNS.search(output):
+        return (
+            "Hint: The file system refused access (the permissions of the file or its "
+            "folder; `ls -ld <path>` shows them), not a usage problem: `--help` cannot "
+            "change that. Use a path you have access to, or ask the user to change the "
+            "permissions (`chmod`) if they want that."
+        )
+    if _MISSING_SIGNS.search(output):
+        return (
+            "Hint: A file or folder the command names does not exist (not a usage "
+            "problem): check the path against the current directory (`pwd`, `ls <folder>`; "
+            "`find . -name '<name>'` searches below it), then retry with the right one."
+        )
+    if _DIRECTORY_SIGNS.search(output):
+        return (
+            "Hint: The path is a folder, not a file (not a usage problem): list it with "
+            "`ls <folder>`, then name a file inside it."
+        )
+    if exit_code == 1 and not stdout.strip() and not stderr.strip():
+        bases = {cmdline.base_command(segment) for segment, _ in cmdline.split_all(command)}
+        if bases & _GREPS:
+            return (
+                "Hint: grep exits with 1 when no line matched: the search ran and found "
+                "nothing; that is not an error in the command. If a match was expected, "
+                "check the pattern (case, regex characters) and the files searched."
+            )
+    return None
 
 
 def _shown_name(key: str) -> str:

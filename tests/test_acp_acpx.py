@@ -111,3 +111,35 @@ def test_acpx_deny_all_answers_our_permission_request(
     assert not (proj / "made.txt").exists()
     ends = [u for u in updates(messages) if u.get("status") == "failed"]
     assert ends and ends[-1]["rawOutput"]["status"] == "denied"
+
+
+def test_acpx_approve_reads_refuses_a_write_and_the_model_is_told_who_refused(
+    acpx: Path, proj: Path, tmp_path: Path
+) -> None:
+    """Issue 27 item 8: with `--approve-reads` (docs/acp.md's example) acpx answers
+    fs/write_text_file with an error; the model is told that the client refused, its
+    reason, and to ask the user to allow writes there - not to read `edit --help`."""
+    script = [{"commands": ["edit a.py 'x = 1' 'x = 2'"]}, {"text": "Please allow writes."}]
+    with FakeApiProcess(script, tmp_path / "fake-api-4") as fake:
+        done, messages = run_acpx(
+            acpx, fake, proj, tmp_path / "home", "--approve-reads", "exec", "fix x"
+        )
+        bodies = fake.message_bodies()
+    refused = [m["error"] for m in messages if "error" in m]
+    assert refused and "Permission denied for fs/write_text_file" in json.dumps(refused), (
+        done.stderr
+    )
+    result = bodies[-1]["messages"][-1]["content"][0]
+    assert result["type"] == "tool_result" and result["is_error"] is True
+    assert (
+        f"edit: {proj / 'a.py'}: the editor (the ACP client) refused to write it "
+        "(Internal error: Permission denied for fs/write_text_file)"
+    ) in result["content"]
+    assert result["content"].endswith(
+        "Hint: The user's ACP client refused the write (its reason is above), so `--help` "
+        "cannot help: ask the user to allow file writes in their client (its permission "
+        "prompt or settings; with acpx, `--approve-all` rather than `--approve-reads`), "
+        "then retry.\n"
+    )
+    assert "edit --help" not in result["content"]
+    assert (proj / "a.py").read_text() == "x = 1\n"

@@ -31,6 +31,8 @@ from synapse_lsp.agent.session import context_text
 from synapse_lsp.config import Settings
 from synapse_lsp.events import FileDiff
 from synapse_lsp.files import ChangeRecorder, FileError
+from synapse_lsp.router import BashRouter
+from synapse_lsp.shell import ShellSession
 
 
 class Editor:
@@ -80,6 +82,47 @@ async def test_a_new_file_is_written_through_the_client_with_no_old_text(tmp_pat
     assert editor.writes == [(str(target), "hello\n")]
     assert target.parent.is_dir() and not target.exists()
     assert files.diffs() == (FileDiff(str(target), None, "hello\n"),)
+
+
+class RefusingEditor(Editor):
+    """An editor that answers fs/write_text_file with an error, as acpx --approve-reads."""
+
+    async def write_text_file(
+        self, session_id: str, path: str, content: str
+    ) -> WriteTextFileResponse | None:
+        raise RequestError.internal_error({"details": "Permission denied for fs/write_text_file"})
+
+
+async def test_a_refused_write_names_the_client_its_reason_and_what_to_do(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "a.py"
+    path.write_text("x = 1\n")
+    files = ClientFiles(RefusingEditor({}), "s1", can_read=True, can_write=True)
+    with pytest.raises(FileError) as refused:
+        await files.apply_change(path, "x = 1\n", "x = 2\n")
+    assert refused.value.message == (
+        f"{path}: the editor (the ACP client) refused to write it "
+        "(Internal error: Permission denied for fs/write_text_file)"
+    )
+    assert refused.value.hint is not None
+    assert "allow file writes in their client" in refused.value.hint
+    assert path.read_text() == "x = 1\n"
+
+
+async def test_a_refused_write_reaches_the_model_with_the_client_hint_not_help(
+    shell: ShellSession, settings: Settings, workdir: Path
+) -> None:
+    files = ClientFiles(RefusingEditor({}), "s1", can_read=True, can_write=True)
+    router = BashRouter(shell, settings, files=files)
+    result = await router.route("write notes.txt hello")
+    assert result.is_error
+    assert "write: " in result.text and "refused to write it" in result.text
+    assert result.text.endswith(
+        "with acpx, `--approve-all` rather than `--approve-reads`), then retry.\n"
+    )
+    assert "write --help" not in result.text
+    assert not (workdir / "notes.txt").exists()
 
 
 async def test_without_fs_capabilities_the_disk_is_written(tmp_path: Path) -> None:

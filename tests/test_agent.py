@@ -221,7 +221,7 @@ async def test_a_multi_step_tool_turn_runs_every_call_in_order(
     assert results[2]["content"].strip() == "one"
     failed = tool_results(third)
     assert [r["is_error"] for r in failed] == [True, False]
-    assert "Hint: Run `false --help`" in failed[0]["content"]
+    assert failed[0]["content"] == "[Error] Command failed (exit code 1)\n[stderr]\n(empty)\n"
     assert "one" in failed[1]["content"]
     assert_history_valid(session.messages)
 

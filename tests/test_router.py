@@ -199,28 +199,38 @@ async def test_unbalanced_quotes_in_a_builtin_are_invalid_usage(router: BashRout
 # ---------------------------------------------------------- error format
 
 
-async def test_nonzero_exit_shows_stderr_and_a_help_hint(router: BashRouter) -> None:
-    result = await router.route("ls /definitely/not/here")
-    assert result.is_error and result.exit_code != 0
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        ("sort --frob", "unrecognized option '--frob'"),  # exit 2, "unrecognized"
+        ("grep -Q x f.txt", "invalid option"),
+        ("sort -k", "option requires an argument"),  # exit 2 alone
+    ],
+)
+async def test_nonzero_exit_shows_stderr_and_a_help_hint(
+    router: BashRouter, line: str, shown: str
+) -> None:
+    """SPEC §2: the `--help` hint where usage is the likely cause."""
+    result = await router.route(line)
+    assert result.is_error and result.exit_code == 2
     assert "[stderr]" in result.text
-    assert "No such file or directory" in result.text
+    assert shown in result.text
+    base = line.split()[0]
     assert result.text.rstrip().endswith(
-        "Hint: Run `ls --help` to learn the correct usage before retrying."
+        f"Hint: Run `{base} --help` to learn the correct usage before retrying."
     )
 
 
 async def test_every_failure_has_the_error_header_stderr_and_the_hint(
     router: BashRouter, workdir: Path
 ) -> None:
-    """SPEC §2 / seed 000: `[Error]`, `[stderr]` with the original text, the `--help` hint
-    naming the base command - for native commands and for built-ins failing at run time."""
+    """SPEC §2 / seed 000: `[Error]`, `[stderr]` with the original text and a hint - for
+    built-ins failing at run time and for native commands (`--help` for a usage mistake)."""
     missing = await router.route("read nope.txt")
     assert missing.is_error and missing.layer is Layer.AGENT
     assert missing.text.startswith("[Error] Not found (exit code 1)\n[stderr]\n")
     assert "nope.txt" in missing.text
-    assert missing.text.endswith(
-        "Hint: Run `read --help` to learn the correct usage before retrying.\n"
-    )
+    assert missing.text.endswith(MISSING_HINT + "\n")
     await router.route("git init -q .")
     typo = await router.route("git comit -m x")
     assert typo.text.startswith("[Error] Command failed (exit code 1)\n")
@@ -233,8 +243,8 @@ async def test_every_failure_has_the_error_header_stderr_and_the_hint(
 async def test_a_denied_command_names_the_reason_and_no_help_hint(
     shell: ShellSession, settings: Settings, workdir: Path
 ) -> None:
-    """Deliberate: a command the user refused, or cancelled, is not a usage problem, so
-    its result has no `--help` hint (SPEC §2 asks one for "any non-zero exit")."""
+    """A command the user refused, or cancelled, is not a usage problem, so its result
+    has no hint at all (SPEC §2)."""
 
     class Deny:
         async def check(
@@ -275,8 +285,108 @@ def test_base_command(line: str, base: str) -> None:
 
 def test_hint_names_the_whole_extension_command() -> None:
     # (an unknown extension command gets the command:search hint instead: issue 14 item 9)
-    text = format_for_model("skill:pdf:extract a.pdf", "", "bad page\n", 1, None)
+    text = format_for_model("skill:pdf:extract a.pdf", "", "usage: extract <pdf>\n", 2, None)
     assert "Hint: Run `skill:pdf:extract --help`" in text
+
+
+# ------------------------------------------- hints that fit the failure (issue 27 item 8)
+
+MISSING_HINT = (
+    "Hint: A file or folder the command names does not exist (not a usage problem): check "
+    "the path against the current directory (`pwd`, `ls <folder>`; `find . -name '<name>'` "
+    "searches below it), then retry with the right one."
+)
+PERMISSION_HINT = (
+    "Hint: The file system refused access (the permissions of the file or its folder; "
+    "`ls -ld <path>` shows them), not a usage problem: `--help` cannot change that. Use a "
+    "path you have access to, or ask the user to change the permissions (`chmod`) if they "
+    "want that."
+)
+GREP_HINT = (
+    "Hint: grep exits with 1 when no line matched: the search ran and found nothing; that "
+    "is not an error in the command. If a match was expected, check the pattern (case, "
+    "regex characters) and the files searched."
+)
+TRACEBACK_HINT = (
+    "Hint: The program ran and raised an exception (not a usage problem): the traceback's "
+    "last line names the error and the frames above it show where. Fix that cause in the "
+    "code or its input, then run it again."
+)
+DIRECTORY_HINT = (
+    "Hint: The path is a folder, not a file (not a usage problem): list it with "
+    "`ls <folder>`, then name a file inside it."
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "shown", "hint"),
+    [
+        ("cat /nonexistent", "No such file or directory", MISSING_HINT),
+        ("ls /definitely/not/here", "No such file or directory", MISSING_HINT),  # exit 2
+        ("grep zeta f.txt", "(empty)", GREP_HINT),
+        ("cat f.txt | grep zeta", "(empty)", GREP_HINT),
+        ("python3 -c 'import json; json.loads(\"{\")'", "JSONDecodeError", TRACEBACK_HINT),
+        # a file without an x bit: refused even to root, sandboxed or not
+        ("printf 'echo hi\\n' > run.sh; ./run.sh", "run.sh: Permission denied", PERMISSION_HINT),
+        ("cat .", "Is a directory", DIRECTORY_HINT),
+        ("read .", "is a directory", DIRECTORY_HINT),
+    ],
+)
+async def test_a_data_failure_gets_a_hint_that_fits_not_help(
+    router: BashRouter, workdir: Path, line: str, shown: str, hint: str
+) -> None:
+    """SPEC §2: a command that ran as intended and failed on its data is not sent to
+    `--help`; its hint says what failed and what to do."""
+    (workdir / "f.txt").write_text("alpha\n")
+    result = await router.route(line)
+    assert result.is_error
+    assert shown in result.text
+    assert result.text.endswith(hint + "\n")
+    assert "--help` to learn" not in result.text
+
+
+async def test_edit_refused_by_file_permissions_says_so(
+    router: BashRouter, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = workdir / "locked.txt"
+    target.write_text("alpha\n")
+    target.chmod(0o444)
+    if os.geteuid() == 0:  # root may write any file: answer as the file's mode says
+        real_access = os.access
+
+        def access(path: str | os.PathLike[str], mode: int, **kwargs: object) -> bool:
+            if Path(path) == target:
+                return False
+            return real_access(path, mode)
+
+        monkeypatch.setattr(os, "access", access)
+    result = await router.route("edit locked.txt alpha beta")
+    assert result.is_error
+    assert "edit: " in result.text and "permission denied" in result.text
+    assert result.text.endswith(PERMISSION_HINT + "\n")
+    assert target.read_text() == "alpha\n"
+
+
+@pytest.mark.parametrize("line", ["false", "exit_three() { return 3; }; exit_three"])
+async def test_a_failure_with_no_sign_of_its_cause_gets_no_hint(
+    router: BashRouter, line: str
+) -> None:
+    """Neither usage nor a known data failure: no hint (its `--help` would not say why)."""
+    result = await router.route(line)
+    assert result.is_error
+    assert "Hint:" not in result.text
+
+
+def test_a_sandbox_refusal_gets_its_note_and_no_help_hint() -> None:
+    note = (
+        "\n[blocked by the sandbox: the sandbox refused a write. Running it outside the "
+        "sandbox was not allowed; work inside the workspace, or ask the user]\n"
+    )
+    text = format_for_model(
+        "echo x > /etc/f", "", "bash: /etc/f: Read-only file system\n" + note, 1, None
+    )
+    assert text.endswith(note.lstrip("\n"))
+    assert "Hint:" not in text
 
 
 # ---------------------------------------------------------------- built-in plumbing

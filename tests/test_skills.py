@@ -148,7 +148,7 @@ async def test_exit_code_env_and_heredoc_stdin(ext_router: BashRouter) -> None:
     result = await ext_router.route("skill:pdf-editor:merge fail b")
     assert result.exit_code == 3
     assert result.is_error
-    assert "Hint: Run `skill:pdf-editor:merge --help`" in result.text
+    assert "Hint:" not in result.text  # the script's own failure, not a usage mistake
     piped = await ext_router.route("skill:misc:stdin <<'EOF'\nshout\nEOF")
     assert piped.stdout == "SHOUT\n"
     # The session's exported variables reach the script, run directly or through the
@@ -398,6 +398,12 @@ async def test_skill_load_prints_skill_md_and_commands(ext_router: BashRouter) -
     assert missing.exit_code == 1
     assert missing.category is FailureCategory.NOT_FOUND
     assert "Did you mean: pdf-editor?" in missing.stderr
+    # An unknown skill is not a usage mistake: the hint points at listing skills.
+    assert missing.text.endswith(
+        "Hint: No installed skill has that name (not a usage problem): `skill:list` lists "
+        "the installed skills, `skill:search <words>` finds one by what it does.\n"
+    )
+    assert "skill:load --help" not in missing.text
 
 
 async def test_skill_reinforce_needs_an_executor_then_delegates(

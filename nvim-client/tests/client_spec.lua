@@ -134,6 +134,40 @@ case("a mismatched server is reported with vim.notify at ERROR", function()
   assert(seen[1].msg:find("this plugin expects " .. protocol.VERSION, 1, true), seen[1].msg)
 end)
 
+case("a server command that is not on PATH is one clear message, said once", function()
+  local seen = {}
+  local orig = vim.notify
+  vim.notify = function(msg, level)
+    seen[#seen + 1] = { msg = msg, level = level }
+  end
+  client.config = { cmd = { "synapse-not-installed-here", "lsp" } }
+  client.told_missing = nil
+  local first = client.ensure(tmp .. "/proj")
+  local second = client.ensure(tmp .. "/loose")
+  vim.notify = orig
+  client.config = {}
+  eq(nil, first)
+  eq(nil, second)
+  eq(1, #seen)
+  eq(vim.log.levels.ERROR, seen[1].level)
+  assert(seen[1].msg:find("`synapse-not-installed-here` is not an executable on PATH", 1, true), seen[1].msg)
+  assert(seen[1].msg:find(".venv/bin/synapse", 1, true), seen[1].msg)
+end)
+
+case("without synapse on PATH the default command is the repository's .venv one", function()
+  local repo = tmp .. "/repo"
+  vim.fn.mkdir(repo .. "/nvim-client/lua/synapse", "p")
+  vim.fn.mkdir(repo .. "/.venv/bin", "p")
+  local exe = repo .. "/.venv/bin/synapse"
+  vim.fn.writefile({ "#!/bin/sh" }, exe)
+  vim.fn.setfperm(exe, "rwxr-xr-x")
+  local path = vim.env.PATH
+  vim.env.PATH = "/nonexistent"
+  local cmd = require("synapse").default_cmd(repo .. "/nvim-client/lua/synapse/init.lua")
+  vim.env.PATH = path
+  eq({ exe, "lsp" }, cmd)
+end)
+
 local passed, failed = {}, {}
 for _, c in ipairs(cases) do
   local ok, err = pcall(c.fn)

@@ -39,6 +39,17 @@ class FsClient(Protocol):
     ) -> WriteTextFileResponse | None: ...
 
 
+def _reason(exc: Exception) -> str:
+    """A client's error as it said it: the JSON-RPC message and its `data` details
+    (acpx: "Internal error: Permission denied for fs/write_text_file")."""
+    reason = str(exc) or type(exc).__name__
+    data = getattr(exc, "data", None)
+    details = (data.get("details") or data.get("message")) if isinstance(data, dict) else data
+    if isinstance(details, str) and details.strip() and details.strip() not in reason:
+        reason = f"{reason}: {details.strip()}"
+    return reason
+
+
 class ClientFiles:
     """`FileGateway` for one ACP session."""
 
@@ -100,8 +111,14 @@ class ClientFiles:
             raise FileError(
                 f"{path}: the editor did not answer fs/write_text_file; nothing changed"
             ) from None
-        except Exception as exc:
-            raise FileError(f"{path}: the editor refused the write ({exc})") from None
+        except Exception as exc:  # a RequestError (the client's refusal) or a broken connection
+            raise FileError(
+                f"{path}: the editor (the ACP client) refused to write it ({_reason(exc)})",
+                hint="Hint: The user's ACP client refused the write (its reason is above), "
+                "so `--help` cannot help: ask the user to allow file writes in their client "
+                "(its permission prompt or settings; with acpx, `--approve-all` rather than "
+                "`--approve-reads`), then retry.",
+            ) from None
 
     async def apply_change(self, path: Path, before: str, after: str) -> None:
         if not self.can_write:

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import random
+import socket
 import threading
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+DEFAULT_BASE_URL = "https://api.anthropic.com"  # the SDK's, when no base URL is given
 NO_KEY_HELP = (
     "No Anthropic API key: set {env} in the environment (export {env}=sk-ant-...), "
     "or point ANTHROPIC_BASE_URL at a compatible endpoint and give its key in {env}. "
@@ -246,11 +248,14 @@ class ModelClient:
         retry_max_delay: float = 60.0,
         timeout: float = 600.0,
         thinking_budget: int | None = None,
+        base_url_source: str = "",
     ) -> None:
         if not api_key:
             raise ModelError(NO_KEY_HELP.format(env="ANTHROPIC_API_KEY"), cause="no_api_key")
         self._api_key = api_key
         self.base_url = base_url
+        # where the URL came from, for errors that name it ("$ANTHROPIC_BASE_URL")
+        self.base_url_source = base_url_source or ("the default" if not base_url else "")
         self.model = model
         self.max_tokens = max_tokens
         self.max_attempts = max(1, max_attempts)
@@ -264,6 +269,12 @@ class ModelClient:
     def __repr__(self) -> str:  # never show the key
         return f"ModelClient(model={self.model!r}, base_url={self.base_url!r})"
 
+    @property
+    def endpoint(self) -> str:
+        """The API's URL and where it came from, as errors name it."""
+        url = (self.base_url or DEFAULT_BASE_URL).rstrip("/")
+        return f"{url} (from {self.base_url_source})" if self.base_url_source else url
+
     @classmethod
     def from_settings(
         cls, settings: Settings, env: Mapping[str, str] | None = None, **overrides: Any
@@ -275,9 +286,17 @@ class ModelClient:
         if not key:
             raise ModelError(NO_KEY_HELP.format(env=settings.api_key_env), cause="no_api_key")
         base_url = settings.base_url or source.get("ANTHROPIC_BASE_URL") or None
+        origin = (
+            "the setting baseUrl"
+            if settings.base_url
+            else "$ANTHROPIC_BASE_URL"
+            if base_url
+            else "the default"
+        )
         return cls(
             api_key=key,
             base_url=base_url,
+            base_url_source=origin,
             model=settings.model,
             max_tokens=settings.max_tokens,
             thinking_budget=settings.thinking_budget or None,
@@ -383,7 +402,7 @@ class ModelClient:
                 cause = self.scrub(exc.cause)
                 if attempt >= self.max_attempts:
                     raise ModelError(
-                        f"The model API failed after {attempt} attempt"
+                        f"The model API at {self.endpoint} failed after {attempt} attempt"
                         f"{'s' if attempt > 1 else ''}: {cause}",
                         cause=cause,
                     ) from None
@@ -420,6 +439,13 @@ class ModelClient:
         except anthropic.APIStatusError as exc:
             raise self._status_failure(exc) from None
         except anthropic.APIConnectionError as exc:
+            unreachable = _cannot_succeed(exc)
+            if unreachable:  # a retry cannot help: say so at once, naming the URL
+                raise ModelError(
+                    f"Cannot reach the model API at {self.endpoint}: {unreachable}. "
+                    "Check the URL (not retried).",
+                    cause="unreachable_url",
+                ) from None
             raise _TransientError(f"connection failed ({_root_cause(exc)})") from None
         try:
             async for event in stream:
@@ -539,6 +565,28 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         except ValueError:
             continue
     return None
+
+
+def _cannot_succeed(exc: BaseException) -> str | None:
+    """Why a failed connection cannot succeed on a retry, or None: a host name that does
+    not exist (not a resolver that is down: EAI_AGAIN is retried) or a URL the client
+    cannot use."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, socket.gaierror) and current.errno in _NO_SUCH_HOST:
+            return f"the host name does not resolve ({current.strerror})"
+        name = type(current).__name__
+        if name in ("UnsupportedProtocol", "InvalidURL"):
+            return f"not a URL the client can use ({_short(current)})"
+        current = current.__cause__ or current.__context__
+    return None
+
+
+_NO_SUCH_HOST = {
+    code for code in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", None)) if code is not None
+}
 
 
 def _short(exc: BaseException) -> str:

@@ -543,8 +543,7 @@ class ChatSession:
                         result.usage,
                         note=NO_ANSWER if silent else None,
                     )
-                except ModelError as exc:
-                    emit(Notice(exc.message, "warning"))
+                except ModelError as exc:  # said once, by TurnFinished's error
                     finished = TurnFinished("error", self._loop.turn_usage, exc.message)
         except asyncio.CancelledError:
             finished = TurnFinished("cancelled", self._loop.turn_usage)

@@ -92,8 +92,7 @@ Examples:
             out.data["hint"] = (
                 f"Hint: Read the file first (`read {file_arg}`) and copy <old> exactly as it "
                 "is there (whitespace and line breaks count; leave out the line numbers "
-                "`read` puts in front), then retry. "
-                "Run `edit --help` to learn the correct usage."
+                "`read` puts in front), then retry."
             )
             return out
         if after == before:
@@ -101,7 +100,10 @@ Examples:
         try:
             await ctx.files.apply_change(path, before, after)
         except FileError as exc:
-            return _fail(f"edit: {exc.message}")
+            out = _fail(f"edit: {exc.message}")
+            if exc.hint is not None:
+                out.data["hint"] = exc.hint
+            return out
         done = count if replace_all else 1
         more = f" ({count - 1} more left; use --all to replace every one)" if done < count else ""
         noun = "occurrence" if done == 1 else "occurrences"

@@ -67,6 +67,7 @@ Examples:
                 stderr=f"write: {exc.message}\n",
                 exit_code=1,
                 category=FailureCategory.EXECUTION_ERROR,
+                data={} if exc.hint is None else {"hint": exc.hint},
             )
         lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
         verb = "Overwrote" if existed else "Created"

@@ -31,6 +31,13 @@ from synapse_lsp.cli.asking import (
 )
 from synapse_lsp.cli.preload import after_import, start_sdk_import
 from synapse_lsp.cli.render import DEFAULT_OUTPUT_LINES, Renderer, Style
+from synapse_lsp.cli.startup import (
+    SANDBOX_LOG,
+    home_line,
+    home_problem,
+    quiet_notes,
+    stderr_warnings,
+)
 from synapse_lsp.config import MIN_THINKING_BUDGET, LiveSettings
 from synapse_lsp.errors import ModelError, SynapseError
 from synapse_lsp.events import NO_ANSWER, TurnFinished
@@ -134,6 +141,9 @@ class Runtime:
     ask: Asker | None = None  # None: nobody to ask; the gate denies, saying `cannot_ask`
     cannot_ask: str = ""
     sandbox_line: str = ""
+    sandbox_warning: bool = False  # asked for a sandbox that could not run
+    # Parts of notices that repeat what the face said once already (an unwritable home)
+    quiet: tuple[str, ...] = ()
     questions: TerminalQuestions = field(default_factory=lambda: TerminalQuestions(sys.stdout))
     face: dict[str, Any] = field(default_factory=dict)  # the face layer main() set (flags)
 
@@ -158,8 +168,7 @@ class Runtime:
         assert self.workspace.shell is not None
         status = self.workspace.shell.sandbox
         self.sandbox_line = status.describe()
-        if status.reason is not None:
-            self.notes.append(f"warning: {self.sandbox_line}")
+        self.sandbox_warning = status.reason is not None
         await self.workspace.registry_ready()
         if self.workspace.registry_error is not None:
             self.notes.append(self.workspace.registry_error)
@@ -412,7 +421,8 @@ def main(argv: list[str]) -> int:
         print(f"synapse chat: --cwd {cwd}: not a directory", file=sys.stderr)
         return 2
     settings = LiveSettings(folder=cwd)
-    problems = list(settings.problems)
+    warnings = list(settings.problems)
+    problems: list[str] = []
     overrides: dict[str, Any] = {}
     if args.model:
         overrides["model"] = args.model
@@ -432,16 +442,27 @@ def main(argv: list[str]) -> int:
             return 2
         overrides["thinkingBudget"] = args.thinking
     overrides.update(face_settings(args))
-    problems += [p for p in settings.set_face(overrides) if p not in problems]
+    problems += [p for p in settings.set_face(overrides) if p not in warnings]
+    problems += [p for p in settings.refusals if p not in problems]
     output_lines, problem = _output_lines(args.output_lines)
     if problem:
         problems.append(problem)
+    for warning in warnings:  # ignored keys and values: the layer below wins
+        if warning not in problems:
+            print(f"synapse chat: settings: warning: {warning}", file=sys.stderr)
     if problems:
-        print("synapse chat: " + "; ".join(problems), file=sys.stderr)
+        for problem in problems:
+            print(f"synapse chat: settings: {problem}", file=sys.stderr)
         return 2
     from synapse_lsp.agent.store import SessionStore
 
-    store = SessionStore(settings().synapse_home / "sessions")
+    home = settings().synapse_home
+    home_unusable = home_problem(home)
+    quiet = (str(home),) if home_unusable else ()
+    stderr_warnings((*quiet, SANDBOX_LOG))  # the banner or -p's note says that one
+    if home_unusable:  # one line for what every part that writes there would say
+        print(home_line("chat", home, home_unusable), file=sys.stderr)
+    store = SessionStore(home / "sessions")
     if args.list:
         _print_sessions(store, sys.stdout)
         return 0
@@ -455,7 +476,7 @@ def main(argv: list[str]) -> int:
         except SynapseError as exc:
             print(f"synapse chat: {exc.message}", file=sys.stderr)
             return 2
-    runtime = Runtime(settings, cwd, store, face=overrides)
+    runtime = Runtime(settings, cwd, store, face=overrides, quiet=quiet)
     if args.yes:
         runtime.ask = yes_asker
     elif one_shot:
@@ -482,7 +503,9 @@ def main(argv: list[str]) -> int:
         except SynapseError as exc:
             print(f"synapse chat: {exc.message}", file=sys.stderr)
             return 2
-        for note in runtime.notes:
+        if one_shot and runtime.sandbox_warning:  # the REPL's banner says it
+            runtime.notes.append(f"warning: {runtime.sandbox_line}")
+        for note in quiet_notes(runtime.notes, quiet):
             print(note, file=sys.stderr)
         assert runtime.session is not None
         if one_shot:
@@ -490,7 +513,9 @@ def main(argv: list[str]) -> int:
 
             runtime.session.skill_enhance = False  # the process ends with its one turn
             style = Style.for_stream(sys.stderr, output_lines)
-            renderer = _OneShotRenderer(sys.stdout, sys.stderr, one_shot=True, style=style)
+            renderer = _OneShotRenderer(
+                sys.stdout, sys.stderr, one_shot=True, style=style, quiet=quiet
+            )
             reason = loop.run_until_complete(run_turn(runtime.session, args.prompt, renderer))
             if reason == "end_turn" and renderer.note == NO_ANSWER:
                 print(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from synapse_lsp import __version__
 from synapse_lsp.cli.asking import add_permission_flags, face_settings, yes_asker
+from synapse_lsp.cli.startup import home_line, home_problem, stderr_warnings
 from synapse_lsp.config import MIN_TIMEOUT_S, LiveSettings
 
 CANNOT_ASK = "synapse exec cannot ask; run it again with --yes to allow it"
@@ -123,9 +124,16 @@ def main(argv: list[str]) -> int:
     overrides = face_settings(args)
     if args.timeout is not None:
         overrides["commandTimeout"] = args.timeout
-    problems = settings.set_face(overrides)
-    for problem in [*settings.problems, *problems]:
+    settings.set_face(overrides)
+    for problem in settings.problems:  # once each (set_face answers the whole list)
         print(f"synapse exec: settings: {problem}", file=sys.stderr)
+    if settings.refusals:
+        return 2
+    home = settings().synapse_home
+    home_unusable = home_problem(home)
+    stderr_warnings((str(home),) if home_unusable else ())
+    if home_unusable:
+        print(home_line("exec", home, home_unusable), file=sys.stderr)
     try:
         return asyncio.run(run(args.commands, cwd, settings, args.json, args.trust, args.yes))
     except KeyboardInterrupt:

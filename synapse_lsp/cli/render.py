@@ -171,8 +171,10 @@ class Renderer:
         *,
         one_shot: bool,
         style: Style | None = None,
+        quiet: tuple[str, ...] = (),
     ) -> None:
         self.out = answer_out
+        self.quiet = quiet  # notices containing one of these were said already
         self.activity = activity
         self.one_shot = one_shot
         self.style = style or Style()
@@ -352,6 +354,8 @@ class Renderer:
                 text=event.text,
             )
         elif isinstance(event, Notice):
+            if any(part in event.message for part in self.quiet):
+                return
             if event.discards_text and self.one_shot and not nested:
                 self.buffer.clear()  # stdout carries only the final answer
             self._lines(self.style.wrap(f"[{event.level}] {event.message}", indent))

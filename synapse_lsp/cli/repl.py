@@ -40,6 +40,7 @@ class ReplHost(SlashHost, Protocol):
     session: ChatSession | None
     exit_requested: bool
     sandbox_line: str  # the sandbox mode, for the banner
+    quiet: tuple[str, ...]  # parts of notices said once already (an unwritable home)
     questions: TerminalQuestions
 
     def bang_router(self) -> BashRouter: ...
@@ -156,7 +157,7 @@ def interactive(
     are read one at a time, in order."""
     out = sys.stdout
     style = Style.for_stream(out, output_lines)
-    renderer = Renderer(out, out, one_shot=False, style=style)
+    renderer = Renderer(out, out, one_shot=False, style=style, quiet=runtime.quiet)
     terminal = can_attach() if terminal is None else terminal
     bang = BangRunner(out, attach=terminal)
     told = BangLog()

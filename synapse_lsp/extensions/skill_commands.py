@@ -176,14 +176,7 @@ Example:
             return wanted
         skill = self.source.skills.get(wanted)
         if skill is None:
-            close = difflib.get_close_matches(wanted, list(self.source.skills), n=3)
-            hint = f" Did you mean: {', '.join(close)}?" if close else ""
-            return CommandOutput(
-                stderr=f"skill:load: no skill named {wanted!r}.{hint} Find skills with "
-                "`skill:search <words>`.\n",
-                exit_code=1,
-                category=FailureCategory.NOT_FOUND,
-            )
+            return _not_found(self.name, wanted, self.source)
         text = ""
         if skill.skill_md is not None:
             try:
@@ -503,9 +496,14 @@ def _not_found(command: str, wanted: str, source: SkillSource) -> CommandOutput:
     close = difflib.get_close_matches(wanted, list(source.skills), n=3)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     return CommandOutput(
-        stderr=f"{command}: no skill named {wanted!r}.{hint} List them with `skill:list`.\n",
+        stderr=f"{command}: no skill named {wanted!r}.{hint}\n",
         exit_code=1,
         category=FailureCategory.NOT_FOUND,
+        data={
+            "hint": "Hint: No installed skill has that name (not a usage problem): "
+            "`skill:list` lists the installed skills, `skill:search <words>` finds one by "
+            "what it does."
+        },
     )
 
 

@@ -38,7 +38,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from synapse_lsp import __version__
-from synapse_lsp.config import LiveSettings, Settings
+from synapse_lsp.config import LiveSettings, Problem, Settings
 from synapse_lsp.files import path_to_uri, uri_to_path
 from synapse_lsp.lsp.logs import LOG_LEVELS, LspLogHandler, attach_lsp_logging, setup_logging
 from synapse_lsp.lsp.names import (
@@ -320,9 +320,12 @@ class SynapseServer(LanguageServer):
         if self._log_handler is not None:
             self._log_handler.setLevel(LOG_LEVELS[self.settings.log_level])
         if problems and notify:
+            refused = any(isinstance(p, Problem) and p.refuses for p in problems)
             self.window_show_message(
                 types.ShowMessageParams(
-                    type=types.MessageType.Warning,
+                    # a misspelt restrictive setting cannot stop an editor's server from
+                    # starting: it is shown as an error, not a passing warning
+                    type=types.MessageType.Error if refused else types.MessageType.Warning,
                     message="Synapse settings: " + "; ".join(problems),
                 )
             )

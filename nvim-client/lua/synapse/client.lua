@@ -255,8 +255,28 @@ function M.server_settings()
   return settings
 end
 
+--- One line saying the server command cannot run, and how to fix it; nil when it can.
+function M.missing_server(cmd)
+  local exe = type(cmd) == "table" and cmd[1] or nil
+  if type(exe) == "string" and vim.fn.executable(exe) == 1 then
+    return nil
+  end
+  return "cannot start the Synapse server: "
+    .. (exe and ("`" .. tostring(exe) .. "` is not an executable on PATH") or "no `cmd` given")
+    .. '; set cmd = { "/path/to/synapse-repo/.venv/bin/synapse", "lsp" } in'
+    .. " require('synapse').setup({...}) (`./dev setup` makes that file), or put `synapse` on PATH"
+end
+
 local function start(root)
   local cfg = M.config or {}
+  local missing = M.missing_server(cfg.cmd)
+  if missing then
+    if not M.told_missing then -- once per session, not per buffer entered
+      M.told_missing = true
+      notify(missing, vim.log.levels.ERROR)
+    end
+    return nil
+  end
   local settings = M.server_settings()
   local config = {
     name = "synapse",

@@ -94,8 +94,25 @@ local function context_for(c, selection)
 end
 M.context_for = context_for
 
+--- The server command when setup() names none: `synapse` on PATH, else the one
+--- `./dev setup` made in this plugin's own repository (<repo>/.venv/bin/synapse).
+function M.default_cmd(plugin_file)
+  if vim.fn.executable("synapse") == 1 then
+    return { "synapse", "lsp" }
+  end
+  local here = plugin_file or debug.getinfo(1, "S").source:sub(2) -- <repo>/nvim-client/lua/synapse/init.lua
+  local venv = vim.fn.fnamemodify(here, ":p:h:h:h:h") .. "/.venv/bin/synapse"
+  if vim.fn.executable(venv) == 1 then
+    return { venv, "lsp" }
+  end
+  return { "synapse", "lsp" }
+end
+
 function M.setup(opts)
   local cfg = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts or {})
+  if not (opts and opts.cmd) then
+    cfg.cmd = M.default_cmd()
+  end
   if type(cfg.cmd) == "string" then
     cfg.cmd = { cfg.cmd }
   end
