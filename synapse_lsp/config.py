@@ -21,6 +21,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from synapse_lsp import trust
+
 DEFAULT_TIMEOUT_S = 120.0
 # Below this a command cannot even reach bash before it is interrupted (the interrupt
 # then hits bash at its prompt, and a session would be replaced for nothing).
@@ -547,6 +549,20 @@ class LiveSettings:
         files: list[dict[str, Any]] = []
         problems: list[str] = []
         data, found = read_settings_file(home / SETTINGS_FILE, workspace=False)
+        if trust.HOME_SETTINGS in trust.home_unconfirmed(home):
+            # Written since Synapse last loaded it, maybe by an agent: what governs
+            # stays as last confirmed; the rest (model, limits) applies.
+            now = trust.governing_settings(data)
+            kept = trust.confirmed_settings(home)
+            changed = sorted(
+                {k for k in now if now[k] != kept.get(k)} | {k for k in kept if k not in now}
+            )
+            data = {**{k: v for k, v in data.items() if k not in now}, **kept}
+            problems.append(
+                f"{home / SETTINGS_FILE}: {', '.join(changed)} changed since Synapse last "
+                "loaded it; the change is not applied until you confirm it (an agent may "
+                "have made it): check the file, then run `synapse trust --home`"
+            )
         files.append(data)
         problems += found
         if self._folder is not None:

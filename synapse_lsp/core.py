@@ -114,22 +114,31 @@ class Workspace:
         return self.trust.trusted
 
     def _unconfirmed(self) -> list[Path]:
-        if not self.trust.trusted:
-            return []
         home = self.settings.synapse_home
+        # $SYNAPSE_HOME's MCP config changed since it was loaded: not used either
+        own = [home / n for n in trust.home_unconfirmed(home) if n == trust.HOME_MCP]
+        if not self.trust.trusted:
+            return own
         changed = trust.unconfirmed(home, self.root)
         if not changed:
             trust.record_loaded(home, self.root)
-        return changed
+        return own + changed
 
     @property
     def trust_notice(self) -> str | None:
         """Why the folder's own extension config is not in use (None: nothing withheld)."""
+        home = self.settings.synapse_home
+        own = [str(p.relative_to(home)) for p in self.unconfirmed if p.is_relative_to(home)]
+        folder = [p for p in self.unconfirmed if not p.is_relative_to(home)]
+        notices = [trust.home_unconfirmed_notice(home, own)] if own else []
         if self.trusted:
-            if self.unconfirmed:
-                return trust.unconfirmed_notice(self.root, self.unconfirmed)
-            return None
-        return trust.untrusted_notice(self.root, self._trust_hint)
+            if folder:
+                notices.append(trust.unconfirmed_notice(self.root, folder))
+        else:
+            untrusted = trust.untrusted_notice(self.root, self._trust_hint)
+            if untrusted:
+                notices.append(untrusted)
+        return "; ".join(notices) or None
 
     _trust_hint = ""  # a face's own words for how to trust the folder
 
@@ -140,6 +149,19 @@ class Workspace:
 
         paths = config_paths(self.settings, self.root, trusted=self.trusted)
         return [p for p in paths if p not in self.unconfirmed]
+
+    def mcp_withheld_reason(self) -> str | None:
+        """Why the folder's own `mcp_servers.json` is not loaded (None: it is, or it is
+        not there): what listings of the folder's servers say (`trust.NOT_TRUSTED_HINT`)."""
+        from synapse_lsp.extensions.mcp_client import CONFIG_NAME
+
+        own = self.root / CONFIG_NAME
+        if not own.is_file():
+            return None
+        if not self.trusted:
+            how = self._trust_hint
+            return f"this folder is not trusted: {how}" if how else trust.NOT_TRUSTED_FOR_MODEL
+        return trust.CHANGED_FOR_MODEL if own in self.unconfirmed else None
 
     def private_mcp_config_files(self) -> list[Path]:
         """Those of `mcp_config_files()` whose servers belong to this workspace alone:
@@ -280,6 +302,7 @@ class Workspace:
                 private_config_files=self.private_mcp_config_files(),
             )
             router.extensions = registry
+            registry.withheld_reason = self.mcp_withheld_reason
             registry.view = lambda: router.shell.view  # a wrapper's paths, as its shell spells them
             for command in registry.builtins():
                 router.register(command)

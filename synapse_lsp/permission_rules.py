@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from synapse_lsp import cmdline
+from synapse_lsp import cmdline, trust
 from synapse_lsp.trust import folder_key
 
 # "outside": allowed, and run outside the sandbox (the answer "Always run … outside the
@@ -610,10 +610,21 @@ def load(home: Path, root: Path) -> Rules:
     store = read_store(home)
     key = folder_key(root)
     entry = store.folders.get(key, FolderRules())
+    problems: list[str] = []
+    if (entry.allow or entry.outside) and _unconfirmed(home):
+        # Written since Synapse last loaded or wrote it (trust.home_unconfirmed): its
+        # denies apply, what it allows does not until the user confirms the change.
+        problems.append(
+            f"{store.path} changed since Synapse last loaded or wrote it; its allow and "
+            "outside rules are not applied until you confirm the change (an agent may "
+            "have written them): check it, then run `synapse trust --home`"
+        )
+        entry = FolderRules(deny=entry.deny, problem=entry.problem)
     rules = [_rule(p, "allow", store.path) for p in entry.allow]
     rules += [_rule(p, "deny", store.path) for p in entry.deny]
     rules += [_rule(p, "outside", store.path) for p in entry.outside]
-    denies, problems = read_folder_file(root)
+    denies, found = read_folder_file(root)
+    problems += found
     rules += [_rule(p, "deny", folder_file(root)) for p in denies]
     closed = store.problem or entry.problem
     if closed is not None:
@@ -670,7 +681,20 @@ def _writable(store: Store) -> dict[str, FolderRules]:
     return dict(store.folders)
 
 
+def _unconfirmed(home: Path) -> bool:
+    return trust.HOME_PERMISSIONS in trust.home_unconfirmed(home)
+
+
 def _save(home: Path, folders: dict[str, FolderRules]) -> None:
+    """Write the store; Synapse's own write is confirmed unless the file held an
+    unconfirmed change already (that one must not be confirmed by this write)."""
+    confirmed = not _unconfirmed(home)
+    _write_store(home, folders)
+    if confirmed:
+        trust.record_home(home, (trust.HOME_PERMISSIONS,))
+
+
+def _write_store(home: Path, folders: dict[str, FolderRules]) -> None:
     data = {
         "version": VERSION,
         "folders": {

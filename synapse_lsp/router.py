@@ -104,6 +104,14 @@ class ExtensionDirectory(Protocol):
     def extension_sources(self) -> dict[str, list[str]]: ...
 
 
+@runtime_checkable
+class WithholdsServers(Protocol):
+    """An extension lookup that knows of the folder's servers it does not load (the
+    registry: an untrusted folder's own mcp_servers.json)."""
+
+    def withheld_servers(self) -> str | None: ...
+
+
 @dataclass
 class RouteResult:
     """What happened, for faces and tests; `text` is exactly what the model is given."""
@@ -929,8 +937,14 @@ class BashRouter:
             parts.append("Did you mean " + " or ".join(f"`{c}`" for c in close[:5]) + "?")
         servers = sources.get("mcp", [])
         skills = sources.get("skill", [])
+        withheld = (
+            self.extensions.withheld_servers()
+            if isinstance(self.extensions, WithholdsServers)
+            else None
+        )
         known = [
             "configured MCP servers: " + (", ".join(servers) if servers else "none"),
+            *([withheld] if withheld else []),
             "skills: " + (", ".join(skills[:20]) if skills else "none"),
         ]
         parts.append(

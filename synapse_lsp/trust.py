@@ -114,13 +114,133 @@ def names(root: Path, files: list[Path]) -> str:
     return ", ".join(name + (" (hooks)" if name in HOOK_FILES else "") for name in shown)
 
 
-def _read(home: Path) -> dict[str, Any]:
+def _read_all(home: Path) -> dict[str, Any]:
     try:
         raw = json.loads(store_path(home).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    folders = raw.get("folders") if isinstance(raw, dict) else None
+    return raw if isinstance(raw, dict) else {}
+
+
+def _read(home: Path) -> dict[str, Any]:
+    folders = _read_all(home).get("folders")
     return folders if isinstance(folders, dict) else {}
+
+
+# ---------------------------------------------------------------- $SYNAPSE_HOME's own
+
+# $SYNAPSE_HOME's files that decide what the agent may do or what runs outside the
+# sandbox. In full-access (or without bubblewrap) nothing stops a native command from
+# writing them, so the parts that govern are fingerprinted each time Synapse loads
+# them and when Synapse writes them itself; a change since is not honoured until the
+# user confirms it (`synapse trust --home`, the REPL's question).
+HOME_SETTINGS = "settings.json"
+HOME_PERMISSIONS = "permissions.json"
+HOME_MCP = "mcp/mcp_servers.json"
+HOME_FILES = (HOME_SETTINGS, HOME_PERMISSIONS, HOME_MCP)
+# The settings that loosen, execute or redirect (folded: case, `_` and `-` ignored);
+# the others (model, limits, output) are the user's to change without a question.
+GOVERNING_SETTINGS = (
+    "hooks", "allow", "deny", "permission", "permissionTimeout", "sandbox", "network",
+    "secretEnv", "mcpEnvAllowCredentials", "skillEnhance", "skillEnhanceMinTools",
+    "baseUrl", "apiKeyEnv",
+)  # fmt: skip
+
+
+def fold(key: str) -> str:
+    return key.lower().replace("_", "").replace("-", "")
+
+
+_GOVERNING_FOLDED = frozenset(fold(k) for k in GOVERNING_SETTINGS)
+
+
+def governing_settings(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of a settings object that govern (`GOVERNING_SETTINGS`)."""
+    return {k: v for k, v in data.items() if fold(k) in _GOVERNING_FOLDED}
+
+
+def home_fingerprints(home: Path) -> dict[str, str]:
+    """SHA-256 of what governs in each of `HOME_FILES` there is: the governing keys of
+    settings.json (canonical JSON), the whole of the others."""
+    import hashlib
+
+    found: dict[str, str] = {}
+    for name in HOME_FILES:
+        path = home / name
+        if not path.exists() and not path.is_symlink():
+            continue
+        try:
+            text = _small_regular_text(path, 4 << 20)
+        except (OSError, UnicodeError):
+            found[name] = "unreadable"
+            continue
+        if name == HOME_SETTINGS:
+            with contextlib.suppress(ValueError, RecursionError):
+                data = json.loads(text) if text.strip() else {}
+                if isinstance(data, dict):
+                    text = json.dumps(governing_settings(data), sort_keys=True)
+        found[name] = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return found
+
+
+def home_unconfirmed(home: Path) -> list[str]:
+    """The `HOME_FILES` whose governing part changed (or appeared) since Synapse last
+    loaded or wrote it. The first load ever (nothing recorded) confirms what is there:
+    the user set up their home before Synapse ever ran in it."""
+    stored = _read_all(home).get("home")
+    if not isinstance(stored, dict):
+        record_home(home)
+        return []
+    now = home_fingerprints(home)
+    return [name for name, digest in now.items() if stored.get(name) != digest]
+    # (a file removed since is not listed: there is nothing left in it to honour)
+
+
+def record_home(home: Path, names: tuple[str, ...] = HOME_FILES) -> None:
+    """`names` of `HOME_FILES` as they are now are confirmed (loaded, written by Synapse
+    itself, or confirmed by the user); the others keep their recorded state."""
+    raw = _read_all(home)
+    stored = raw.get("home")
+    entry = dict(stored) if isinstance(stored, dict) else {}
+    now = home_fingerprints(home)
+    for name in names:
+        if name in now:
+            entry[name] = now[name]
+        else:
+            entry.pop(name, None)
+    if HOME_SETTINGS in names:  # what stays in force while a later change is unconfirmed
+        entry[_CONFIRMED_SETTINGS] = governing_settings(_settings_object(home))
+    if entry == stored:
+        return
+    with contextlib.suppress(OSError):
+        _write(home, _read(home), home_files=entry)
+
+
+_CONFIRMED_SETTINGS = "settings.json:governing"
+
+
+def _settings_object(home: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(_small_regular_text(home / HOME_SETTINGS) or "{}")
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def confirmed_settings(home: Path) -> dict[str, Any]:
+    """The governing settings last confirmed (loaded, or confirmed by the user)."""
+    stored = _read_all(home).get("home")
+    kept = stored.get(_CONFIRMED_SETTINGS) if isinstance(stored, dict) else None
+    return dict(kept) if isinstance(kept, dict) else {}
+
+
+def home_unconfirmed_notice(home: Path, names: list[str]) -> str:
+    shown = ", ".join(str(home / n) for n in names)
+    return (
+        f"{shown}: changed since Synapse last loaded it and not honoured until you "
+        "confirm the change (an agent may have written it); check it, then run "
+        "`synapse trust --home`"
+    )
 
 
 def remembered(home: Path, root: Path) -> bool | None:
@@ -205,10 +325,19 @@ def forget(home: Path, root: Path) -> bool:
     return True
 
 
-def _write(home: Path, folders: dict[str, Any]) -> None:
-    """Atomically: a reader never sees half a file."""
+def _write(
+    home: Path, folders: dict[str, Any], *, home_files: dict[str, Any] | None = None
+) -> None:
+    """Atomically: a reader never sees half a file. `home_files`: the recorded
+    fingerprints of $SYNAPSE_HOME's own files (None: keep what is stored)."""
     home.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({"version": 1, "folders": folders}, indent=2, sort_keys=True) + "\n"
+    if home_files is None:
+        kept = _read_all(home).get("home")
+        home_files = kept if isinstance(kept, dict) else None
+    whole: dict[str, Any] = {"version": 1, "folders": folders}
+    if home_files is not None:
+        whole["home"] = home_files
+    text = json.dumps(whole, indent=2, sort_keys=True) + "\n"
     fd, name = tempfile.mkstemp(prefix=".trusted_folders.", dir=home)
     tmp = Path(name)
     try:
@@ -269,3 +398,33 @@ def untrusted_notice(root: Path, how: str = "") -> str | None:
     hint = how or (f"run `synapse trust {root}` (or pass --trust, or set {ENV}=1) to trust it")
     verb = "was" if len(files) == 1 else "were"
     return f"folder not trusted: its {names(root, files)} {verb} not loaded; {hint}"
+
+
+# What a listing of the folder's MCP servers says when they are not loaded.
+NOT_TRUSTED_HINT = "this folder is not trusted: run `synapse trust`"
+CHANGED_HINT = "it changed since Synapse last loaded it: run `synapse trust` to confirm it"
+# The same, as the model reads it: trusting is the user's decision, not the agent's.
+NOT_TRUSTED_FOR_MODEL = (
+    "this folder is not trusted (the user's decision: they can run `synapse trust`)"
+)
+CHANGED_FOR_MODEL = (
+    "it changed since Synapse last loaded it (the user confirms it with `synapse trust`)"
+)
+
+
+def folder_server_names(root: Path) -> list[str]:
+    """The server names in the folder's own `mcp_servers.json`, read without trusting
+    it ([] when it is missing, unreadable or not `{"mcpServers": {…}}`)."""
+    try:
+        data = json.loads(_small_regular_text(root / FOLDER_CONFIGS[0]))
+    except (OSError, ValueError, RecursionError):
+        return []
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    return sorted(str(name) for name in servers) if isinstance(servers, dict) else []
+
+
+def withheld_servers_note(root: Path, reason: str, by: str = "") -> str:
+    """`this folder's mcp_servers.json (a, b) is not loaded<by>: <reason>`."""
+    found = folder_server_names(root)
+    listed = f" ({', '.join(found)})" if found else ""
+    return f"this folder's {FOLDER_CONFIGS[0]}{listed} is not loaded{by}: {reason}"

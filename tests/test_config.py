@@ -6,6 +6,7 @@ import dataclasses
 import re
 from pathlib import Path
 
+from synapse_lsp import trust
 from synapse_lsp.config import HOME_ONLY, Settings
 
 
@@ -102,5 +103,6 @@ def test_skill_enhancement_is_set_only_in_the_home_settings_file(tmp_path: Path)
     assert any("skillEnhance, skillEnhanceMinTools can be set only" in p for p in refused)
     assert live().skill_enhance is False
     (home / "settings.json").write_text(json.dumps(asked))
+    trust.record_home(home)  # the user confirms the change (`synapse trust --home`)
     at_home = LiveSettings({"SYNAPSE_HOME": str(home)})
     assert (at_home().skill_enhance, at_home().skill_enhance_min_tools) == (True, 1)

@@ -38,7 +38,7 @@ from synapse_lsp.cli.startup import (
     quiet_notes,
     stderr_warnings,
 )
-from synapse_lsp.config import MIN_THINKING_BUDGET, LiveSettings
+from synapse_lsp.config import MIN_THINKING_BUDGET, LiveSettings, synapse_home
 from synapse_lsp.errors import ModelError, SynapseError
 from synapse_lsp.events import NO_ANSWER, TurnFinished
 
@@ -369,6 +369,32 @@ CHANGED_QUESTION = (
 )
 
 
+HOME_CHANGED_QUESTION = (
+    "{files} changed since Synapse last loaded it (an agent may have written it): it "
+    "decides what the agent may do and what runs. Apply the change as it is now? [y/N] "
+)
+
+
+def ask_home_changes(home: Path, read: Callable[[str], str]) -> bool | None:
+    """The REPL's question at start when $SYNAPSE_HOME's governing files changed since
+    Synapse last loaded them (`trust.home_unconfirmed`); yes confirms them. None: not
+    asked (nothing changed)."""
+    from synapse_lsp import trust
+
+    changed = trust.home_unconfirmed(home)
+    if not changed:
+        return None
+    try:
+        answer = read(HOME_CHANGED_QUESTION.format(files=", ".join(str(home / n) for n in changed)))
+    except (EOFError, KeyboardInterrupt):
+        sys.stdout.write("\n")
+        return False  # not applied; asked again next time
+    if answer.strip().lower() in ("y", "yes"):
+        trust.record_home(home, tuple(changed))
+        return True
+    return False
+
+
 def ask_trust(cwd: Path, home: Path, *, flag: bool, read: Callable[[str], str]) -> bool | None:
     """The REPL's one question at start: asked only when the folder has its own config
     and nothing (flag, environment, remembered answer) has decided yet; the answer is
@@ -420,6 +446,8 @@ def main(argv: list[str]) -> int:
     if not cwd.is_dir():
         print(f"synapse chat: --cwd {cwd}: not a directory", file=sys.stderr)
         return 2
+    if args.prompt is None and not args.list and sys.stdin.isatty():
+        ask_home_changes(synapse_home(), read=input)  # before the settings are read
     settings = LiveSettings(folder=cwd)
     warnings = list(settings.problems)
     problems: list[str] = []

@@ -8,7 +8,16 @@ The workspace is the current directory (its `mcp_servers.json` is read first).
 `list` and `search` print what `extensions.search.search_commands` finds, in its
 order (the same search and ranking as `command:search`; `list` is the empty query).
 `refresh` connects every MCP server, waits for them, regenerates the wrappers in
-`$SYNAPSE_HOME/bin/` and prints what it found and every config problem.
+`$SYNAPSE_HOME/bin/` and prints what it found and every config problem; it exits 1
+when a configured server is not ready at the end (failed, or still starting).
+
+While they wait for MCP servers, all three say on stderr what they wait for once it
+takes `PROGRESS_AFTER` seconds ("installing/starting github (npx), 12 s"): on a
+terminal one line rewritten each second and erased when done, else one line every
+`PROGRESS_EVERY` seconds (a log shows the wait without a line per second).
+The folder's `mcp_servers.json` is read whether or not the folder is trusted (this is
+a command run on purpose); when `synapse chat`, `synapse exec` and editors do not load
+it (`synapse_lsp.trust`), a note says so and how to trust the folder.
 """
 
 from __future__ import annotations
@@ -17,12 +26,19 @@ import argparse
 import asyncio
 import logging
 import sys
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from synapse_lsp import __version__
 from synapse_lsp.config import Settings
 
+if TYPE_CHECKING:
+    from synapse_lsp.extensions.registry import ExtensionRegistry
+
 DEFAULT_LIMIT = 50  # command:search's default
+PROGRESS_AFTER = 3.0  # a wait for MCP servers shorter than this prints nothing
+PROGRESS_EVERY = 10.0  # seconds between progress lines when stderr is not a terminal
 
 
 def _non_negative(text: str) -> int:
@@ -78,19 +94,85 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _StatusLine:
+    """The progress line of a wait: on a terminal one line rewritten in place (erased
+    before anything else is printed), else plain lines."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.tty = out.isatty()
+        self.shown = False
+
+    def show(self, text: str) -> None:
+        if self.tty:
+            self.out.write(f"\r{text}\x1b[K")
+            self.shown = True
+        else:
+            self.out.write(text + "\n")
+        self.out.flush()
+
+    def clear(self) -> None:
+        if self.shown:
+            self.out.write("\r\x1b[K")
+            self.out.flush()
+            self.shown = False
+
+
 class _OncePerProblem(logging.Handler):
     """Prints each warning the run logs once, as `warning: …`, and remembers it, so the
     summary of problems at the end does not print it a second time."""
 
-    def __init__(self) -> None:
+    def __init__(self, status: _StatusLine) -> None:
         super().__init__(logging.WARNING)
         self.seen: set[str] = set()
+        self.status = status
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         if message not in self.seen:
             self.seen.add(message)
+            self.status.clear()
             print(f"warning: {message}", file=sys.stderr)
+
+
+async def _wait_for_mcp(registry: ExtensionRegistry, timeout: float, status: _StatusLine) -> None:
+    """`registry.wait_for_mcp(timeout)`, showing what it waits for (module docstring)."""
+    wait = asyncio.ensure_future(registry.wait_for_mcp(timeout))
+    started = time.monotonic()
+    due = PROGRESS_AFTER
+    try:
+        while not wait.done():
+            await asyncio.wait({wait}, timeout=max(0.0, started + due - time.monotonic()))
+            due += 1.0 if status.tty else PROGRESS_EVERY
+            servers = registry.mcp.servers.values()
+            pending = [s.starting() for s in servers if s.state in ("connecting", "idle")]
+            if pending and not wait.done():
+                status.show(f"{'; '.join(pending)}, {time.monotonic() - started:.0f} s")
+    finally:
+        status.clear()
+        if not wait.done():
+            wait.cancel()
+    await wait
+
+
+def _not_loaded_elsewhere(settings: Settings, cwd: Path) -> str | None:
+    """Why `synapse chat`, `synapse exec` and editors do not load this folder's
+    `mcp_servers.json`, which `synapse tools` reads (None: they do, or there is none)."""
+    from synapse_lsp import trust
+    from synapse_lsp.extensions.mcp_client import CONFIG_NAME
+
+    own = cwd / CONFIG_NAME
+    if not own.is_file():
+        return None
+    home = settings.synapse_home
+    if not trust.decide(home, cwd):
+        reason = trust.NOT_TRUSTED_HINT
+    elif own in trust.unconfirmed(home, cwd):
+        reason = trust.CHANGED_HINT
+    else:
+        return None
+    by = " by `synapse chat`, `synapse exec` or editors (only listed here)"
+    return f"Note: {trust.withheld_servers_note(cwd, reason, by)}"
 
 
 def _skills_unreadable(settings: Settings) -> bool:
@@ -108,19 +190,27 @@ def _skills_unreadable(settings: Settings) -> bool:
 
 async def run(args: argparse.Namespace, settings: Settings, cwd: Path) -> int:
     logger = logging.getLogger("synapse_lsp")
-    once = _OncePerProblem()
+    status = _StatusLine(sys.stderr)
+    once = _OncePerProblem(status)
     logger.addHandler(once)
     propagate, logger.propagate = logger.propagate, False
     try:
-        return await _run(args, settings, cwd, once.seen)
+        return await _run(args, settings, cwd, once.seen, status)
     finally:
         logger.removeHandler(once)
         logger.propagate = propagate
 
 
-async def _run(args: argparse.Namespace, settings: Settings, cwd: Path, said: set[str]) -> int:
+async def _run(
+    args: argparse.Namespace, settings: Settings, cwd: Path, said: set[str], status: _StatusLine
+) -> int:
     from synapse_lsp.extensions.registry import ExtensionRegistry
-    from synapse_lsp.extensions.search import more_line, no_match_line, search_commands
+    from synapse_lsp.extensions.search import (
+        how_to_add,
+        more_line,
+        no_match_line,
+        search_commands,
+    )
 
     need_mcp = args.action != "refresh" or args.kind in ("mcp", "all")
     registry = ExtensionRegistry(
@@ -131,9 +221,10 @@ async def _run(args: argparse.Namespace, settings: Settings, cwd: Path, said: se
         only_servers=None if need_mcp else set(),
     )
     await registry.start()
+    not_ready: list[str] = []
     try:
         if need_mcp:
-            await registry.wait_for_mcp(args.connect_timeout)
+            await _wait_for_mcp(registry, args.connect_timeout, status)
         kind = getattr(args, "type", None)
         if args.action in ("list", "search"):
             query = args.query if args.action == "search" else ""
@@ -147,8 +238,12 @@ async def _run(args: argparse.Namespace, settings: Settings, cwd: Path, said: se
                 return 2
             for match in shown:
                 print(match.line())
-            if not shown.total and args.action == "search":
-                print(no_match_line(query, kind), file=sys.stderr)
+            if not shown.total:
+                empty = f"No {kind or 'extension'} commands."
+                print(no_match_line(query, kind) if query else empty, file=sys.stderr)
+                adding = how_to_add(kind, settings.synapse_home, cwd)
+                for line in adding if query or not registry.mcp.servers else []:
+                    print(line, file=sys.stderr)
             elif shown.total > len(shown):
                 print(more_line(shown.total - len(shown)), file=sys.stderr)
         else:
@@ -158,21 +253,35 @@ async def _run(args: argparse.Namespace, settings: Settings, cwd: Path, said: se
                 print(f"MCP: {len(registry.mcp.servers)} server(s), {len(mcp)} command(s)")
                 for server in registry.mcp.servers.values():
                     detail = f"{len(server.tools)} tools" if server.state == "ready" else ""
+                    if server.state in ("connecting", "idle"):
+                        detail = (
+                            f"still {server.starting()} after {args.connect_timeout:g} s; "
+                            "run `synapse tools refresh mcp` again, or with a longer "
+                            "--connect-timeout"
+                        )
+                        print(f"  {server.name}: not ready: {detail}")
+                        not_ready.append(server.name)
+                        continue
                     if server.state != "ready":
                         detail = server.describe_failure()
+                    if server.state not in ("ready", "disabled"):
+                        not_ready.append(server.name)
                     print(f"  {server.name}: {server.state} {detail}".rstrip())
             if args.kind in ("skills", "all"):
                 print(f"Skills: {len(registry.skills)} skill(s), {len(skills)} command(s)")
             print(f"Wrappers: {settings.bin_dir}")
         for note in registry.notes() if args.action != "refresh" else []:
             print(note, file=sys.stderr)
+        elsewhere = _not_loaded_elsewhere(settings, cwd) if need_mcp else None
+        if elsewhere is not None and kind != "skill":
+            print(elsewhere, file=sys.stderr)
         for problem in registry.problems:
             if problem not in said:
                 said.add(problem)
                 print(f"warning: {problem}", file=sys.stderr)
     finally:
         await registry.close()
-    failed = any(s.state == "failed" for s in registry.mcp.servers.values())
+    failed = bool(not_ready)
     if args.action == "refresh" and args.kind in ("skills", "all") and _skills_unreadable(settings):
         failed = True
     return 1 if args.action == "refresh" and (failed or registry.mcp.problems) else 0

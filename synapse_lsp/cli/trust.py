@@ -27,6 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--revoke", action="store_true", help="forget the folder's answer")
     what.add_argument("--no", action="store_true", help="remember the folder as not trusted")
     what.add_argument("--list", action="store_true", help="list remembered folders")
+    what.add_argument(
+        "--home", action="store_true",
+        help="confirm $SYNAPSE_HOME's settings.json, permissions.json and "
+        "mcp/mcp_servers.json as they are now (after a change Synapse did not make)",
+    )  # fmt: skip
     parser.add_argument(
         "--version", action="version", version=f"synapse {__version__}",
         help="print the version and exit",
@@ -40,6 +45,14 @@ def main(argv: list[str]) -> int:
     if args.list:
         for key, trusted in trust.trusted_folders(home).items():
             print(f"{'trusted' if trusted else 'not trusted'}\t{key}")
+        return 0
+    if args.home:
+        changed = trust.home_unconfirmed(home)
+        trust.record_home(home)
+        for name in changed:
+            print(f"{home / name}: confirmed as it is now")
+        if not changed:
+            print(f"{home}: nothing changed since Synapse last loaded it")
         return 0
     folder = (args.folder or Path.cwd()).resolve()
     if not folder.is_dir():

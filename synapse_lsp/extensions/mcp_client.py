@@ -48,6 +48,8 @@ _SERVER_KEYS = {
     "description",
 }
 _TYPES = {"stdio", "http", "streamable-http", "streamableHttp"}
+# Launchers that may download the server before it starts (its first run is slow).
+INSTALLERS = frozenset({"npx", "uvx", "bunx", "pnpx", "pipx"})
 
 
 class McpCallError(Exception):
@@ -420,6 +422,16 @@ class McpServer:
                 "disconnected",
             ) from None
 
+    def starting(self) -> str:
+        """What a wait for this server waits on, for progress lines: "installing/starting
+        github (npx)", "starting db", "connecting to docs (https://…)"."""
+        if self.config.url:
+            return f"connecting to {self.name} ({self.config.url})"
+        launcher = Path(self.config.command or "").name
+        if launcher in INSTALLERS:
+            return f"installing/starting {self.name} ({launcher})"
+        return f"starting {self.name}"
+
     def describe_failure(self) -> str:
         if self.state == "disabled":
             return f"MCP server {self.name!r} is disabled in {self.config.source}"
@@ -443,6 +455,8 @@ class McpServer:
         if task is None:
             return
         self._stop.set()
+        if self.state in ("connecting", "idle"):
+            task.cancel()  # a connect in progress has no session to close: abandon it
         try:
             await asyncio.wait_for(asyncio.shield(task), 10.0)
         except TimeoutError:

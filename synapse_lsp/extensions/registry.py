@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from synapse_lsp import trust
 from synapse_lsp.commands import Command, CommandContext, CommandOutput, FailureCategory
 from synapse_lsp.config import (
     SETTINGS_FILE,
@@ -34,7 +35,7 @@ from synapse_lsp.config import (
 )
 from synapse_lsp.extensions import wrapper_files
 from synapse_lsp.extensions.mcp2bash import McpToolCommand
-from synapse_lsp.extensions.mcp_client import McpManager, McpServer
+from synapse_lsp.extensions.mcp_client import CONFIG_NAME, McpManager, McpServer
 from synapse_lsp.extensions.search import CommandSearchCommand, SearchIndex
 from synapse_lsp.extensions.skill_commands import (
     SkillDeleteCommand,
@@ -89,6 +90,9 @@ class ExtensionRegistry:
         # wrapper's cwd and a skill script's /tmp are the calling shell's (the owner
         # sets it; `core.Workspace` gives its shells' view).
         self.view: Callable[[], PathView] = lambda: HOST_VIEW
+        # Why the folder's own mcp_servers.json is not loaded, when it is not (the owner
+        # knows the folder's trust; `core.Workspace` sets it): `withheld_servers()`.
+        self.withheld_reason: Callable[[], str | None] = lambda: None
         self.mcp = McpManager(
             self.settings, workspace_root, self._server_changed, config_files, only_servers
         )
@@ -211,6 +215,16 @@ class ExtensionRegistry:
         """The configured MCP servers and installed skills, by kind (for not-found hints)."""
         return {"mcp": sorted(self.mcp.servers), "skill": sorted(self.skills)}
 
+    def withheld_servers(self) -> str | None:
+        """Why the folder's own servers are not here, when this registry does not load
+        them (None: it does, or there are none): "this folder's mcp_servers.json (github)
+        is not loaded: this folder is not trusted: run `synapse trust`"."""
+        root = self.workspace_root
+        reason = self.withheld_reason()
+        if root is None or reason is None or root / CONFIG_NAME in self.mcp.paths():
+            return None
+        return trust.withheld_servers_note(root, reason)
+
     async def wait_for_pending(self, limit: float) -> None:
         """Wait for the servers still connecting, up to their connectTimeout and `limit`
         seconds (a search at session start must not find nothing)."""
@@ -234,6 +248,9 @@ class ExtensionRegistry:
                 )
             elif server.state == "failed":
                 out.append(f"Note: {server.describe_failure()}")
+        withheld = self.withheld_servers()
+        if withheld is not None:
+            out.append(f"Note: {withheld}.")
         return out
 
     def builtins(self) -> list[Command]:

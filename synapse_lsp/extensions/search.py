@@ -33,6 +33,7 @@ import bisect
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from synapse_lsp.builtins.args import ArgError, non_negative_int, parse_args
@@ -303,6 +304,26 @@ def no_match_line(query: str, kind: str | None, known: int | None = None) -> str
     what = f"{kind} commands" if kind else "extension commands"
     counted = f" ({known} commands known)" if known is not None else ""
     return f"No {what} match {query!r}{counted}."
+
+
+def how_to_add(kind: str | None, home: Path, folder: Path | None = None) -> list[str]:
+    """Where the commands of `kind` (None: both) come from, for a search that found
+    nothing: the files to write and the docs section that explains them."""
+    lines: list[str] = []
+    if kind in (None, "mcp"):
+        where = f"{home / 'mcp' / 'mcp_servers.json'} (every folder)"
+        if folder is not None:
+            where += f" or {folder / 'mcp_servers.json'} (this folder)"
+        lines.append(
+            f"To add an MCP server: describe it in {where}, then run `synapse tools refresh "
+            'mcp`; see docs/extensions.md, "Adding an MCP server".'
+        )
+    if kind in (None, "skill"):
+        lines.append(
+            f"To add a skill: write {home / 'skills' / '<name>' / 'SKILL.md'} and its "
+            'scripts in scripts/ beside it; see docs/extensions.md, "Writing a skill".'
+        )
+    return lines
 
 
 def more_line(hidden: int) -> str:

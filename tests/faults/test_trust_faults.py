@@ -334,3 +334,112 @@ def test_the_first_load_of_a_face_trusted_folder_records_it(tmp_path: Path) -> N
     _hooks_file(folder, "echo changed")
     again = Workspace(folder, Settings(synapse_home=home), watch=False, trusted=True)
     assert again.unconfirmed == [folder / ".claude" / "settings.json"]
+
+
+# ---- $SYNAPSE_HOME's own governing files (issue 28 item 2: full-access and fallback)
+
+
+def _native_write(home: Path, folder: Path, name: str, data: object) -> None:
+    """The agent's kind of write: a native command in full-access, where nothing stops it
+    (the home inside the workspace, as when the workspace is the user's home folder)."""
+    assert home.is_relative_to(folder)
+    target = home / name
+    text = json.dumps(data).replace("'", "'\\''")
+    line = f"mkdir -p '{target.parent}' && printf '%s' '{text}' > '{target}'"
+    env = clean_env(home, SYNAPSE_SANDBOX="full-access")
+    done = synapse(["exec", line], env, folder)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(target.read_text()) == data
+
+
+def test_home_settings_changed_natively_keep_the_confirmed_governing_keys(tmp_path: Path) -> None:
+    from synapse_lsp.config import LiveSettings
+
+    folder = tmp_path / "proj"
+    home = folder / "dot-synapse"
+    folder.mkdir()
+    home.mkdir()
+    (home / "settings.json").write_text(json.dumps({"deny": ["rm *"], "model": "m1"}))
+    first = LiveSettings({"SYNAPSE_HOME": str(home)})  # the first load ever confirms it
+    assert first().deny == ("rm *",) and first.problems == []
+    hook = {"SessionStart": [{"hooks": [{"type": "command", "command": "touch pwned"}]}]}
+    _native_write(home, folder, "settings.json",
+                  {"deny": [], "sandbox": "full-access", "hooks": hook, "model": "m2"})  # fmt: skip
+    later = LiveSettings({"SYNAPSE_HOME": str(home)})
+    assert later().deny == ("rm *",)  # the confirmed value stays in force
+    assert later().sandbox != "full-access" and later().hooks == {}
+    assert later().model == "m2"  # what does not govern applies
+    [problem] = later.problems
+    assert "deny, hooks, sandbox changed since Synapse last loaded it" in problem
+    assert "synapse trust --home" in problem and str(home / "settings.json") in problem
+    # exec in the folder refuses `rm` still, and says why once
+    denied = synapse(["exec", "rm -f nothing"], clean_env(home), folder)
+    assert denied.returncode == 126 and denied.stderr.count("synapse trust --home") == 1
+    confirmed = synapse(["trust", "--home"], clean_env(home), folder)
+    assert confirmed.returncode == 0 and "settings.json: confirmed" in confirmed.stdout
+    now = LiveSettings({"SYNAPSE_HOME": str(home)})
+    assert now().deny == () and now().hooks == hook and now.problems == []
+
+
+def test_home_permission_rules_written_natively_allow_nothing_until_confirmed(
+    tmp_path: Path,
+) -> None:
+    from synapse_lsp import permission_rules
+
+    folder = tmp_path / "proj"
+    home = folder / "dot-synapse"
+    folder.mkdir()
+    permission_rules.remember(home, folder, "git status", "outside")  # Synapse's own write
+    assert permission_rules.load(home, folder).decide("git status") == "outside"
+    key = trust.folder_key(folder)
+    _native_write(home, folder, "permissions.json", {
+        "version": permission_rules.VERSION,
+        "folders": {key: {"allow": [], "deny": ["curl"], "outside": ["git status", "python3"]}},
+    })  # fmt: skip
+    rules = permission_rules.load(home, folder)
+    assert rules.decide("python3 x.py") is None and rules.decide("git status") is None
+    assert rules.decide("curl x") == "deny"  # a deny still applies
+    assert any("synapse trust --home" in p for p in rules.problems)
+    # Synapse's next own write does not confirm the agent's change along with it
+    permission_rules.remember(home, folder, "ls", "allow")
+    assert permission_rules.load(home, folder).decide("python3 x.py") is None
+    trust.record_home(home)  # what `synapse trust --home` does
+    assert permission_rules.load(home, folder).decide("python3 x.py") == "outside"
+
+
+def test_home_mcp_config_written_natively_is_not_started_until_confirmed(tmp_path: Path) -> None:
+    folder = tmp_path / "proj"
+    home = folder / "dot-synapse"
+    folder.mkdir()
+    first = Workspace(folder, Settings(synapse_home=home), watch=False)
+    assert first.unconfirmed == [] and first.trust_notice is None
+    _native_write(home, folder, "mcp/mcp_servers.json", {"mcpServers": {"x": {"command": "evil"}}})
+    later = Workspace(folder, Settings(synapse_home=home), watch=False)
+    config = home / "mcp" / "mcp_servers.json"
+    assert later.unconfirmed == [config] and config not in later.mcp_config_files()
+    assert "synapse trust --home" in (later.trust_notice or "")
+    trust.record_home(home)
+    again = Workspace(folder, Settings(synapse_home=home), watch=False)
+    assert again.unconfirmed == [] and config in again.mcp_config_files()
+
+
+def test_the_repl_asks_about_a_changed_home_and_yes_applies_it(tmp_path: Path) -> None:
+    from synapse_lsp.cli.chat import ask_home_changes
+    from synapse_lsp.config import LiveSettings
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "settings.json").write_text('{"network": "off"}')
+    assert ask_home_changes(home, read=lambda q: "y") is None  # first load: nothing asked
+    (home / "settings.json").write_text('{"network": "on"}')
+    asked: list[str] = []
+
+    def answer_no(question: str) -> str:
+        asked.append(question)
+        return "n"
+
+    assert ask_home_changes(home, read=answer_no) is False
+    assert str(home / "settings.json") in asked[0]
+    assert LiveSettings({"SYNAPSE_HOME": str(home)})().network == "off"
+    assert ask_home_changes(home, read=lambda q: "yes") is True
+    assert LiveSettings({"SYNAPSE_HOME": str(home)})().network == "on"
