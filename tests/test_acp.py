@@ -5,7 +5,8 @@ initialize -> session/new -> a prompt that streams text, runs `ls` and an `edit`
 diff arrives and whose write lands in the client's buffer (disk untouched);
 permissions answered reject (not run) and allow-always (not asked again); cancel
 mid-command; an API failure as a JSON-RPC error with the history valid; modes;
-load replaying a stored session in a new process; no API key; malformed input.
+load replaying a stored session in a new process; no API key; malformed input; end of
+input ending the agent at once while the SDK still loads.
 """
 
 from __future__ import annotations
@@ -406,6 +407,61 @@ async def test_the_end_disposes_shells(
     if how == "stdin-closed":
         assert proc.returncode == 0
     assert not _alive(shell_pid)
+
+
+# Imported first by the agent's interpreter (PYTHONPATH): the SDK (`acp`) takes 60 s to
+# import, as it can take seconds on a loaded machine.
+_SLOW_SDK = """\
+import sys, time
+
+class _SlowAcp:
+    def find_spec(self, name, path=None, target=None):
+        if name == "acp":
+            time.sleep(60)
+        return None
+
+sys.meta_path.insert(0, _SlowAcp())
+"""
+
+
+@pytest.mark.parametrize("input_ends", ["after-initialize", "before-any-message", "dev-null"])
+async def test_end_of_input_ends_the_agent_at_once_while_the_sdk_still_loads(
+    home: Path, tmp_path: Path, input_ends: str
+) -> None:
+    """Issue 27 item 10: `synapse acp` used to wait for the SDK's import (5-10 s under
+    load) after its input closed, and never saw the end of /dev/null (epoll refuses
+    it). With that import made to take 60 s, the agent still answers `initialize` and
+    ends as soon as its input does (the 10 s bound only tells an exit from a hang; it
+    takes ~0.1 s)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_SLOW_SDK, encoding="utf-8")
+    env = {**os.environ, **agent_env(home, None), "PYTHONPATH": str(site)}
+    stdin = asyncio.subprocess.DEVNULL if input_ends == "dev-null" else asyncio.subprocess.PIPE
+    proc = await asyncio.create_subprocess_exec(
+        SYNAPSE, "acp", stdin=stdin, stdout=asyncio.subprocess.PIPE, env=env
+    )
+    assert proc.stdout is not None
+    try:
+        if proc.stdin is not None and input_ends == "after-initialize":
+            request = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                       "params": {"protocolVersion": 1, "clientCapabilities": {}}}  # fmt: skip
+            proc.stdin.write((json.dumps(request) + "\n").encode())
+            await proc.stdin.drain()
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            assert json.loads(line)["result"]["agentInfo"]["name"] == "synapse"
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            code = await asyncio.wait_for(proc.wait(), 10)
+        except TimeoutError:
+            pytest.fail("synapse acp did not end within 10 s of the end of its input")
+        assert code == 0
+        assert await proc.stdout.read() == b""  # nothing more after the answer
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
 
 
 def _alive(pid: int) -> bool:

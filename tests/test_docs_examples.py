@@ -2,16 +2,27 @@
 
 Each fenced block is marked, on the line just before its fence:
 
-    <!-- example: run -->                 run it (sh: bash -e; python: the venv's python)
+    <!-- example: run -->                 run it (sh: bash -e; python: the venv's python),
+                                          offline: no API key, no model given
+    <!-- example: run-with-model -->      run it with a model: the fake Messages API
+                                          stands in for the key the reader would give
     <!-- example: no-run: REASON -->      not run, and why
 
 or, for blocks without their own mark, by a file-level `<!-- examples: no-run: REASON -->`
 line. An unmarked block fails the test. Runnable blocks execute in a scratch copy of the
 repository (its tracked files; `.venv` linked in) with `synapse` on PATH, a scratch
-`SYNAPSE_HOME`, and ANTHROPIC_BASE_URL pointing at the fake Messages API
-(`synapse fake-api`), each with a timeout; every command must succeed. Every block is
+`SYNAPSE_HOME`, no `ANTHROPIC_*` variable (a `run` block is what a reader without a
+key can run; `run-with-model` blocks get ANTHROPIC_BASE_URL pointing at the fake
+Messages API, `synapse fake-api`, and a key), each with a timeout; every command must
+succeed. Every block is
 linted: JSON blocks parse, and every `synapse …` flag exists in that command's parser
 (what `--help` prints). Benchmarks are never run here (nor anywhere in CI).
+
+And the docs match the repository (issue 27 item 10): the README links every
+docs/*.md, relative links name files that exist, the README points to the fake API's
+script format with a runnable example, docs/neovim.md and `:help synapse` list the
+plugin's setup options as `M.defaults` has them and show `cmd` with the venv's
+`synapse`, and vscode-client/package.json names no placeholder repository.
 """
 
 from __future__ import annotations
@@ -38,7 +49,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 TIMEOUT_S = 120
 _FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
-_MARK = re.compile(r"^<!-- example: (run|no-run: (?P<why>.+?)) -->$")
+_MARK = re.compile(r"^<!-- example: (run|run-with-model|no-run: (?P<why>.+?)) -->$")
+_RUN = ("run", "run-with-model")
 _FILE_MARK = re.compile(r"^<!-- examples: no-run: (?P<why>.+?) -->$", re.M)
 _SYNAPSE = re.compile(r"(?:^|(?<=[\s;&|(]))(?:\.venv/bin/)?synapse[ \t]+(?P<rest>.*)")
 
@@ -49,7 +61,7 @@ class Block:
     line: int  # of the opening fence, 1-based
     info: str
     body: str
-    mark: str | None  # "run", "no-run: why", or None (unmarked)
+    mark: str | None  # "run", "run-with-model", "no-run: why", or None (unmarked)
 
     @property
     def id(self) -> str:
@@ -80,7 +92,7 @@ def blocks(path: Path) -> Iterator[Block]:
 
 
 ALL = [b for path in DOCS for b in blocks(path)]
-RUNNABLE = [b for b in ALL if b.mark == "run"]
+RUNNABLE = [b for b in ALL if b.mark in _RUN]
 
 
 def test_the_docs_have_runnable_examples() -> None:
@@ -94,7 +106,7 @@ def test_every_block_is_marked_runnable_or_not_with_a_reason(block: Block) -> No
         f"{block.id}: mark the block with <!-- example: run --> or "
         "<!-- example: no-run: REASON --> on the line before its fence"
     )
-    if block.mark != "run":
+    if block.mark not in _RUN:
         assert len(block.mark.removeprefix("no-run:").strip()) >= 5, f"{block.id}: give a reason"
     else:
         assert block.info in ("sh", "bash", "python"), (
@@ -240,6 +252,8 @@ def test_runnable_examples_run_as_written(
     block: Block, scratch: tuple[Path, dict[str, str]]
 ) -> None:
     repo, env = scratch
+    if block.mark == "run":  # what a reader without a key runs: no model is given
+        env = {k: v for k, v in env.items() if not k.startswith("ANTHROPIC_")}
     if block.info == "python":
         argv = [sys.executable, "-c", block.body]
     else:
@@ -260,3 +274,79 @@ def _tracked_state(repo: Path) -> dict[str, bytes]:
         for p in repo.rglob("*")
         if p.is_file() and ".venv" not in p.parts and p.suffix in (".md", ".py", ".json")
     }
+
+
+# ---------------------------------------------- docs that match (issue 27 item 10)
+
+_LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+
+
+def _links(path: Path) -> set[Path]:
+    """The files `path` links to (relative links; anchors and URLs left out)."""
+    found = set()
+    for match in _LINK.finditer(path.read_text(encoding="utf-8")):
+        target = match.group("target").split("#")[0]
+        if target and not re.match(r"[a-z][a-z0-9+.-]*:", target):
+            found.add((path.parent / target).resolve())
+    return found
+
+
+def test_every_doc_is_linked_from_the_readme() -> None:
+    unlinked = [d.name for d in sorted((ROOT / "docs").glob("*.md")) if d not in _links(DOCS[0])]
+    assert not unlinked, f"README.md links no docs/{unlinked}"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(d.relative_to(ROOT)) for d in DOCS])
+def test_relative_links_name_files_that_exist(doc: Path) -> None:
+    missing = sorted(str(p) for p in _links(doc) if not p.exists())
+    assert not missing, f"{doc.relative_to(ROOT)} links to {missing}"
+
+
+def test_the_user_guide_and_readme_point_to_acp_and_the_fake_api_script_format() -> None:
+    guide = ROOT / "docs" / "user-guide.md"
+    assert ROOT / "docs" / "acp.md" in _links(guide)
+    readme = DOCS[0].read_text(encoding="utf-8")
+    assert "docs/agent.md#script-format" in readme
+    assert "### Script format" in (ROOT / "docs" / "agent.md").read_text(encoding="utf-8")
+    fake_api = [b for b in RUNNABLE if b.path == DOCS[0] and "synapse fake-api --script" in b.body]
+    assert fake_api, "README.md: a runnable example of the agent on a fake-API script"
+
+
+def _lua_table_keys(text: str, start: str) -> list[str]:
+    """The keys of the Lua table literal that opens on the line `start` (its own level)."""
+    lines = text[text.index(start) :].splitlines()[1:]
+    keys = []
+    for line in lines:
+        if line.startswith("}"):  # its closing brace (or `})`)
+            break
+        key = re.match(r"^  ([a-z_]+) = ", line)
+        if key:
+            keys.append(key.group(1))
+    return keys
+
+
+def test_the_neovim_docs_name_every_setup_option_and_how_to_name_the_server() -> None:
+    defaults = _lua_table_keys(
+        (ROOT / "nvim-client/lua/synapse/init.lua").read_text(encoding="utf-8"), "M.defaults = {"
+    )
+    assert "cmd" in defaults and len(defaults) >= 5, defaults
+    guide = (ROOT / "docs" / "neovim.md").read_text(encoding="utf-8")
+    assert _lua_table_keys(guide, 'require("synapse").setup({\n') == defaults
+    help_text = (ROOT / "nvim-client/doc/synapse.txt").read_text(encoding="utf-8")
+    options = help_text[help_text.index("*synapse.setup()*") :].split("\n\n")[1]
+    assert re.findall(r"^  ([a-z_]+) {2,}", options, re.M) == defaults
+    # `./dev setup` puts no `synapse` on PATH: the guide shows `cmd` with the venv's one.
+    assert re.search(r"setup\(\{ cmd = \{ [^}]*\.venv/bin/synapse\"\), \"lsp\" \} \}\)", guide)
+    assert "`./dev setup` does not put `synapse` on your `PATH`" in guide
+
+
+_PLACEHOLDER_HOST = re.compile(r"https?://[^/\"]*\b(example\.(com|org|net)|\.invalid|\.test)\b")
+
+
+def test_the_vscode_package_names_no_placeholder_repository() -> None:
+    text = (ROOT / "vscode-client" / "package.json").read_text(encoding="utf-8")
+    assert not _PLACEHOLDER_HOST.search(text), _PLACEHOLDER_HOST.search(text)
+    manifest = json.loads(text)
+    if "repository" not in manifest:  # vsce would stop to ask for it
+        script = (ROOT / "vscode-client" / "scripts" / "package.sh").read_text(encoding="utf-8")
+        assert "--allow-missing-repository" in script

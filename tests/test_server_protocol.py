@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+import pytest_lsp
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
@@ -25,7 +26,7 @@ from synapse_lsp.lsp.protocol import (
     TokenUsage,
 )
 from synapse_lsp.lsp.wire import ArgumentError, from_wire, to_wire
-from tests.lsp_client import Editor, editor
+from tests.lsp_client import Editor, editor, server_env
 
 module_loop = pytest.mark.asyncio(loop_scope="module")  # the async tests share one server
 
@@ -52,6 +53,40 @@ async def test_initialize_reports_the_protocol_version(ed: Editor) -> None:
     assert caps.position_encoding == types.PositionEncodingKind.Utf8  # what this client offered
     assert caps.execute_command_provider is not None
     assert sorted(caps.execute_command_provider.commands) == sorted(COMMANDS)
+
+
+@pytest.mark.parametrize("offered", [None, []], ids=["no-positionEncodings", "empty-list"])
+async def test_no_position_encoding_is_returned_to_a_client_that_offered_none(
+    tmp_path: Path, offered: list[str] | None
+) -> None:
+    """LSP 3.17: a client that offers no `general.positionEncodings` gets UTF-16 without
+    being told; the result leaves `positionEncoding` out (on the wire, not only parsed)."""
+    client = pytest_lsp.make_test_lsp_client()
+    raw: list[dict[str, Any]] = []
+    structure = client.protocol.structure_message
+
+    def record(data: dict[str, Any]) -> Any:
+        if isinstance(data.get("result"), dict) and "capabilities" in data["result"]:
+            raw.append(json.loads(json.dumps(data["result"]["capabilities"], default=str)))
+        return structure(data)
+
+    client.protocol.structure_message = record  # type: ignore[method-assign]
+    (tmp_path / "home").mkdir()
+    await client.start_io(sys.executable, "-m", "synapse_lsp", env=server_env(tmp_path / "home"))
+    try:
+        caps = pytest_lsp.client_capabilities("visual-studio-code")  # offers none
+        if offered is not None:
+            assert caps.general is not None
+            caps.general.position_encodings = offered
+        result = await client.initialize_session(
+            types.InitializeParams(capabilities=caps, process_id=None, root_uri=tmp_path.as_uri())
+        )
+        assert result.capabilities.position_encoding is None
+        [wire] = raw
+        assert "positionEncoding" not in wire, wire
+        assert wire["experimental"] == {"synapse": {"protocolVersion": PROTOCOL_VERSION}}
+    finally:
+        await client.shutdown_session()
 
 
 MALFORMED: list[tuple[str, Any, str]] = [

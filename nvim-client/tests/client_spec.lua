@@ -168,6 +168,23 @@ case("without synapse on PATH the default command is the repository's .venv one"
   eq({ exe, "lsp" }, cmd)
 end)
 
+case("a plugin folder linked into pack/*/start still finds the repository's .venv", function()
+  local repo = tmp .. "/linked-repo"
+  vim.fn.mkdir(repo .. "/nvim-client/lua/synapse", "p")
+  vim.fn.mkdir(repo .. "/.venv/bin", "p")
+  local exe = repo .. "/.venv/bin/synapse"
+  vim.fn.writefile({ "#!/bin/sh" }, exe)
+  vim.fn.setfperm(exe, "rwxr-xr-x")
+  local start = tmp .. "/site/pack/synapse/start"
+  vim.fn.mkdir(start, "p")
+  vim.fn.system({ "ln", "-s", repo .. "/nvim-client", start .. "/synapse" })
+  local path = vim.env.PATH
+  vim.env.PATH = "/nonexistent"
+  local cmd = require("synapse").default_cmd(start .. "/synapse/lua/synapse/init.lua")
+  vim.env.PATH = path
+  eq({ vim.fn.resolve(exe), "lsp" }, cmd)
+end)
+
 local passed, failed = {}, {}
 for _, c in ipairs(cases) do
   local ok, err = pcall(c.fn)

@@ -5,6 +5,10 @@ file descriptor 1 and fd 1 itself is pointed at stderr, so a stray print (ours,
 a library's, a child's) can never corrupt a message. Logs go to
 `$SYNAPSE_HOME/logs/acp.log` (info and up) and to stderr (warnings). End of input,
 SIGTERM and SIGHUP close every session first: turns, shells and MCP children.
+
+End of input ends the process at once, as the LSP face does, even while the SDK is
+still loading: a client that only asked `initialize` (or left before anything) does
+not wait for an import it will never use (seconds on a loaded machine).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import importlib
 import logging
 import os
 import signal
+import stat
 import sys
 import threading
 from pathlib import Path
@@ -96,10 +101,16 @@ async def _streams(protocol_fd: int) -> tuple[asyncio.StreamReader, Writer]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=READ_LIMIT)
     read_protocol = asyncio.StreamReaderProtocol(reader)
-    try:
-        await loop.connect_read_pipe(lambda: read_protocol, sys.stdin)
-    except (ValueError, OSError):  # a regular file or a terminal: read it from a thread
+    mode = os.fstat(sys.stdin.fileno()).st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        # A regular file, a terminal or /dev/null (which epoll refuses: the pipe
+        # transport would never see its end of input): read it from a thread.
         _feed_from_thread(loop, reader)
+    else:
+        try:
+            await loop.connect_read_pipe(lambda: read_protocol, sys.stdin)
+        except (ValueError, OSError):
+            _feed_from_thread(loop, reader)
     try:
         writer_transport, writer_protocol = await loop.connect_write_pipe(
             asyncio.streams.FlowControlMixin,  # gives drain() its back-pressure
@@ -121,6 +132,38 @@ def _feed_from_thread(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamRea
     threading.Thread(target=pump, name="acp-stdin", daemon=True).start()
 
 
+class _Loading:
+    """The agent module (and with it the SDK) imported in a daemon thread, so that end of
+    input can end the process without waiting for the import: `asyncio.to_thread`'s
+    executor would be joined at exit, import or not."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.future: asyncio.Future[Any] = loop.create_future()
+        self._loop = loop
+        self.thread = threading.Thread(target=self._load, name="acp-sdk-import", daemon=True)
+        self.thread.start()
+
+    def _load(self) -> None:
+        try:
+            module = importlib.import_module(AGENT_MODULE)
+        except BaseException as exc:  # handed to the waiting coroutine
+            self._settle(exc, None)
+        else:
+            self._settle(None, module)
+
+    def _settle(self, exc: BaseException | None, module: Any) -> None:
+        def settle() -> None:
+            if self.future.done():
+                return
+            if exc is not None:
+                self.future.set_exception(exc)
+            else:
+                self.future.set_result(module)
+
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            self._loop.call_soon_threadsafe(settle)
+
+
 def main(argv: list[str] | None = None) -> int:
     protect_process()  # started directly by an editor too, not only by `synapse`
     args = build_parser().parse_args(list(argv or []))
@@ -134,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     holder: list[SynapseAcpAgent] = []
     stopped_by: list[int] = []
     pids: list[int] = []  # the shells' process groups, if closing them failed
+    loading: list[_Loading] = []
 
     async def run() -> None:
         loop = asyncio.get_running_loop()
@@ -150,11 +194,22 @@ def main(argv: list[str] | None = None) -> int:
                 loop.add_signal_handler(sig, stop, sig)
         # The SDK (its pydantic schema: most of our start-up) loads in a thread while
         # `initialize` is answered without it.
-        sdk = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, AGENT_MODULE))
+        loading.append(_Loading(loop))
+        sdk = loading[0].future
         reader, writer = await _streams(protocol_fd)
         transport = NdjsonTransport(reader, writer)
         try:
-            client = await _early_initialize(transport, live, sdk)
+            first = await transport.receive()
+            if first is None:
+                return  # end of input before any message: nothing to do
+            client = await _early_initialize(transport, first, live, sdk)
+            if client is not None:
+                # Nothing needs the SDK before the client's next message: when the input
+                # ends instead (a client that only asked what we are), end now.
+                following = await transport.receive()
+                if following is None:
+                    return
+                transport.unread(following)
             module = await sdk
             agent: SynapseAcpAgent = module.SynapseAcpAgent(live)
             holder.append(agent)
@@ -185,17 +240,24 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         _kill_leftovers(pids)
         logging.shutdown()
+    if loading and loading[0].thread.is_alive():
+        # The SDK is still importing (the input ended first): everything we own is
+        # closed; end without waiting for the import or the interpreter's teardown.
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
     return code
 
 
 async def _early_initialize(
-    transport: NdjsonTransport, live: LiveSettings, sdk: asyncio.Future[Any]
+    transport: NdjsonTransport,
+    first: dict[str, Any],
+    live: LiveSettings,
+    sdk: asyncio.Future[Any],
 ) -> dict[str, Any] | None:
     """Answer the first message if it is a valid `initialize` and the SDK is still
     loading; its params (for the agent) then, else None (the message is left for the SDK)."""
-    first = await transport.receive()
-    if first is None:
-        return None
     params = early_initialize(first)
     if params is None or sdk.done():
         transport.unread(first)

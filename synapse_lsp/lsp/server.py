@@ -102,6 +102,11 @@ class SynapseProtocol(LanguageServerProtocol):
         result: types.InitializeResult = yield from super().lsp_initialize(params)
         # Where any LSP client can read it without custom plumbing.
         result.capabilities.experimental = {"synapse": {"protocolVersion": PROTOCOL_VERSION}}
+        general = params.capabilities.general
+        if general is None or not general.position_encodings:
+            # Nothing offered, nothing to pick (LSP 3.17): UTF-16 is implied, and pygls'
+            # "utf-16" would answer a question the client never asked.
+            result.capabilities.position_encoding = None
         return result
 
     def get_message_type(self, method: str) -> Any:  # type: ignore[override]  # lru_cache'd there

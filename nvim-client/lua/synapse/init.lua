@@ -1,7 +1,8 @@
 -- Synapse for Neovim: the `synapse lsp` agent on the built-in LSP client.
 --
 --   require("synapse").setup({
---     cmd = { "synapse", "lsp" },              -- how to start the server
+--     cmd = { "synapse", "lsp" },              -- how to start the server (default: synapse
+--                                              -- on PATH, else <repo>/.venv/bin/synapse)
 --     settings = { model = "claude-sonnet-5-5" },  -- the protocol's settings (camelCase)
 --     permission = "ask-writes-outside-workspace", -- shortcut for settings.permission
 --   })
@@ -95,13 +96,15 @@ end
 M.context_for = context_for
 
 --- The server command when setup() names none: `synapse` on PATH, else the one
---- `./dev setup` made in this plugin's own repository (<repo>/.venv/bin/synapse).
+--- `./dev setup` made in this plugin's own repository (<repo>/.venv/bin/synapse),
+--- found through a symlinked plugin folder too (a `pack/*/start` link).
 function M.default_cmd(plugin_file)
   if vim.fn.executable("synapse") == 1 then
     return { "synapse", "lsp" }
   end
   local here = plugin_file or debug.getinfo(1, "S").source:sub(2) -- <repo>/nvim-client/lua/synapse/init.lua
-  local venv = vim.fn.fnamemodify(here, ":p:h:h:h:h") .. "/.venv/bin/synapse"
+  here = vim.fn.resolve(vim.fn.fnamemodify(here, ":p"))
+  local venv = vim.fn.fnamemodify(here, ":h:h:h:h") .. "/.venv/bin/synapse"
   if vim.fn.executable(venv) == 1 then
     return { venv, "lsp" }
   end
