@@ -1,6 +1,7 @@
 """The Neovim plugin's parts that need no server, run in real headless Neovim.
 
-- nvim-client/tests/state_spec.lua: the pure transcript model (synapse.state);
+- nvim-client/tests/state_spec.lua: the pure transcript model (synapse.state), folding
+  the VS Code tests' recorded stream to the same facts as they do;
 - nvim-client/tests/client_spec.lua: root detection, settings, the stale-edit guard,
   the protocol version check;
 - the plugin loads, defines its commands, and `:help synapse` resolves.
@@ -48,7 +49,7 @@ def run_lua_file(script: Path, out: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize(("spec", "cases"), [("state_spec.lua", 13), ("client_spec.lua", 12)])
+@pytest.mark.parametrize(("spec", "cases"), [("state_spec.lua", 15), ("client_spec.lua", 13)])
 def test_lua_spec_cases(spec: str, cases: int, tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     proc = run_lua_file(CLIENT / "tests" / spec, out)

@@ -314,6 +314,143 @@ case("line counts are git's (+added, -removed)", function()
   eq("\226\136\146" .. "2", State.counts_text(0, 2))
 end)
 
+-- ------------------------------------------------ the VS Code tests' recorded stream
+
+-- The repository: this plugin's lua/synapse/state.lua is three levels below nvim-client/.
+local function repo_root()
+  local state_file = vim.api.nvim_get_runtime_file("lua/synapse/state.lua", false)[1]
+  return vim.fn.fnamemodify(state_file, ":p:h:h:h:h")
+end
+
+local function read_json(path)
+  return vim.fn.json_decode(table.concat(vim.fn.readfile(path), "\n"))
+end
+
+-- Folds the actions the VS Code extension recorded the way synapse.chat meets them:
+-- updates go to State:apply, a prompt's result to finish_turn, a session load starts
+-- an empty transcript and sets the title. Returns the state and finish_turn's answers.
+local function fold(actions)
+  local s = State.new()
+  local finished = {}
+  for _, a in ipairs(actions) do
+    if a.type == "update" then
+      s:apply(a.params.update)
+    elseif a.type == "promptFinished" then
+      finished[#finished + 1] = s:finish_turn(a.result.stopReason, a.result.usage, a.result.error)
+    elseif a.type == "loadStarted" then
+      s = State.new()
+    elseif a.type == "sessionLoaded" then
+      s.title = a.session.title
+    end
+  end
+  return s, finished
+end
+
+local PLAN_MARK = { completed = "[x]", in_progress = "[~]", pending = "[ ]" }
+
+-- The facts test/state.test.ts checks, as far as this state keeps them (no tool kind).
+local function expect_facts(s, facts, where)
+  local lines = s:lines()
+  local text = table.concat(lines, "\n")
+  local function has(needle, what)
+    if not string.find(text, needle, 1, true) then
+      error(where .. ": " .. what .. " missing: " .. show(needle) .. "\nin:\n" .. text, 2)
+    end
+  end
+  for _, prompt in ipairs(facts.prompts) do
+    has("### You\n" .. prompt .. "\n", "prompt")
+  end
+  for _, thought in ipairs(facts.thoughts) do
+    has("> " .. thought, "thought")
+  end
+  for _, t in ipairs(facts.agentText) do
+    has(t, "agent text")
+  end
+  local ids = {}
+  for id in pairs(s.tools) do
+    ids[#ids + 1] = id
+  end
+  table.sort(ids)
+  local expected_ids = {}
+  for _, fact in ipairs(facts.tools) do
+    expected_ids[#expected_ids + 1] = fact.id
+  end
+  table.sort(expected_ids)
+  eq(expected_ids, ids, where .. ": tool calls")
+  for _, fact in ipairs(facts.tools) do
+    local block = s.tools[fact.id]
+    eq(fact.title, block.title, where .. ": title of " .. fact.id)
+    eq(fact.status, s:tool_status(fact.id), where .. ": status of " .. fact.id)
+    if fact.exitCode ~= nil then
+      eq(fact.exitCode, block.exit_code, where .. ": exit code of " .. fact.id)
+    end
+    if fact.command ~= nil then
+      eq("    $ " .. fact.command, block.lines[2], where .. ": command of " .. fact.id)
+    end
+    for _, line in ipairs(fact.outputLines or {}) do
+      if not vim.tbl_contains(block.lines, "    " .. line) then
+        error(where .. ": output of " .. fact.id .. " lacks " .. show(line) .. ": " .. show(block.lines))
+      end
+    end
+  end
+  local plan = { "#### Plan", facts.plan.explanation }
+  for _, e in ipairs(facts.plan.entries) do
+    plan[#plan + 1] = "- " .. PLAN_MARK[e.status] .. " " .. e.content
+  end
+  has(table.concat(plan, "\n") .. "\n", "plan")
+  -- one turn-end line per turn that did not end normally
+  for _, reason in ipairs(facts.stopReasons) do
+    local _, n = string.gsub(text, vim.pesc("*Turn ended: " .. reason .. "*"), "")
+    eq(reason == "end_turn" and 0 or 1, n, where .. ": turn-end lines for " .. reason)
+  end
+  eq(facts.stopReasons[#facts.stopReasons], s.stop_reason, where .. ": last stop reason")
+end
+
+case("the VS Code tests' recorded stream folds to the same facts, live and replayed", function()
+  local fixtures = repo_root() .. "/vscode-client/test/fixtures/"
+  local stream = read_json(fixtures .. "recorded-stream.json")
+  local facts = read_json(fixtures .. "recorded-stream.facts.json")
+  local load_at
+  for i, a in ipairs(stream) do
+    if a.type == "loadStarted" then
+      load_at = i
+      break
+    end
+  end
+  assert(load_at, "the stream has no loadStarted")
+  local live, finished = fold(vim.list_slice(stream, 1, load_at - 1))
+  expect_facts(live, facts, "live")
+  -- turn_finished ended each turn; the prompt result after it adds nothing
+  eq({ false, false }, finished, "finish_turn after turn_finished")
+  local replayed = fold(stream)
+  expect_facts(replayed, facts, "replayed")
+  eq(facts.title, replayed.title, "title after the load")
+end)
+
+case("the update fields synapse.state reads are the protocol's (protocol.update_fields)", function()
+  local protocol = require("synapse.protocol")
+  local known = {}
+  for _, kind in ipairs(protocol.update_kinds) do
+    for field in pairs(protocol.update_fields[kind]) do
+      known[field] = true
+    end
+  end
+  local source = table.concat(vim.fn.readfile(vim.api.nvim_get_runtime_file("lua/synapse/state.lua", false)[1]), "\n")
+  local unknown, read = {}, 0
+  for field in string.gmatch(source, "[^%w_]u%.([%a_][%w_]*)") do
+    read = read + 1
+    if not known[field] then
+      unknown[#unknown + 1] = field
+    end
+  end
+  assert(read > 20, "found too few `u.<field>` reads in state.lua: " .. read)
+  eq({}, unknown, "fields state.lua reads that no update kind has")
+  eq(#protocol.update_kinds, #vim.tbl_keys(protocol.update_fields), "kinds with fields")
+  for _, kind in ipairs(protocol.update_kinds) do
+    eq("'" .. kind .. "'", protocol.update_fields[kind].sessionUpdate, kind)
+  end
+end)
+
 local passed, failed = {}, {}
 for _, c in ipairs(cases) do
   local ok, err = pcall(c.fn)

@@ -433,6 +433,8 @@ class EditorFiles:
         from pygls.exceptions import JsonRpcException
 
         from synapse_lsp.lsp.names import SAVE_DOCUMENTS
+        from synapse_lsp.lsp.protocol import SaveDocumentsParams
+        from synapse_lsp.lsp.wire import to_wire
 
         uris = []
         for path in paths:
@@ -440,7 +442,9 @@ class EditorFiles:
             uris.append(doc.uri if doc is not None else path_to_uri(path))
         try:
             async with asyncio.timeout(SAVE_TIMEOUT):
-                await self._server.protocol.send_request_async(SAVE_DOCUMENTS, {"uris": uris})
+                await self._server.protocol.send_request_async(
+                    SAVE_DOCUMENTS, to_wire(SaveDocumentsParams(uris=uris))
+                )
         except TimeoutError:
             return f"the editor did not save them within {SAVE_TIMEOUT:g} s"
         except JsonRpcException as exc:

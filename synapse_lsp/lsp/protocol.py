@@ -46,7 +46,7 @@ from synapse_lsp.lsp.names import (  # re-exported: the protocol's names live th
     invalid,
     request_failed,
 )
-from synapse_lsp.lsp.wire import ArgumentError, Wire, camel, kind, omitted
+from synapse_lsp.lsp.wire import ArgumentError, Wire, camel, kind, omitted, shown_as
 
 __all__ = [  # the re-exported names; every class below is this module's own
     "DIAGNOSTICS_NOTIFICATION",
@@ -457,6 +457,12 @@ class Location(Wire):
     path: str
 
 
+# ACP's tool kinds: what a call does, for its icon
+ToolKind: TypeAlias = Literal[
+    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"
+]
+
+
 @attrs.define(kw_only=True)
 class ToolCall(Wire):
     """A Bash call starts; `title` and `kind` come from the command summary."""
@@ -464,7 +470,7 @@ class ToolCall(Wire):
     session_update: Literal["tool_call"] = kind("tool_call")
     tool_call_id: str
     title: str
-    kind: str  # read, edit, delete, move, search, execute, think, fetch, other
+    kind: str = shown_as(ToolKind)  # the summary's kind, one of ToolKind
     status: Literal["in_progress"] = "in_progress"
     raw_input: RawInput
     locations: list[Location]
@@ -606,3 +612,19 @@ class DiagnosticsParams(Wire):
     session_id: str | None = None
     version: int | None = None  # the document version the diagnostics are about
     before: list[lsp.Diagnostic] | None = None
+
+
+# ------------------------------------------------------- server -> client requests
+
+
+@attrs.define(kw_only=True)
+class SaveDocumentsParams(Wire):
+    """The params of `synapse/saveDocuments` (server -> client request): save these
+    documents (the agent's edits) before a command reads the disk."""
+
+    uris: list[str]
+
+
+@attrs.define(kw_only=True)
+class SaveDocumentsResult(Wire):
+    saved: list[str]  # the documents the client saved

@@ -136,8 +136,10 @@ _HEADER = re.compile(rb"[A-Za-z][A-Za-z0-9-]*: *[^\r\n]*\r?\n")
 
 
 def _pipe_like(fd: int) -> bool:
+    """Whether the event loop can watch `fd`: a pipe, a socket or a terminal. Not
+    /dev/null, a character device epoll refuses (its end of input would never be seen)."""
     mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
 async def connect_stdio() -> tuple[PipeReader, PipeWriter]:

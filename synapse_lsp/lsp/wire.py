@@ -24,12 +24,30 @@ import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
 _OMIT = "synapse.omit"
+_SHOWN_AS = "synapse.shown_as"
 T = TypeVar("T")
 
 
 def omitted(default: Any = None) -> Any:
     """A field that is left off the wire while it holds `default` (absent, not null)."""
     return attrs.field(default=default, metadata={_OMIT: True})
+
+
+def is_omitted(field: attrs.Attribute[Any]) -> bool:
+    """Whether `field` was declared `omitted()`: absent from the wire at its default."""
+    return bool(field.metadata.get(_OMIT))
+
+
+def shown_as(shown: Any) -> Any:
+    """A required field checked as its annotation says but described to clients as
+    `shown` (a `Literal`): the generated TypeScript, Lua and tables (lsp/protocol_gen.py)
+    show `shown`. For values the server passes on from elsewhere (a summary's tool kind)."""
+    return attrs.field(metadata={_SHOWN_AS: shown})
+
+
+def shown_type(field: attrs.Attribute[Any]) -> Any:
+    """The type clients are told `field` has: its annotation, unless `shown_as()` says."""
+    return field.metadata.get(_SHOWN_AS, field.type)
 
 
 def kind(name: str) -> Any:

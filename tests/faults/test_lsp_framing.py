@@ -143,3 +143,17 @@ def test_a_content_length_over_the_limit_ends_the_server_while_input_stays_open(
         proc.stdin.close()
     log = (tmp_path / "logs" / "lsp.log").read_bytes()
     assert b"Content-Length 99999999999 is over the limit of 64 MiB" in log
+
+
+def test_stdin_from_dev_null_is_end_of_input_not_a_hang(tmp_path: Path) -> None:
+    """/dev/null is a character device epoll refuses: the server must still see its end
+    of input and exit (it used to wait forever), with stdout a pipe or a file."""
+    env = dict(os.environ, SYNAPSE_HOME=str(tmp_path / "home"))
+    for out in (subprocess.PIPE, (tmp_path / "out.txt").open("wb")):
+        with open(os.devnull, "rb") as null:
+            proc = subprocess.run(
+                [sys.executable, "-m", "synapse_lsp"], stdin=null, stdout=out,
+                stderr=subprocess.PIPE, env=env, timeout=60,
+            )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert b"Traceback" not in proc.stderr

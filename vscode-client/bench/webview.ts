@@ -39,7 +39,7 @@ export function benchStream(): Action[] {
   const u = (update: object): Action => ({ type: 'update', params: { sessionId: SID, update: update as never } });
   const actions: Action[] = [
     { type: 'server', phase: 'running' },
-    { type: 'sessionCreated', session: { sessionId: SID, title: 'Benchmark' } },
+    { type: 'sessionCreated', session: { sessionId: SID, title: 'Benchmark', workspaceUri: 'file:///p' } },
     { type: 'promptStarted', sessionId: SID, text: 'Why does test_parse fail?' },
     u({ sessionUpdate: 'user_message_chunk', content: { type: 'text', text: 'Why does test_parse fail?' } }),
   ];
@@ -60,8 +60,9 @@ export function benchStream(): Action[] {
       );
     }
   }
-  actions.push(u({ sessionUpdate: 'turn_finished', stopReason: 'end_turn', usage: { inputTokens: 12000, outputTokens: 9000 } }));
-  actions.push({ type: 'promptFinished', sessionId: SID, result: { stopReason: 'end_turn' } });
+  const usage = { inputTokens: 12000, outputTokens: 9000, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 };
+  actions.push(u({ sessionUpdate: 'turn_finished', stopReason: 'end_turn', usage }));
+  actions.push({ type: 'promptFinished', sessionId: SID, result: { stopReason: 'end_turn', usage } });
   return actions;
 }
 

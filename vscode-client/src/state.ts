@@ -23,6 +23,7 @@ import type {
   SessionUpdate,
   SessionUpdateParams,
   StopReason,
+  ToolCall,
   ToolKind,
   ToolLocation,
   ToolStatus,
@@ -138,8 +139,12 @@ export interface SessionState {
 
 export type ServerPhase = 'starting' | 'running' | 'restarting' | 'stopped' | 'failed';
 
+/** A session in the list: the server's `SessionInfo`, or one this client just made (no dates yet). */
+export type SessionEntry = Omit<SessionInfo, 'createdAt' | 'updatedAt'> &
+  Partial<Pick<SessionInfo, 'createdAt' | 'updatedAt'>>;
+
 export interface ChatState {
-  sessions: SessionInfo[];
+  sessions: SessionEntry[];
   activeSessionId: string | null;
   byId: Record<string, SessionState>;
   server: { phase: ServerPhase; message: string | null };
@@ -413,7 +418,7 @@ export function apply(state: ChatState, action: Action): Change {
   return change;
 }
 
-function infoOf(session: SessionState): SessionInfo {
+function infoOf(session: SessionState): SessionEntry {
   return {
     sessionId: session.sessionId,
     title: session.title,
@@ -422,7 +427,7 @@ function infoOf(session: SessionState): SessionInfo {
   };
 }
 
-function upsertInfo(state: ChatState, info: SessionInfo): void {
+function upsertInfo(state: ChatState, info: SessionEntry): void {
   const index = state.sessions.findIndex((s) => s.sessionId === info.sessionId);
   if (index >= 0) state.sessions[index] = { ...state.sessions[index], ...info };
   else state.sessions.unshift(info);
@@ -439,7 +444,8 @@ function applyUpdate(state: ChatState, params: SessionUpdateParams, change: Chan
   const replay = params.replay === true;
   change.sessionId = params.sessionId;
   if (replay) session.loaded = true;
-  const parentId = update.parentToolCallId ?? null;
+  // Every kind but turn_finished may carry it (a sub-agent's update).
+  const parentId = (update as { parentToolCallId?: string | null }).parentToolCallId ?? null;
   const parent = parentId ? toolFor(session, parentId, null, change) : null;
   const items = parent ? parent.children : session.items;
   const markItem = (item: Item): void => {
@@ -495,9 +501,11 @@ function applyUpdate(state: ChatState, params: SessionUpdateParams, change: Chan
     }
     case 'tool_call_update': {
       const tool = toolFor(session, update.toolCallId, parentId, change, items, push);
-      if (update.title !== undefined) tool.title = update.title;
-      if (update.kind !== undefined) tool.kind = update.kind;
-      if (update.locations) tool.locations = update.locations;
+      // ACP's update may also retitle a call; Synapse's server sends none of these.
+      const acp = update as Partial<Pick<ToolCall, 'title' | 'kind' | 'locations'>>;
+      if (acp.title !== undefined) tool.title = acp.title;
+      if (acp.kind !== undefined) tool.kind = acp.kind;
+      if (acp.locations) tool.locations = acp.locations;
       if (update.output) appendOutput(tool, update.output.stream, update.output.text ?? '');
       if (update.content) {
         tool.result = update.content

@@ -14,7 +14,7 @@ describe('editedPaths', () => {
         { type: 'content', content: { type: 'text', text: 'wrote' } },
         { type: 'diff', path: '/p/b.ts', oldText: 'x', newText: 'y' },
       ],
-      rawOutput: { edit: { path: '/p/a.json', applied: true } },
+      rawOutput: { exitCode: 0, isError: false, layer: 'agent', category: null, edit: { path: '/p/a.json', applied: true } },
     };
     expect(editedPaths(update)).toEqual(['/p/a.json', '/p/b.ts']);
   });
@@ -26,10 +26,19 @@ describe('editedPaths', () => {
         sessionUpdate: 'tool_call_update',
         toolCallId: 't',
         status: 'failed',
-        rawOutput: { edit: { path: '/p/a', applied: false } },
+        rawOutput: { exitCode: 1, isError: true, layer: 'agent', category: null, edit: { path: '/p/a', applied: false } },
       }),
     ).toEqual([]);
-    expect(editedPaths({ sessionUpdate: 'tool_call', toolCallId: 't' })).toEqual([]);
+    const call: SessionUpdate = {
+      sessionUpdate: 'tool_call',
+      toolCallId: 't',
+      title: 'Edit a',
+      kind: 'edit',
+      status: 'in_progress',
+      rawInput: { command: 'edit a x y', restart: false },
+      locations: [{ path: '/p/a' }],
+    };
+    expect(editedPaths(call)).toEqual([]);
   });
 });
 

@@ -47,6 +47,7 @@ describe('the status bar names the sandbox', () => {
     network: 'off',
     sandboxed,
     description: `${mode} described`,
+    reason: null,
   });
 
   it('shows the mode, and warns when a sandbox was asked for but does not run', () => {

@@ -5,7 +5,8 @@
  *
  * The recorded stream (the actions the extension would dispatch) is written
  * to test-output/recorded-stream.json, and to test/fixtures/ when
- * UPDATE_FIXTURES=1 (or when the fixture is missing): the webview test replays it.
+ * UPDATE_FIXTURES=1 (or when the fixture is missing): the webview test replays it,
+ * and the VS Code and Neovim state tests fold it to test/fixtures/recorded-stream.facts.json.
  */
 
 import * as fs from 'node:fs';

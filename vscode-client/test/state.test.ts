@@ -1,3 +1,6 @@
+import * as fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
 import { describe, expect, it } from 'vitest';
 
 import type { SessionUpdate, SessionUpdateParams } from '../src/protocol';
@@ -5,19 +8,35 @@ import {
   Action,
   MAX_OUTPUT_CHARS,
   activeSession,
-  apply,
+  apply as applyAction,
   displayPath,
-  foldAll,
+  foldAll as foldActions,
   questionTarget,
   initialState,
   outputText,
+  type Change,
   type ChatState,
   type Item,
 } from '../src/state';
 
 const SID = '2026-11-23T10-15-02-7f3a';
 
-function u(update: SessionUpdate, replay = false, sessionId = SID): Action {
+/**
+ * Messages as a case writes them: only the fields it is about (the protocol's types,
+ * generated from the server's, say what a real server always sends; the reducer must
+ * also take what is missing in its stride). `type` and `sessionUpdate` stay required.
+ */
+type Loose<T> = T extends (infer E)[] ? Loose<E>[] : T extends object ? { [K in keyof T]?: Loose<T[K]> } : T;
+type LooseOf<T, Tag extends keyof T> = T extends unknown ? Loose<T> & Pick<T, Tag> : never;
+type LooseUpdate = LooseOf<SessionUpdate, 'sessionUpdate'>;
+type LooseAction = LooseOf<Action, 'type'>;
+
+const apply = (state: ChatState, action: LooseAction): Change => applyAction(state, action as Action);
+const foldAll = (actions: Iterable<LooseAction>, state?: ChatState): ChatState =>
+  foldActions(actions as Iterable<Action>, state);
+
+function u(loose: LooseUpdate, replay = false, sessionId = SID): Action {
+  const update = loose as SessionUpdate;
   const params: SessionUpdateParams = { sessionId, update };
   if (replay) params.replay = true;
   return { type: 'update', params };
@@ -26,7 +45,7 @@ function u(update: SessionUpdate, replay = false, sessionId = SID): Action {
 const text = (t: string): { type: 'text'; text: string } => ({ type: 'text', text: t });
 
 /** One realistic turn, as docs/protocol.md describes it. */
-function recordedTurn(): Action[] {
+function recordedTurn(): LooseAction[] {
   return [
     { type: 'sessionCreated', session: { sessionId: SID, title: 'New chat', workspaceUri: 'file:///p' } },
     { type: 'promptStarted', sessionId: SID, text: 'Why does test_parse fail?' },
@@ -176,7 +195,8 @@ describe('state: out-of-order tool updates', () => {
     ]);
     expect(state.byId[SID].tools['y']).toMatchObject({ status: 'failed', started: false, exitCode: 2, title: '' });
     apply(state, u({ sessionUpdate: 'tool_call', toolCallId: 'y', title: 'Run false', kind: 'execute', status: 'in_progress', rawInput: { command: 'false' } }));
-    apply(state, u({ sessionUpdate: 'tool_call_update', toolCallId: 'y', status: 'in_progress' }));
+    // not a status of a tool_call_update: a foreign server's
+    apply(state, u({ sessionUpdate: 'tool_call_update', toolCallId: 'y', status: 'in_progress' as never }));
     const tool = state.byId[SID].tools['y'];
     expect(tool).toMatchObject({ status: 'failed', started: true, title: 'Run false', command: 'false', isError: true });
     expect(state.byId[SID].items.filter((i) => i.kind === 'tool')).toHaveLength(1);
@@ -442,7 +462,7 @@ describe('paths as the chat shows them', () => {
 
 describe('state: edit diffs and the turn summary', () => {
   const diff = (path: string, oldText: string | null, newText: string) => ({ type: 'diff' as const, path, oldText, newText });
-  function editTurn(): Action[] {
+  function editTurn(): LooseAction[] {
     return [
       { type: 'sessionCreated', session: { sessionId: SID, title: 'New chat', workspaceUri: 'file:///p' } },
       { type: 'promptStarted', sessionId: SID, text: 'edit' },
@@ -528,5 +548,55 @@ describe('state: edit diffs and the turn summary', () => {
     ]);
     const turn = activeSession(state)!.items.at(-1);
     expect(turn?.kind === 'turn' && turn.changes).toEqual([{ path: '/p/c.txt', created: false, added: 1, removed: 1 }]);
+  });
+});
+
+describe('state: the recorded real-server stream (the Neovim state spec folds it too)', () => {
+  // Recorded by test/server.test.ts; the facts are shared with nvim-client/tests/state_spec.lua.
+  const fixture = (name: string): unknown =>
+    JSON.parse(fs.readFileSync(fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url)), 'utf8'));
+  const stream = fixture('recorded-stream.json') as Action[];
+  const facts = fixture('recorded-stream.facts.json') as {
+    title: string;
+    prompts: string[];
+    thoughts: string[];
+    agentText: string[];
+    tools: { id: string; title: string; kind: string; command?: string; status: string; exitCode?: number; outputLines?: string[] }[];
+    plan: { explanation: string; entries: { content: string; status: string }[] };
+    stopReasons: string[];
+  };
+  const loadAt = stream.findIndex((a) => a.type === 'loadStarted');
+  const sessionId = stream.find((a): a is Extract<Action, { type: 'sessionCreated' }> => a.type === 'sessionCreated')!.session.sessionId;
+
+  function expectFacts(state: ChatState): void {
+    const s = state.byId[sessionId];
+    const texts = (kind: 'user' | 'agent' | 'thought'): string[] =>
+      s.items.flatMap((i) => (i.kind === kind ? [i.text] : []));
+    expect(texts('user')).toEqual(facts.prompts);
+    for (const t of facts.thoughts) expect(texts('thought').join('\n')).toContain(t);
+    for (const t of facts.agentText) expect(texts('agent').join('\n')).toContain(t);
+    expect(Object.keys(s.tools)).toEqual(facts.tools.map((t) => t.id));
+    for (const fact of facts.tools) {
+      const tool = s.tools[fact.id];
+      expect(tool).toMatchObject({ title: fact.title, kind: fact.kind, status: fact.status });
+      if (fact.command !== undefined) expect(tool.command).toBe(fact.command);
+      if (fact.exitCode !== undefined) expect(tool.exitCode).toBe(fact.exitCode);
+      for (const line of fact.outputLines ?? []) expect(outputText(tool).split('\n')).toContain(line);
+    }
+    expect(s.plan?.explanation).toBe(facts.plan.explanation);
+    expect(s.plan?.entries.map(({ content, status }) => ({ content, status }))).toEqual(facts.plan.entries);
+    expect(s.items.flatMap((i) => (i.kind === 'turn' ? [i.stopReason] : []))).toEqual(facts.stopReasons);
+    expect(s.running).toBe(false);
+  }
+
+  it('shows the facts after the live turns', () => {
+    expect(loadAt).toBeGreaterThan(0);
+    expectFacts(foldAll(stream.slice(0, loadAt)));
+  });
+
+  it('shows the same facts after the replay, and the stored title', () => {
+    const state = foldAll(stream);
+    expectFacts(state);
+    expect(state.byId[sessionId].title).toBe(facts.title);
   });
 });

@@ -186,9 +186,9 @@ describe.skipIf(skipReason !== null)('chat webview in headless Chromium', () => 
     ].join('\n\n');
     await replay(page, [
       { type: 'update', params: { sessionId, update: { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: payload } } } },
-      { type: 'update', params: { sessionId, update: { sessionUpdate: 'tool_call', toolCallId: 'evil', title: 'Run `<img src=x onerror="window.__pwned=11">`', kind: 'execute', rawInput: { command: '<script>window.__pwned=12</script>' } } } },
+      { type: 'update', params: { sessionId, update: { sessionUpdate: 'tool_call', toolCallId: 'evil', title: 'Run `<img src=x onerror="window.__pwned=11">`', kind: 'execute', status: 'in_progress', rawInput: { command: '<script>window.__pwned=12</script>', restart: false }, locations: [] } } },
       { type: 'update', params: { sessionId, update: { sessionUpdate: 'tool_call_update', toolCallId: 'evil', output: { stream: 'stdout', text: '<img src=x onerror="window.__pwned=13">' } } } },
-      { type: 'update', params: { sessionId, update: { sessionUpdate: 'turn_finished', stopReason: 'end_turn' } } },
+      { type: 'update', params: { sessionId, update: { sessionUpdate: 'turn_finished', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 } } } },
     ]);
     await page.waitForTimeout(200);
     expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
