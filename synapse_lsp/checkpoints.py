@@ -64,6 +64,8 @@ IGNORED_CAPTURE_BYTES = 64 << 10  # an ignored file this small is kept whole...
 IGNORED_CAPTURE_TOTAL = 1 << 20  # ...up to this much per snapshot
 IGNORED_CAPTURE_COUNT = 100  # ...and at most this many files
 MAX_IGNORED_ENTRIES = 2000  # ignored entries fingerprinted (the rest are not watched)
+MAX_NESTED_REPOS = 50  # nested repositories / submodules fingerprinted per snapshot
+NESTED_ENTRIES = 20_000  # entries of one nested repository walked for its fingerprint
 GC_EVERY = 25  # snapshots between background `git gc --auto`
 # A `status --porcelain -z` record (each follows a NUL) that names a file to stage
 # (new, or changed since the last snapshot: Y is M, D or T) or an ignored one.
@@ -158,7 +160,11 @@ class RewindReport:
             ("removed (created by the turn)", self.deleted),
             ("restored over later changes", self.overwritten),
             ("skipped (changed since the turn; left as they are)", self.skipped),
-            ("not restorable (ignored or too large; changed)", self.not_restorable),
+            (
+                "not restorable (ignored, too large, or a nested repository or submodule, "
+                "which its own git keeps; changed)",
+                self.not_restorable,
+            ),
         ):
             if paths:
                 lines.append(f"  {label}: {', '.join(paths)}")
@@ -377,8 +383,10 @@ class Checkpoints:
         stage: list[str] = []
         skipped: list[str] = []
         gone: list[str] = []
+        nested: list[str] = []
         for rel in candidates:
             if rel.endswith("/"):  # a nested repository: git keeps it as a link only
+                nested.append(rel)  # fingerprinted instead (`_nested_fingerprint`)
                 continue
             if self._beyond_link(rel):  # its folder became a link: the file is gone here
                 gone.append(rel)
@@ -408,6 +416,8 @@ class Checkpoints:
         await self._overlay_open_texts()
         _, tree, _ = await self._git("write-tree")
         ignored = await self._ignored(sorted(ignored_listing))
+        if nested:
+            ignored.update(await asyncio.to_thread(self._nested_sync, sorted(nested)))
         self._snapshots += 1
         self.last_skipped = skipped
         if self._snapshots % GC_EVERY == 0:
@@ -482,6 +492,19 @@ class Checkpoints:
                     budget -= len(data)
                     count -= 1
             entries[name] = entry
+        return entries
+
+    def _nested_sync(self, listing: list[str]) -> dict[str, dict[str, Any]]:
+        """Nested repositories and submodules (git keeps only a link to them): one entry
+        each, `name/`, whose fingerprint changes when a file in them does; a rewind
+        reports them as not restorable (their own git has their history)."""
+        entries: dict[str, dict[str, Any]] = {}
+        for rel in listing[:MAX_NESTED_REPOS]:
+            name = rel.rstrip("/")
+            if self._under_home(name) or self._beyond_link(name):
+                continue
+            entries[name + "/"] = {"nested": True, "size": 0, "mtime": _tree_fingerprint(
+                self.root / name)}  # fmt: skip
         return entries
 
     def _store_blob(self, data: bytes) -> str:
@@ -1011,6 +1034,39 @@ class Checkpoints:
                 report.problems.append(f"{rel}: {exc}")
                 continue
             report.restored.append(rel)
+
+
+def _tree_fingerprint(top: Path, limit: int = NESTED_ENTRIES) -> str:
+    """A hash of every entry's path, kind, size and mtime under `top` (its `.git` left
+    out, links not followed, at most `limit` entries). Read by walking, never by running
+    git there: a nested repository's config is the agent's to write, and `git status`
+    would run what it names (`core.fsmonitor`)."""
+    digest = hashlib.sha1(usedforsecurity=False)
+    seen = 0
+    stack = [top]
+    while stack and seen < limit:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as items:
+                entries = sorted(items, key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name == ".git":
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            seen += 1
+            digest.update(
+                f"{entry.path}\0{info.st_mode}\0{info.st_size}\0{info.st_mtime_ns}\0".encode(
+                    "utf-8", "surrogateescape"
+                )
+            )
+            if stat.S_ISDIR(info.st_mode):
+                stack.append(Path(entry.path))
+    return digest.hexdigest()
 
 
 def _ignored_changes(

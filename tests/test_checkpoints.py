@@ -562,3 +562,34 @@ async def test_only_the_last_checkpoints_are_kept_with_their_refs(
         for turn in (3, 4)
         for phase in ("before", "after", "before-ignored", "after-ignored")
     )
+
+
+async def test_a_turns_edit_inside_a_submodule_is_named_not_restorable(
+    make: Callable[..., ChatSession], api: FakeAnthropic, repo: Path
+) -> None:
+    """Issue 31 item 5: the shadow store keeps a nested repository (a submodule, a
+    cloned sub-project) as a link only; a turn's edit inside one is reported under
+    notRestorable with the reason, and no git runs there (its config could run code)."""
+    sub = repo / "vendor" / "lib"
+    sub.mkdir(parents=True)
+    (sub / "lib.py").write_text("v = 1\n")
+    git(sub, "init", "-q")
+    git(sub, "add", "-A")
+    git(sub, "-c", "user.email=u@x", "-c", "user.name=u", "commit", "-qm", "lib")
+    planted = repo / "fsmonitor-ran"
+    git(sub, "config", "core.fsmonitor", f"touch {planted}; false")
+    api.add(
+        {"commands": ["echo 'v = 2' > vendor/lib/lib.py && echo two > b.txt"]},
+        {"text": "ok"},
+    )
+    session = make()
+    await turn(session, "edit the vendored lib")
+    await session.checkpoints.settle()
+    [checkpoint] = session.checkpoints.kept()
+    assert "vendor/lib/" in checkpoint.ignored_changed
+    report = await session.rewind(1)
+    assert report.restored == ["b.txt"] and (repo / "b.txt").read_text() == "hello\n"
+    assert report.not_restorable == ["vendor/lib/"]
+    assert "nested repository or submodule" in report.text()
+    assert (sub / "lib.py").read_text() == "v = 2\n"  # left as it is, and said so
+    assert not planted.exists()  # Synapse ran no git in the nested repository
