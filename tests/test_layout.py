@@ -159,3 +159,62 @@ def test_function_level_imports_are_seen(tmp_path: Path) -> None:
     source.write_text("def f():\n    from synapse_lsp.lsp import server\n")
     found = list(imports_of("synapse_lsp.x", source, {"synapse_lsp.lsp.server"}))
     assert found == [("synapse_lsp.lsp.server", 2)]
+
+
+# ---------------------------------------------------------------- sizes (a ratchet)
+
+MODULE_LIMIT = 500  # lines of a module...
+CLASS_LIMIT = 400  # ...and of a class, for every new one
+SLACK = 40  # a ceiling this far above the size it guards must be lowered
+CEILINGS = ROOT / "tests" / "size_ceilings.json"
+
+
+def sizes() -> tuple[dict[str, int], dict[str, int]]:
+    """(module path -> lines, `path:Class` -> lines) of the package."""
+    mods: dict[str, int] = {}
+    classes: dict[str, int] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = str(path.relative_to(ROOT))
+        text = path.read_text(encoding="utf-8")
+        mods[rel] = len(text.splitlines())
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                classes[f"{rel}:{node.name}"] = node.end_lineno - node.lineno + 1
+    return mods, classes
+
+
+def over_limits() -> dict[str, dict[str, int]]:
+    mods, classes = sizes()
+    return {
+        "modules": {k: v for k, v in mods.items() if v > MODULE_LIMIT},
+        "classes": {k: v for k, v in classes.items() if v > CLASS_LIMIT},
+    }
+
+
+def test_sizes_only_go_down() -> None:
+    """Issue 30 item 4: a module over 500 lines or a class over 400 may stay only as big
+    as tests/size_ceilings.json says, and the ceilings follow it down (a split or a cut
+    lowers them: `python -m tests.test_layout` prints the table as it is now). Every
+    new module and class keeps within the limits."""
+    import json
+
+    ceilings = json.loads(CEILINGS.read_text(encoding="utf-8"))
+    found = over_limits()
+    wrong: list[str] = []
+    for kind, limit in (("modules", MODULE_LIMIT), ("classes", CLASS_LIMIT)):
+        table: dict[str, int] = ceilings[kind]
+        for name, size in found[kind].items():
+            ceiling = table.get(name, limit)
+            if size > ceiling:
+                wrong.append(f"{name}: {size} lines, over its ceiling {ceiling}: split it")
+        for name, ceiling in table.items():
+            size = found[kind].get(name, 0)
+            if ceiling - max(size, limit) > SLACK:
+                wrong.append(f"{name}: ceiling {ceiling}, now {size}: lower the ceiling")
+    assert wrong == [], "\n".join(wrong)
+
+
+if __name__ == "__main__":  # print the ceilings as they are now
+    import json
+
+    print(json.dumps(over_limits(), indent=2, sort_keys=True))
