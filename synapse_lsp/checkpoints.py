@@ -386,7 +386,7 @@ class Checkpoints:
         nested: list[str] = []
         for rel in candidates:
             if rel.endswith("/"):  # a nested repository: git keeps it as a link only
-                nested.append(rel)  # fingerprinted instead (`_nested_fingerprint`)
+                nested.append(rel)  # fingerprinted instead (`_nested_sync`)
                 continue
             if self._beyond_link(rel):  # its folder became a link: the file is gone here
                 gone.append(rel)

@@ -482,6 +482,79 @@ def read_settings_file(path: Path, *, workspace: bool) -> tuple[dict[str, Any], 
     return data, problems
 
 
+# For the keys a change may tighten: their values, loosest first.
+_STRICTNESS: dict[str, tuple[str, ...]] = {
+    "sandbox": ("full-access", "workspace-write", "read-only"),
+    "network": ("on", "off"),
+    "permission": ("auto", "ask-writes-outside-workspace", "ask-all-native"),
+}
+_UNIONS = frozenset({"deny", "secretenv"})  # lists where more entries restrict more
+_SUBSETS = frozenset({"allow"})  # lists where fewer entries restrict more
+_OFF_IS_STRICTER = frozenset({"mcpenvallowcredentials", "skillenhance"})
+
+
+def guard_settings(
+    now: dict[str, Any], confirmed: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """A home settings object changed since it was confirmed: (what to apply, the keys
+    whose change is withheld). A change that tightens applies at once (a `deny` added,
+    a stricter `sandbox`, `allow` entries removed); one that loosens or runs something
+    (`hooks`, a looser mode, an endpoint) keeps the confirmed value."""
+    defaults = Settings(synapse_home=Path("/"))
+    folded_now = {trust.fold(k): k for k in trust.governing_settings(now)}
+    folded_kept = {trust.fold(k): k for k in trust.governing_settings(confirmed)}
+    out = {k: v for k, v in now.items() if trust.fold(k) not in folded_now}
+    withheld: list[str] = []
+    for key in sorted(set(folded_now) | set(folded_kept)):
+        name = folded_now.get(key) or folded_kept[key]
+        new = now.get(folded_now[key]) if key in folded_now else None
+        old = confirmed.get(folded_kept[key]) if key in folded_kept else None
+        default = getattr(defaults, _snake(_camel_of(key)), None)
+        chosen, tighter = _tighter(key, new, old, default)
+        if chosen is not None:
+            out[name] = chosen
+        if not tighter:
+            withheld.append(name)
+    return out, withheld
+
+
+def _camel_of(folded: str) -> str:
+    for name in trust.GOVERNING_SETTINGS:
+        if trust.fold(name) == folded:
+            return name
+    return folded
+
+
+def _tighter(key: str, new: Any, old: Any, default: Any) -> tuple[Any, bool]:
+    """(the value to apply, whether the change from `old` to `new` is no looser)."""
+    if new == old:
+        return new, True
+    choices = _STRICTNESS.get(key)
+    if choices is not None:
+        rank = {v: i for i, v in enumerate(choices)}
+        a, b = (
+            rank.get(new if new is not None else default),
+            rank.get(old if old is not None else default),
+        )
+        if a is not None and b is not None and a >= b:
+            return new, True
+        return old, False
+    if key in _UNIONS and isinstance(new, list | type(None)) and isinstance(old, list | type(None)):
+        merged = list(new or []) + [x for x in (old or []) if x not in (new or [])]
+        return merged, set(map(str, old or [])) <= set(map(str, new or []))
+    if (
+        key in _SUBSETS
+        and isinstance(new, list | type(None))
+        and isinstance(old, list | type(None))
+    ):
+        if set(map(str, new or [])) <= set(map(str, old or [])):
+            return new, True
+        return old, False
+    if key in _OFF_IS_STRICTER and not new:
+        return new, True
+    return old, False
+
+
 class LiveSettings:
     """The one live source of settings for a face, or for one workspace folder.
 
@@ -549,20 +622,21 @@ class LiveSettings:
         files: list[dict[str, Any]] = []
         problems: list[str] = []
         data, found = read_settings_file(home / SETTINGS_FILE, workspace=False)
-        if trust.HOME_SETTINGS in trust.home_unconfirmed(home):
-            # Written since Synapse last loaded it, maybe by an agent: what governs
-            # stays as last confirmed; the rest (model, limits) applies.
-            now = trust.governing_settings(data)
-            kept = trust.confirmed_settings(home)
-            changed = sorted(
-                {k for k in now if now[k] != kept.get(k)} | {k for k in kept if k not in now}
-            )
-            data = {**{k: v for k, v in data.items() if k not in now}, **kept}
-            problems.append(
-                f"{home / SETTINGS_FILE}: {', '.join(changed)} changed since Synapse last "
-                "loaded it; the change is not applied until you confirm it (an agent may "
-                "have made it): check the file, then run `synapse trust --home`"
-            )
+        exists = (home / SETTINGS_FILE).exists()
+        fingerprint = trust.settings_digest(data) if exists else None
+        if trust.changed_since_confirmed(home, trust.HOME_SETTINGS, fingerprint):
+            # Changed since Synapse last loaded it, maybe by an agent: what tightens
+            # applies at once; what loosens or runs stays as last confirmed.
+            data, withheld = guard_settings(data, trust.confirmed_settings(home))
+            if withheld:
+                problems.append(
+                    f"{home / SETTINGS_FILE}: {', '.join(withheld)} changed since Synapse "
+                    "last loaded it and the change loosens or runs something: not applied "
+                    "until you confirm it (an agent may have made it); check the file, "
+                    "then run `synapse trust --home`"
+                )
+            else:  # only tighter than before: nothing to confirm
+                trust.record_home(home, (trust.HOME_SETTINGS,), settings=data)
         files.append(data)
         problems += found
         if self._folder is not None:

@@ -163,6 +163,15 @@ class Workspace:
             return f"this folder is not trusted: {how}" if how else trust.NOT_TRUSTED_FOR_MODEL
         return trust.CHANGED_FOR_MODEL if own in self.unconfirmed else None
 
+    def changed_mcp_configs(self) -> list[Path]:
+        """The MCP config files changed since the user confirmed them, as they are now
+        (asked again at every reload: a file an agent writes mid-session stays unused)."""
+        home = self.settings.synapse_home
+        changed = [home / n for n in trust.home_unconfirmed(home) if n == trust.HOME_MCP]
+        if self.trusted:
+            changed += trust.unconfirmed(home, self.root)
+        return changed
+
     def private_mcp_config_files(self) -> list[Path]:
         """Those of `mcp_config_files()` whose servers belong to this workspace alone:
         their wrappers stay out of `$SYNAPSE_HOME/bin` (none here; an ACP session's)."""
@@ -303,6 +312,7 @@ class Workspace:
             )
             router.extensions = registry
             registry.withheld_reason = self.mcp_withheld_reason
+            registry.mcp.withheld = self.changed_mcp_configs
             registry.view = lambda: router.shell.view  # a wrapper's paths, as its shell spells them
             for command in registry.builtins():
                 router.register(command)

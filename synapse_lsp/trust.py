@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import re
 import stat
 import tempfile
 import time
@@ -43,6 +45,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 ENV = "SYNAPSE_TRUST_WORKSPACE"
 STORE_NAME = "trusted_folders.json"
@@ -138,12 +142,12 @@ HOME_SETTINGS = "settings.json"
 HOME_PERMISSIONS = "permissions.json"
 HOME_MCP = "mcp/mcp_servers.json"
 HOME_FILES = (HOME_SETTINGS, HOME_PERMISSIONS, HOME_MCP)
-# The settings that loosen, execute or redirect (folded: case, `_` and `-` ignored);
-# the others (model, limits, output) are the user's to change without a question.
+# The settings that decide what the agent may do or what runs (folded: case, `_` and
+# `-` ignored); the others (model, limits, output) are the user's to change without a
+# question. config.py applies a change to these at once only where it tightens.
 GOVERNING_SETTINGS = (
-    "hooks", "allow", "deny", "permission", "permissionTimeout", "sandbox", "network",
-    "secretEnv", "mcpEnvAllowCredentials", "skillEnhance", "skillEnhanceMinTools",
-    "baseUrl", "apiKeyEnv",
+    "hooks", "allow", "deny", "permission", "sandbox", "network", "secretEnv",
+    "mcpEnvAllowCredentials", "skillEnhance", "skillEnhanceMinTools", "baseUrl", "apiKeyEnv",
 )  # fmt: skip
 
 
@@ -159,11 +163,20 @@ def governing_settings(data: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if fold(k) in _GOVERNING_FOLDED}
 
 
-def home_fingerprints(home: Path) -> dict[str, str]:
-    """SHA-256 of what governs in each of `HOME_FILES` there is: the governing keys of
-    settings.json (canonical JSON), the whole of the others."""
+def digest(text: str) -> str:
     import hashlib
 
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def settings_digest(data: Mapping[str, Any]) -> str:
+    """The fingerprint of a settings object: its governing keys, as canonical JSON."""
+    return digest(json.dumps(governing_settings(data), sort_keys=True))
+
+
+def home_fingerprints(home: Path) -> dict[str, str]:
+    """The fingerprint of each of `HOME_FILES` there is: the governing keys of
+    settings.json (`settings_digest`), the whole text of the others."""
     found: dict[str, str] = {}
     for name in HOME_FILES:
         path = home / name
@@ -178,42 +191,68 @@ def home_fingerprints(home: Path) -> dict[str, str]:
             with contextlib.suppress(ValueError, RecursionError):
                 data = json.loads(text) if text.strip() else {}
                 if isinstance(data, dict):
-                    text = json.dumps(governing_settings(data), sort_keys=True)
-        found[name] = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+                    found[name] = settings_digest(data)
+                    continue
+        found[name] = digest(text)
     return found
+
+
+def home_record(home: Path) -> dict[str, Any]:
+    """What was last confirmed of $SYNAPSE_HOME's files. The first load ever (nothing
+    recorded) records what is there now: the user set up their home before Synapse
+    ever ran in it (and a log line says so)."""
+    stored = _read_all(home).get("home")
+    if isinstance(stored, dict):
+        return stored
+    if any((home / name).exists() for name in HOME_FILES):
+        log.info("%s: first load; its settings, permissions and MCP config are recorded", home)
+    record_home(home)
+    stored = _read_all(home).get("home")
+    return stored if isinstance(stored, dict) else home_fingerprints(home)
 
 
 def home_unconfirmed(home: Path) -> list[str]:
     """The `HOME_FILES` whose governing part changed (or appeared) since Synapse last
-    loaded or wrote it. The first load ever (nothing recorded) confirms what is there:
-    the user set up their home before Synapse ever ran in it."""
-    stored = _read_all(home).get("home")
-    if not isinstance(stored, dict):
-        record_home(home)
-        return []
+    loaded or wrote it (a file removed since is not listed: nothing in it is honoured)."""
+    stored = home_record(home)
     now = home_fingerprints(home)
-    return [name for name, digest in now.items() if stored.get(name) != digest]
-    # (a file removed since is not listed: there is nothing left in it to honour)
+    return [name for name, value in now.items() if stored.get(name) != value]
 
 
-def record_home(home: Path, names: tuple[str, ...] = HOME_FILES) -> None:
+def changed_since_confirmed(home: Path, name: str, fingerprint: str | None) -> bool:
+    """Whether `fingerprint` (of the bytes the caller read and uses: no second read in
+    between) differs from what was last confirmed of `name` (None: the file is gone)."""
+    return home_record(home).get(name) != fingerprint
+
+
+def record_home(
+    home: Path, names: tuple[str, ...] = HOME_FILES, *, settings: Mapping[str, Any] | None = None
+) -> bool:
     """`names` of `HOME_FILES` as they are now are confirmed (loaded, written by Synapse
-    itself, or confirmed by the user); the others keep their recorded state."""
+    itself, or confirmed by the user); the others keep their recorded state. `settings`:
+    the settings object the caller read (recorded as is, not read again). False when
+    the record could not be written."""
     raw = _read_all(home)
     stored = raw.get("home")
     entry = dict(stored) if isinstance(stored, dict) else {}
     now = home_fingerprints(home)
+    if settings is not None:
+        now[HOME_SETTINGS] = settings_digest(settings)
     for name in names:
         if name in now:
             entry[name] = now[name]
         else:
             entry.pop(name, None)
     if HOME_SETTINGS in names:  # what stays in force while a later change is unconfirmed
-        entry[_CONFIRMED_SETTINGS] = governing_settings(_settings_object(home))
+        data = settings if settings is not None else _settings_object(home)
+        entry[_CONFIRMED_SETTINGS] = governing_settings(data)
     if entry == stored:
-        return
-    with contextlib.suppress(OSError):
+        return True
+    try:
         _write(home, _read(home), home_files=entry)
+    except OSError:
+        return False
+    return True
 
 
 _CONFIRMED_SETTINGS = "settings.json:governing"
@@ -229,8 +268,7 @@ def _settings_object(home: Path) -> dict[str, Any]:
 
 def confirmed_settings(home: Path) -> dict[str, Any]:
     """The governing settings last confirmed (loaded, or confirmed by the user)."""
-    stored = _read_all(home).get("home")
-    kept = stored.get(_CONFIRMED_SETTINGS) if isinstance(stored, dict) else None
+    kept = home_record(home).get(_CONFIRMED_SETTINGS)
     return dict(kept) if isinstance(kept, dict) else {}
 
 
@@ -420,7 +458,19 @@ def folder_server_names(root: Path) -> list[str]:
     except (OSError, ValueError, RecursionError):
         return []
     servers = data.get("mcpServers") if isinstance(data, dict) else None
-    return sorted(str(name) for name in servers) if isinstance(servers, dict) else []
+    if not isinstance(servers, dict):
+        return []
+    # Names an untrusted repository chose, shown to the user and the model: only
+    # plain ones, a few, short (no newline can forge a line of a tool result).
+    plain = sorted(n for n in map(str, servers) if _PLAIN_NAME.fullmatch(n))
+    odd = len(servers) - len(plain)
+    shown = plain[:MAX_SHOWN_NAMES]
+    more = len(plain) - len(shown) + odd
+    return shown + ([f"{more} more"] if more else [])
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+MAX_SHOWN_NAMES = 10
 
 
 def withheld_servers_note(root: Path, reason: str, by: str = "") -> str:

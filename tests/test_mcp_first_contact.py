@@ -73,7 +73,7 @@ async def test_refresh_says_what_it_waits_for_and_exits_1_when_nothing_is_ready(
     home, work = tmp_path / "home", tmp_path / "work"
     npx = slow_npx(tmp_path / "bin", 120)
     write_config(work, {"github": {"command": str(npx)}})
-    code = await run_tools(["refresh", "mcp", "--connect-timeout", "2"], home, work)
+    code = await run_tools(["refresh", "mcp", "--trust", "--connect-timeout", "2"], home, work)
     out, err = capsys.readouterr()
     assert code == 1, (out, err)
     # not a terminal: a plain line per PROGRESS_EVERY, the first after PROGRESS_AFTER
@@ -111,7 +111,7 @@ async def test_on_a_terminal_the_progress_line_is_rewritten_then_erased(
     shown = b""
     with os.fdopen(child, "w", encoding="utf-8") as terminal:  # a real terminal's stderr
         monkeypatch.setattr(sys, "stderr", terminal)
-        await run_tools(["list", "--connect-timeout", "1.5"], home, work)
+        await run_tools(["list", "--trust", "--connect-timeout", "1.5"], home, work)
         monkeypatch.undo()
         while True:  # read while the terminal is open (after, a read fails with EIO)
             try:
@@ -131,21 +131,29 @@ async def test_on_a_terminal_the_progress_line_is_rewritten_then_erased(
 # ------------------------------------------------------------ an untrusted folder
 
 
-async def test_tools_list_says_the_folder_is_not_trusted(
+async def test_tools_does_not_start_an_untrusted_folders_servers_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """`synapse tools` starts what every other face starts: an untrusted folder's own
+    servers are programs the folder names, so they are listed as not loaded, not run."""
     home, work = tmp_path / "home", tmp_path / "work"
-    write_config(work, {"github": {"command": "no-such-mcp-server-27"}})
-    for argv in (["list"], ["refresh", "mcp"]):
+    ran = tmp_path / "server-ran"
+    write_config(work, {"github": {"command": "sh", "args": ["-c", f"touch '{ran}'"]}})
+    for argv in (["list"], ["refresh", "mcp"], ["search", "github"]):
         await run_tools(argv, home, work)
-        err = capsys.readouterr().err
+        out, err = capsys.readouterr()
         assert (
-            "Note: this folder's mcp_servers.json (github) is not loaded by `synapse chat`, "
-            f"`synapse exec` or editors (only listed here): {NOT_TRUSTED}\n"
+            f"Note: this folder's mcp_servers.json (github) is not loaded: {NOT_TRUSTED} "
+            "(or pass --trust for this run)\n"
         ) in err, err
+        assert "github:" not in out
+    assert not ran.exists()  # the folder's command never ran
+    await run_tools(["refresh", "mcp", "--trust", "--connect-timeout", "5"], home, work)
+    assert ran.exists() and "not trusted" not in capsys.readouterr().err
+    ran.unlink()
     trust.remember(home, work, True)
-    await run_tools(["list"], home, work)
-    assert "not trusted" not in capsys.readouterr().err
+    await run_tools(["list", "--connect-timeout", "5"], home, work)
+    assert ran.exists() and "not trusted" not in capsys.readouterr().err
 
 
 def test_synapse_exec_names_the_folders_servers_it_did_not_load(tmp_path: Path) -> None:

@@ -189,7 +189,7 @@ def test_tools_refresh_mcp_reports_a_bad_config(
     monkeypatch.setenv("SYNAPSE_HOME", str(home))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mcp_servers.json").write_text('{"mcpServers": {"x": {"comand": "y"}}}')
-    assert tools_cli.main(["refresh", "mcp"]) == 1
+    assert tools_cli.main(["refresh", "mcp", "--trust"]) == 1
     err = capsys.readouterr().err
     assert str(tmp_path / "mcp_servers.json") in err and "server 'x'" in err
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from synapse_lsp import trust
 from synapse_lsp.cli import tools as tools_cli
 from synapse_lsp.cmdline import quote
 from synapse_lsp.config import Settings
@@ -91,6 +92,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     work.mkdir()
     config = {"mcpServers": {"demo": {"command": sys.executable, "args": [str(SERVER)]}}}
     (work / "mcp_servers.json").write_text(json.dumps(config))
+    trust.remember(home, work, True)  # the user trusts the folder: its server starts
     return {"home": home, "work": work}
 
 

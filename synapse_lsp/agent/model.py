@@ -272,7 +272,7 @@ class ModelClient:
     @property
     def endpoint(self) -> str:
         """The API's URL and where it came from, as errors name it."""
-        url = (self.base_url or DEFAULT_BASE_URL).rstrip("/")
+        url = _without_secrets((self.base_url or DEFAULT_BASE_URL).rstrip("/"))
         return f"{url} (from {self.base_url_source})" if self.base_url_source else url
 
     @classmethod
@@ -565,6 +565,21 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         except ValueError:
             continue
     return None
+
+
+def _without_secrets(url: str) -> str:
+    """The URL as errors may show it: no user or password (`https://u:token@proxy`),
+    no query (`?key=`) or fragment."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(a URL that cannot be parsed)"
+    netloc = ("…@" if "@" in parts.netloc else "") + host + port
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _cannot_succeed(exc: BaseException) -> str | None:

@@ -15,9 +15,10 @@ While they wait for MCP servers, all three say on stderr what they wait for once
 takes `PROGRESS_AFTER` seconds ("installing/starting github (npx), 12 s"): on a
 terminal one line rewritten each second and erased when done, else one line every
 `PROGRESS_EVERY` seconds (a log shows the wait without a line per second).
-The folder's `mcp_servers.json` is read whether or not the folder is trusted (this is
-a command run on purpose); when `synapse chat`, `synapse exec` and editors do not load
-it (`synapse_lsp.trust`), a note says so and how to trust the folder.
+The MCP config files are those every other face starts: a folder's own
+`mcp_servers.json` only when the folder is trusted (or `--trust` is given for the run),
+and no file changed since the user confirmed it (`synapse_lsp.trust`); a note names
+the folder's servers that were not started and says how to trust the folder.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from synapse_lsp import __version__
+from synapse_lsp import __version__, trust
 from synapse_lsp.config import Settings
 
 if TYPE_CHECKING:
@@ -85,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="what to refresh (default: all)",
     )  # fmt: skip
     for p in (listing, search, refresh):
+        p.add_argument(
+            "--trust", action="store_true",
+            help="also start this folder's own mcp_servers.json when the folder is not "
+            "trusted (for this run only; `synapse trust` remembers it)",
+        )  # fmt: skip
         p.add_argument(
             "--connect-timeout",
             type=float,
@@ -155,24 +161,22 @@ async def _wait_for_mcp(registry: ExtensionRegistry, timeout: float, status: _St
     await wait
 
 
-def _not_loaded_elsewhere(settings: Settings, cwd: Path) -> str | None:
-    """Why `synapse chat`, `synapse exec` and editors do not load this folder's
-    `mcp_servers.json`, which `synapse tools` reads (None: they do, or there is none)."""
-    from synapse_lsp import trust
+def _not_loaded(settings: Settings, cwd: Path, forced: bool) -> str | None:
+    """Why this folder's `mcp_servers.json` was not started (None: it was, or there is
+    none): not trusted, or changed since the user confirmed it."""
     from synapse_lsp.extensions.mcp_client import CONFIG_NAME
 
     own = cwd / CONFIG_NAME
-    if not own.is_file():
+    if forced or not own.is_file():
         return None
     home = settings.synapse_home
     if not trust.decide(home, cwd):
-        reason = trust.NOT_TRUSTED_HINT
+        reason = f"{trust.NOT_TRUSTED_HINT} (or pass --trust for this run)"
     elif own in trust.unconfirmed(home, cwd):
         reason = trust.CHANGED_HINT
     else:
         return None
-    by = " by `synapse chat`, `synapse exec` or editors (only listed here)"
-    return f"Note: {trust.withheld_servers_note(cwd, reason, by)}"
+    return f"Note: {trust.withheld_servers_note(cwd, reason, '')}"
 
 
 def _skills_unreadable(settings: Settings) -> bool:
@@ -204,6 +208,7 @@ async def run(args: argparse.Namespace, settings: Settings, cwd: Path) -> int:
 async def _run(
     args: argparse.Namespace, settings: Settings, cwd: Path, said: set[str], status: _StatusLine
 ) -> int:
+    from synapse_lsp.extensions.mcp_client import config_paths
     from synapse_lsp.extensions.registry import ExtensionRegistry
     from synapse_lsp.extensions.search import (
         how_to_add,
@@ -213,12 +218,21 @@ async def _run(
     )
 
     need_mcp = args.action != "refresh" or args.kind in ("mcp", "all")
+    # The same files every other face starts: an untrusted folder's own servers are
+    # programs the folder names, not started here either (listed as not loaded).
+    trusted = args.trust or trust.decide(settings.synapse_home, cwd).trusted
+    home = settings.synapse_home
+    held = {home / n for n in trust.home_unconfirmed(home) if n == trust.HOME_MCP}
+    if trusted and not args.trust:
+        held |= set(trust.unconfirmed(home, cwd))
+    files = [p for p in config_paths(settings, cwd, trusted=trusted) if p not in held]
     registry = ExtensionRegistry(
         settings,
         cwd,
         watch=False,
         serve_socket=False,
         only_servers=None if need_mcp else set(),
+        config_files=files,
     )
     await registry.start()
     not_ready: list[str] = []
@@ -272,7 +286,7 @@ async def _run(
             print(f"Wrappers: {settings.bin_dir}")
         for note in registry.notes() if args.action != "refresh" else []:
             print(note, file=sys.stderr)
-        elsewhere = _not_loaded_elsewhere(settings, cwd) if need_mcp else None
+        elsewhere = _not_loaded(settings, cwd, args.trust) if need_mcp else None
         if elsewhere is not None and kind != "skill":
             print(elsewhere, file=sys.stderr)
         for problem in registry.problems:

@@ -48,7 +48,12 @@ def main(argv: list[str]) -> int:
         return 0
     if args.home:
         changed = trust.home_unconfirmed(home)
-        trust.record_home(home)
+        if not trust.record_home(home):
+            print(
+                f"synapse trust: cannot write {trust.store_path(home)}: nothing was confirmed",
+                file=sys.stderr,
+            )
+            return 1
         for name in changed:
             print(f"{home / name}: confirmed as it is now")
         if not changed:

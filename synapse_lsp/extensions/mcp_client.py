@@ -678,6 +678,9 @@ class McpManager:
     on_change: Callable[[McpServer], None] | None = None
     config_files: list[Path] | None = None
     only: set[str] | None = None  # connect just these servers (a wrapper's one-shot call)
+    # Config files changed since the user confirmed them (asked at each reload: a file
+    # written mid-session is not started either); `core.Workspace` says which.
+    withheld: Callable[[], list[Path]] | None = None
     servers: dict[str, McpServer] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -691,7 +694,16 @@ class McpManager:
 
     async def reload(self) -> None:
         """Re-read config: start new or changed servers, stop removed ones, keep the rest."""
-        configs, self.problems = load_config(self.paths(), self.settings)
+        paths = self.paths()
+        held = set(self.withheld()) if self.withheld is not None else set()
+        configs, self.problems = load_config([p for p in paths if p not in held], self.settings)
+        self.problems += [
+            f"{p}: changed since Synapse last loaded it; its servers are not started until "
+            "the user confirms the change (`synapse trust --home` for $SYNAPSE_HOME's, "
+            "`synapse trust` for a folder's)"
+            for p in paths
+            if p in held and p.exists()
+        ]
         if self.only is not None:
             configs = {k: v for k, v in configs.items() if k in self.only}
         for name in list(self.servers):

@@ -326,12 +326,13 @@ class SynapseServer(LanguageServer):
             self._log_handler.setLevel(LOG_LEVELS[self.settings.log_level])
         if problems and notify:
             refused = any(isinstance(p, Problem) and p.refuses for p in problems)
+            # A misspelt restrictive setting cannot stop an editor's server from starting:
+            # it is an error that says the restriction is not in force, not a warning.
+            tail = " — a restriction you set is NOT in force until you fix it" if refused else ""
             self.window_show_message(
                 types.ShowMessageParams(
-                    # a misspelt restrictive setting cannot stop an editor's server from
-                    # starting: it is shown as an error, not a passing warning
                     type=types.MessageType.Error if refused else types.MessageType.Warning,
-                    message="Synapse settings: " + "; ".join(problems),
+                    message="Synapse settings: " + "; ".join(problems) + tail,
                 )
             )
         for problem in problems:

@@ -207,3 +207,18 @@ def test_a_missing_bubblewrap_is_said_once_by_each_face(tmp_path: Path) -> None:
     both = repl.stdout + repl.stderr
     assert both.count("bubblewrap (bwrap) is not installed") == 1, both
     assert "Sandbox: workspace-write requested, NOT sandboxed" in repl.stdout
+
+
+async def test_an_api_error_never_shows_the_urls_credentials() -> None:
+    url = "http://someone:s3cret-token@127.0.0.1:9/v1?key=k3y-in-query"
+    client = ModelClient(
+        api_key="k", base_url=url, base_url_source="$ANTHROPIC_BASE_URL",
+        max_attempts=2, retry_base_delay=0.01, retry_max_delay=0.01,
+    )  # fmt: skip
+    with pytest.raises(ModelError) as caught:
+        async for _ in client.stream(system="s", messages=[{"role": "user", "content": "x"}]):
+            pass
+    await client.close()
+    message = caught.value.message
+    assert "http://…@127.0.0.1:9/v1 (from $ANTHROPIC_BASE_URL)" in message
+    assert "s3cret-token" not in message and "k3y-in-query" not in message

@@ -371,6 +371,7 @@ def test_home_settings_changed_natively_keep_the_confirmed_governing_keys(tmp_pa
     assert later().model == "m2"  # what does not govern applies
     [problem] = later.problems
     assert "deny, hooks, sandbox changed since Synapse last loaded it" in problem
+    assert "loosens or runs something: not applied" in problem
     assert "synapse trust --home" in problem and str(home / "settings.json") in problem
     # exec in the folder refuses `rm` still, and says why once
     denied = synapse(["exec", "rm -f nothing"], clean_env(home), folder)
@@ -443,3 +444,51 @@ def test_the_repl_asks_about_a_changed_home_and_yes_applies_it(tmp_path: Path) -
     assert LiveSettings({"SYNAPSE_HOME": str(home)})().network == "off"
     assert ask_home_changes(home, read=lambda q: "yes") is True
     assert LiveSettings({"SYNAPSE_HOME": str(home)})().network == "on"
+
+
+def test_a_home_settings_change_that_tightens_applies_at_once(tmp_path: Path) -> None:
+    """A user's own first settings.json, written by hand after Synapse first ran, holds
+    restrictions: they apply at once, unasked; only what loosens or runs waits."""
+    from synapse_lsp.config import LiveSettings
+
+    home = tmp_path / "home"
+    env = {"SYNAPSE_HOME": str(home)}
+    assert LiveSettings(env).problems == []  # the first run: an empty home recorded
+    (home / "settings.json").write_text(
+        json.dumps({"deny": ["git push*"], "sandbox": "read-only", "network": "off"})
+    )
+    tight = LiveSettings(env)
+    assert tight.problems == [] and tight().deny == ("git push*",)
+    assert tight().sandbox == "read-only"
+    hook = {"Stop": [{"hooks": [{"type": "command", "command": "echo hi"}]}]}
+    (home / "settings.json").write_text(json.dumps({
+        "deny": ["git push*", "curl*"], "sandbox": "workspace-write", "hooks": hook,
+        "allow": ["make"],
+    }))  # fmt: skip
+    mixed = LiveSettings(env)
+    assert mixed().deny == ("git push*", "curl*")  # the added deny applies
+    assert mixed().sandbox == "read-only"  # the looser mode waits
+    assert mixed().hooks == {} and mixed().allow == ()  # what runs or allows waits
+    [problem] = mixed.problems
+    assert "allow, hooks, sandbox changed since" in problem
+
+
+async def test_a_home_mcp_config_written_mid_session_is_not_started(tmp_path: Path) -> None:
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    home = folder / "dot-synapse"
+    workspace = Workspace(folder, Settings(synapse_home=home), watch=False)
+    try:
+        await workspace.start()
+        await workspace.registry_ready()
+        registry = workspace.registry
+        assert registry is not None and registry.mcp.servers == {}
+        ran = tmp_path / "server-ran"
+        config = {"mcpServers": {"x": {"command": "sh", "args": ["-c", f"touch '{ran}'"]}}}
+        _native_write(home, folder, "mcp/mcp_servers.json", config)
+        await registry.refresh("mcp")  # what the watcher does when the file changes
+        await asyncio.sleep(0.5)
+        assert registry.mcp.servers == {} and not ran.exists()
+        assert any("synapse trust --home" in p for p in registry.mcp.problems)
+    finally:
+        await workspace.close()

@@ -262,7 +262,7 @@ function M.missing_server(cmd)
     return nil
   end
   return "cannot start the Synapse server: "
-    .. (exe and ("`" .. tostring(exe) .. "` is not an executable on PATH") or "no `cmd` given")
+    .. (exe and ("`" .. tostring(exe) .. (tostring(exe):find("/", 1, true) and "` is not an executable file" or "` is not an executable on PATH")) or "no `cmd` given")
     .. '; set cmd = { "/path/to/synapse-repo/.venv/bin/synapse", "lsp" } in'
     .. " require('synapse').setup({...}) (`./dev setup` makes that file), or put `synapse` on PATH"
 end
