@@ -1,9 +1,12 @@
-"""Small, quote-aware scanning of one Bash command line, for routing decisions.
+"""Reading one Bash command line, for routing decisions.
 
-The router only needs a few facts about a line: its first word, whether it is a
-single simple command, where the first top-level shell operator is, and a
-heredoc body. A full parse is not needed for that, and must not change the text
-that the native shell will receive.
+The structure of a line — its top-level operators, its simple commands, its
+redirections and substitutions — comes from the one parse of the line
+(`bashparse.parse`, tree-sitter-bash; the functions here are thin adapters over it).
+What stays here is lexical: a simple command's words with bash's quoting
+(`split_argv`, `first_word`), quoting text for the shell (`quote`), showing it to a
+person (`visible`), and a built-in's heredoc. Nothing here changes the text that
+the native shell will receive.
 """
 
 from __future__ import annotations
@@ -12,16 +15,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-# Operators that end a simple command at top level.
-_OPERATORS = ("&&", "||", "|&", ";;", "|", ";", "&", "\n")
+from synapse_lsp import bashparse
+from synapse_lsp.bashparse import ansi_c as _ansi_c
+
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2[ \t]*\n", re.DOTALL)
-# The characters `top_level_operators` stops at; inside double quotes, `\\` and `"`.
-_SPECIAL = re.compile(r"[\\'\"`(){}&|;\n]")
-_DQ_SPECIAL = re.compile(r'[\\"]')
 _DQ_ESCAPE = re.compile(r"\\([$`\"\\\n])")
-# Quoted strings and escapes, removed before looking for unquoted `<`/`>`.
-_QUOTED_OR_ESCAPED = re.compile(r"'[^']*'?|\"(?:[^\"\\]|\\.)*\"?|\\.", re.DOTALL)
 _WORD_PIECES = r"""
     (?P<ws>[ \t\n]+)
   | (?P<ansi>\$'(?:[^'\\]|\\.)*'?)
@@ -34,11 +33,7 @@ _WORD_PUNCT = re.compile(
     _WORD_PIECES + r"""| (?P<punct>[;&|<>()]) | (?P<plain>[^ \t\n'"\\$;&|<>()]+|\$)""",
     re.VERBOSE | re.DOTALL,
 )
-_SUBST_SPECIAL = re.compile(r"[\\'\"`]|[$<>]\(")
 _PUNCT_RUN = re.compile(r"[;&|<>()]+")
-_ANSI_ESCAPE = re.compile(
-    r"\\(?:[0-7]{1,3}|x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|c.|.)", re.DOTALL
-)
 # Characters no POSIX shell treats specially inside a word (ASCII only; no `~`, `*`, `$`…).
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 
@@ -71,15 +66,17 @@ def first_word(line: str) -> str:
 
 
 def split_top_level(line: str) -> Split:
-    """Cut `line` at the first operator outside quotes, escapes, `$(…)`, backticks and braces."""
+    """Cut `line` at its first top-level operator (`bashparse`: outside quotes,
+    comments, heredoc bodies, groups, compound commands and substitutions)."""
     for index, op in top_level_operators(line):
         return Split(line[:index], op, line[index + len(op) :])
     return Split(line, None, "")
 
 
 def split_all(line: str) -> list[tuple[str, str | None]]:
-    """Every simple command of `line` with the operator after it (None for the last),
-    in one linear pass: `a && b | c` -> [("a ", "&&"), (" b ", "|"), (" c", None)]."""
+    """Every top-level item of `line` with the operator after it (None for the last):
+    `a && b | c` -> [("a ", "&&"), (" b ", "|"), (" c", None)]. The pieces tile the
+    line exactly."""
     out: list[tuple[str, str | None]] = []
     start = 0
     for index, op in top_level_operators(line):
@@ -90,125 +87,24 @@ def split_all(line: str) -> list[tuple[str, str | None]]:
 
 
 def top_level_operators(line: str) -> Iterator[tuple[int, str]]:
-    """(index, operator) of each operator of `line` at top level: outside quotes,
-    escapes, backticks and `( … )`/`{ … }` nesting (which covers `$(…)` and `${…}`).
-    `>&`, `<&` and `&>` are redirections, not the `&` operator. Linear: the scan
-    jumps from one special character to the next."""
-    i, n, depth = 0, len(line), 0
-    while True:
-        match = _SPECIAL.search(line, i)
-        if match is None:
-            return
-        i = match.start()
-        ch = line[i]
-        if ch == "\\":
-            i += 2
-        elif ch == "'":
-            end = line.find("'", i + 1)
-            i = n if end < 0 else end + 1
-        elif ch == '"':
-            i = _double_quote_end(line, i + 1)
-        elif ch == "`":
-            end = line.find("`", i + 1)
-            i = n if end < 0 else end + 1
-        elif ch in "({":
-            depth += 1
-            i += 1
-        elif ch in ")}":
-            depth = max(0, depth - 1)
-            i += 1
-        elif depth > 0 or (
-            ch == "&" and ((i > 0 and line[i - 1] in "<>") or line.startswith("&>", i))
-        ):
-            i += 1
-        else:
-            op = next(o for o in _OPERATORS if line.startswith(o, i))
-            yield i, op
-            i += len(op)
-
-
-def _double_quote_end(line: str, i: int) -> int:
-    """The index just past the `"` closing a double-quoted string that starts at `i`."""
-    while True:
-        match = _DQ_SPECIAL.search(line, i)
-        if match is None:
-            return len(line)
-        if match.group() == "\\":
-            i = match.start() + 2
-        else:
-            return match.start() + 1
-
-
-def group_end(text: str, start: int) -> int:
-    """The index of the `)`/`}` that closes the `(`/`{` at `start` (quotes and escapes
-    skipped, nesting counted), or len(text) when it is never closed."""
-    i, n, depth = start, len(text), 0
-    while True:
-        match = _SPECIAL.search(text, i)
-        if match is None:
-            return n
-        i = match.start()
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-        elif ch == "'":
-            end = text.find("'", i + 1)
-            i = n if end < 0 else end + 1
-        elif ch == '"':
-            i = _double_quote_end(text, i + 1)
-        elif ch == "`":
-            end = text.find("`", i + 1)
-            i = n if end < 0 else end + 1
-        else:
-            if ch in "({":
-                depth += 1
-            elif ch in ")}":
-                depth -= 1
-                if depth == 0:
-                    return i
-            i += 1
+    """(index, operator) of each top-level operator of `line`: `&&`, `||`, `|`, `|&`,
+    `;`, `&`, and "\\n" between two statements (`bashparse.Parsed.operators`)."""
+    return iter(bashparse.parse(line).operators)
 
 
 def substitutions(text: str) -> list[str]:
-    """The scripts of the command substitutions in `text`: `$(…)`, backticks and
-    process substitutions `<(…)`/`>(…)`, also inside double quotes (where they still
-    run), not inside single quotes. Not recursive: a caller scans each result again."""
-    out: list[str] = []
-    i, n, in_double = 0, len(text), False
-    while True:
-        match = _SUBST_SPECIAL.search(text, i)
-        if match is None:
-            return out
-        i = match.start()
-        token = match.group()
-        if token == "\\":
-            i += 2
-        elif token == "'":
-            if in_double:
-                i += 1
-            else:
-                end = text.find("'", i + 1)
-                i = n if end < 0 else end + 1
-        elif token == '"':
-            in_double = not in_double
-            i += 1
-        elif token == "`":
-            end = text.find("`", i + 1)
-            out.append(text[i + 1 : n if end < 0 else end])
-            i = n if end < 0 else end + 1
-        elif in_double and token != "$(":
-            i += 2
-        else:
-            end = group_end(text, i + 1)
-            out.append(text[i + 2 : end])
-            i = end + 1
+    """The scripts of the outermost command substitutions in `text`: `$(…)`, backticks
+    and process substitutions `<(…)`/`>(…)`, also inside double quotes (where they
+    still run), not inside single quotes or quoted heredocs."""
+    return [s.script for s in bashparse.parse(text).substitutions]
 
 
 def has_redirection(head: str) -> bool:
-    """True if a simple command has an unquoted `<` or `>` (outside quotes)."""
-    return any(ch in head for ch in "<>") and bool(
-        re.search(r"[<>]", _QUOTED_OR_ESCAPED.sub("", head))
-    )
+    """True if a top-level command of `head` has a redirection (`<`, `>`, `2>&1`, a
+    heredoc…) or a process substitution; quoted `<`/`>` are text."""
+    if "<" not in head and ">" not in head:
+        return False
+    return bashparse.parse(head).redirects_at_top
 
 
 def extract_heredoc(line: str) -> tuple[str, str] | None:
@@ -309,30 +205,6 @@ def _words(
     return words
 
 
-def first_word_marked(text: str) -> tuple[str, bool]:
-    """The first shell word of `text` (ending at a blank or an operator) and whether bash
-    would expand something in it (`split_argv_marked`); ("", False) when none."""
-    marks: list[bool] = []
-    try:
-        words = _words(text.lstrip(), stop_at_punct=True, limit=1, marks=marks)
-    except ValueError:
-        return "", False
-    return (words[0], marks[0]) if words else ("", False)
-
-
-def mask_quotes(text: str) -> str:
-    """`text` with what is inside quotes (and escaped characters) replaced by `_`, the
-    same length: a scan for operators or redirections then sees only bash's own
-    (`echo 'a > /etc/x'` has no redirection). Unbalanced quotes mask to the end."""
-    out = list(text)
-    for match in _WORD.finditer(text):
-        if match.lastgroup in ("sq", "dq", "ansi", "esc"):
-            for index in range(match.start(), match.end()):
-                if out[index] != "\n":
-                    out[index] = "_"
-    return "".join(out)
-
-
 def _closed(piece: str, body_start: int, quote_char: str) -> bool:
     """Whether a matched quoted piece really ends with its closing quote (not an escaped one)."""
     if len(piece) <= body_start or not piece.endswith(quote_char):
@@ -344,45 +216,6 @@ def _closed(piece: str, body_start: int, quote_char: str) -> bool:
 def _dq_unescape(match: re.Match[str]) -> str:
     char = match.group(1)
     return "" if char == "\n" else char
-
-
-_ANSI_SIMPLE = {
-    "n": "\n",
-    "t": "\t",
-    "r": "\r",
-    "a": "\a",
-    "b": "\b",
-    "f": "\f",
-    "v": "\v",
-    "e": "\x1b",
-    "E": "\x1b",
-    "\\": "\\",
-    "'": "'",
-    '"': '"',
-    "?": "?",
-}
-
-
-def _ansi_c(body: str) -> str:
-    """The text of bash's `$'…'` quoting."""
-
-    def replace(match: re.Match[str]) -> str:
-        esc = match.group()[1:]
-        head = esc[0]
-        if head in _ANSI_SIMPLE:
-            return _ANSI_SIMPLE[head]
-        if head in "01234567":
-            return chr(int(esc, 8) & 0xFF)
-        if head in "xuU" and len(esc) > 1:
-            try:
-                return chr(int(esc[1:], 16))
-            except ValueError:
-                return match.group()
-        if head == "c" and len(esc) == 2:
-            return chr(ord(esc[1].upper()) ^ 0x40)
-        return match.group()
-
-    return _ANSI_ESCAPE.sub(replace, body)
 
 
 def base_command(line: str) -> str:
@@ -416,37 +249,14 @@ def quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
-# Reserved words that may lead a simple command: `if rm x; then …` runs `rm x`.
-_RESERVED = frozenset({"if", "then", "else", "elif", "while", "until", "do", "!", "time"})
-
-
 def simple_commands(line: str) -> list[str]:
-    """Every simple command `line` runs: its top-level segments, the insides of
-    `( … )` and `{ …; }` groups and of command and process substitutions, and
-    a group's own redirections (`( … ) > f` yields `> f`). Leading reserved words are
-    dropped (`then rm x` -> `rm x`). Linear in the line's length. The one walk the
-    permission gate, the explore sub-agent's rule and the summaries' write check use."""
-    out: list[str] = []
-    pending = [line]
-    while pending:
-        for raw, _ in split_all(pending.pop()):
-            part = raw.strip()
-            words = part.split(maxsplit=1)
-            while words and words[0] in _RESERVED:
-                part = words[1] if len(words) > 1 else ""
-                words = part.split(maxsplit=1)
-            if not part:
-                continue
-            pending.extend(substitutions(part))
-            if part[0] in "({" and part not in ("(", "{"):
-                end = group_end(part, 0)
-                pending.append(part[1:end])
-                after = part[end + 1 :].strip()
-                if after:
-                    out.append(after)
-                continue
-            out.append(part)
-    return out
+    """The text of every simple command `line` runs (`bashparse.Parsed.commands`): its
+    top-level commands, those in `( … )`/`{ …; }` groups, compound commands and
+    command and process substitutions, and a group's own redirections (`( … ) > f`
+    yields `> f`); reserved words are not commands (`if rm x; then …` runs `rm x`).
+    The one walk the permission gate, the explore sub-agent's rule and the summaries
+    use."""
+    return [command.text for command in bashparse.parse(line).commands]
 
 
 def shell_c_script(words: list[str]) -> str | None:

@@ -388,6 +388,15 @@ class Workspace:
         registry = await self.registry_ready()
         if registry is None:
             return {"tools": 0, "errors": [self.registry_error or "extensions unavailable"]}
+        if what in ("mcp", "all"):
+            # The user's own "refresh tools" (an editor command, never the agent's):
+            # the MCP configs as they are now are what the user asked to start.
+            home = self.settings.synapse_home
+            trust.record_home(home, (trust.HOME_MCP,))
+            if self.trusted:
+                trust.record_loaded(home, self.root, only=trust.FOLDER_CONFIGS)
+            self.unconfirmed = self._unconfirmed()
+            registry.mcp.config_files = self.mcp_config_files()
         await registry.refresh(what)  # type: ignore[arg-type]
         with contextlib.suppress(Exception):
             await registry.wait_for_mcp(30.0)

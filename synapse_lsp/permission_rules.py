@@ -25,8 +25,8 @@ denied (`Rules.decide_line`). The two sides are deliberately not symmetric:
 - an allow matches the command exactly as written: not after leading `VAR=value`
   assignments (`GIT_SSH_COMMAND=… git fetch`, `LD_PRELOAD=… ls` change what runs),
   not through wrappers (`sudo`, `env`, `xargs`, `bash -c` …), and never a command
-  that redirects output into a file (`> f`, `>> f`, `&> f`; `2>&1` and `/dev/null`
-  are fine), nor one whose words cannot be read (an unclosed quote);
+  that redirects output into a file as `bashparse` reads it (`> f`, `>| f`, `&> f`;
+  `2>&1` and `/dev/null` are fine), nor one whose words cannot be read (an unclosed quote);
 - a deny also matches after leading assignments, through the wrappers `sudo`, `doas`,
   `env`, `nohup`, `time`, `command`, `builtin`, `exec`, `nice`, `ionice`, `timeout`,
   `stdbuf`, `setsid`, `xargs` (and their options), `find -exec`, inside
@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from synapse_lsp import cmdline, trust
+from synapse_lsp import bashparse, cmdline, trust
 from synapse_lsp.trust import folder_key
 
 # "outside": allowed, and run outside the sandbox (the answer "Always run … outside the
@@ -77,9 +77,6 @@ log = logging.getLogger(__name__)
 # ----------------------------------------------------------------- words
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-# Output redirections into a file (quoted text removed first); `2>&1` has no target.
-_QUOTED = re.compile(r"'[^']*'?|\"(?:[^\"\\]|\\.)*\"?|\\.", re.DOTALL)
-_WRITE_REDIRECT = re.compile(r"(?:^|[^<>&0-9])\d*(?:>>?|&>>?|>\|)\s*([^\s;&|<>()]+)")
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _SUBCOMMAND = re.compile(r"[A-Za-z0-9][A-Za-z0-9_:-]*")
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -195,11 +192,14 @@ def _strip_assignments(words: list[str]) -> list[str]:
 
 
 def writes_to_file(simple_command: str) -> bool:
-    """Whether the command redirects output into a file (not `2>&1`, not /dev/null)."""
+    """Whether the command redirects output into a file (not `2>&1`, not /dev/null), as
+    the parse reads it (a quoted `>` is text); one the parser cannot read counts."""
     if ">" not in simple_command:
         return False
-    bare = _QUOTED.sub(" ", simple_command)
-    return any(m.group(1) not in _HARMLESS_TARGETS for m in _WRITE_REDIRECT.finditer(bare))
+    parsed = bashparse.parse(simple_command)
+    return parsed.problem is not None or any(
+        r.writes_beyond(_HARMLESS_TARGETS) for c in parsed.commands for r in c.redirects
+    )
 
 
 def _unwrap(words: list[str]) -> list[str] | None:
@@ -415,7 +415,7 @@ class Rules:
         for rule in self.denies:
             if any(rule.matches(view, by_name=True) for view in views):
                 return rule
-        if writes_to_file(simple_command):
+        if not self.allows or writes_to_file(simple_command):
             return None
         words = _argv(simple_command)
         if not words or _ASSIGNMENT.match(words[0]):
@@ -494,6 +494,7 @@ class Store:
     path: Path
     folders: dict[str, FolderRules] = field(default_factory=dict)
     problem: str | None = None
+    fingerprint: str | None = None  # of the text read (`trust.digest`); None: no file
 
     @property
     def problems(self) -> list[str]:
@@ -549,6 +550,7 @@ def read_store(home: Path) -> Store:
         return Store(path)
     except (OSError, UnicodeDecodeError) as exc:
         return Store(path, problem=f"{path} cannot be read ({exc}); {_FIX}")
+    fingerprint = trust.digest(text)
     try:
         raw: Any = json.loads(text)
     except ValueError as exc:
@@ -572,7 +574,7 @@ def read_store(home: Path) -> Store:
         if found.problem:
             found = FolderRules(problem=f"{path}: {found.problem}; {_FIX}")
         parsed[key] = found
-    return Store(path, parsed)
+    return Store(path, parsed, fingerprint=fingerprint)
 
 
 def read_folder_file(root: Path) -> tuple[list[str], list[str]]:
@@ -611,7 +613,9 @@ def load(home: Path, root: Path) -> Rules:
     key = folder_key(root)
     entry = store.folders.get(key, FolderRules())
     problems: list[str] = []
-    if (entry.allow or entry.outside) and _unconfirmed(home):
+    if (entry.allow or entry.outside) and trust.changed_since_confirmed(
+        home, trust.HOME_PERMISSIONS, store.fingerprint
+    ):
         # Written since Synapse last loaded or wrote it (trust.home_unconfirmed): its
         # denies apply, what it allows does not until the user confirms the change.
         problems.append(

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from synapse_lsp import cmdline
+from synapse_lsp import bashparse, cmdline
 from synapse_lsp.cmdline import simple_commands
 from synapse_lsp.commands import Layer, OutsideEnv, Step
 from synapse_lsp.config import POLICIES, SANDBOX_MODES, Settings, SettingsSource, as_source
@@ -71,22 +71,17 @@ _WRITERS = frozenset(
 )
 # Writers that only read all but their last path (`cp a b dest/`; `ln -s target name`).
 _COPIERS = frozenset({"cp", "ln", "install", "rsync"})
-_REDIRECT = re.compile(r"(?:^|[^<>&0-9])\d*(?:>>?|&>>?|>\|)\s*([^\s;&|<>()]+)")
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 # Words before the command that runs: `sudo env nohup rm x` writes what `rm x` writes.
 _PREFIXES = frozenset({"sudo", "env", "nohup", "time", "exec", "command", "nice", "xargs"})
+# Brace expansion left in a word bash expands (`{/etc/x,y}`): where it lands is unknown.
+_BRACES = re.compile(r"\{[^{}]*(?:,|\.\.)[^{}]*\}")
 
 
-def segments(line: str) -> list[str]:
-    """The simple commands of a line, cut at top-level `&& || ; | &` and newlines."""
-    return [part.strip() for part, _ in cmdline.split_all(line) if part.strip()]
-
-
-def _is_plain(segment: str) -> bool:
-    """No substitutions, subshells or redirections: what an allow glob may vouch for."""
-    if any(tok in segment for tok in ("$(", "`", "<(", ">(")):
-        return False
-    return not cmdline.has_redirection(segment)
+def unreadable(steps: Sequence[Step]) -> str | None:
+    """Why the parser does not vouch for a native step (`bashparse`): the gate asks."""
+    problems = (bashparse.parse(s.text).problem for s in steps if s.layer is Layer.NATIVE)
+    return next((p for p in problems if p is not None), None)
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -118,35 +113,27 @@ def _writes(
     outside: list[str] = []
     here = cwd  # None: the line moved somewhere we cannot know
 
-    # Words whose text is what bash uses (quoted: `'$(x).txt'` is a file name).
-    literal: set[str] = set()
-
-    def words_of(text: str) -> list[str]:
-        marked = cmdline.split_argv_marked(text)
-        literal.update(word for word, expands in marked if not expands)
-        return [word for word, _ in marked]
-
-    def resolve(arg: str) -> Path | None:
-        if arg in literal:
-            path = Path(arg)
+    def resolve(value: str, literal: bool) -> Path | None:
+        if literal:  # bash uses the text as it is (`'$(x).txt'` is a file name)
+            path = Path(value)
         else:
-            expanded = os.path.expandvars(arg)
-            if "$" in expanded or "`" in expanded:
+            expanded = os.path.expandvars(value)
+            if "$" in expanded or "`" in expanded or _BRACES.search(expanded):
                 return None
             path = Path(expanded).expanduser()
         if path.is_absolute():
             return path
         return None if here is None else here / path
 
-    seen: set[tuple[Path | None, str]] = set()  # a long line repeats itself
+    seen: set[tuple[Path | None, str, bool]] = set()  # a long line repeats itself
 
-    def check(arg: str) -> None:
-        if not arg or arg in _HARMLESS_TARGETS or (here, arg) in seen:
+    def check(value: str, literal: bool) -> None:
+        if not value or value in _HARMLESS_TARGETS or (here, value, literal) in seen:
             return
-        seen.add((here, arg))
-        path = resolve(arg)
+        seen.add((here, value, literal))
+        path = resolve(value, literal)
         if path is None:
-            outside.append(arg)
+            outside.append(value)
             return
         host = view.host(path)
         tmp = view.private_tmp
@@ -156,66 +143,63 @@ def _writes(
     if layer is Layer.AGENT:
         heredoc = cmdline.extract_heredoc(line)
         try:
-            argv = words_of(heredoc[0] if heredoc is not None else line)
+            marked = cmdline.split_argv_marked(heredoc[0] if heredoc is not None else line)
         except ValueError:
             return []
-        if argv and argv[0] in ("write", "edit"):
-            positional = [a for a in argv[1:] if not a.startswith("--")]
+        if marked and marked[0][0] in ("write", "edit"):
+            positional = [(w, e) for w, e in marked[1:] if not w.startswith("--")]
             if positional:
-                check(positional[0])
+                check(positional[0][0], not positional[0][1])
         return outside
     if layer is not Layer.NATIVE:
         return outside
-    for segment in simple_commands(line):
-        # Redirections bash sees: none inside quotes (`echo 'a > /etc/x'` writes nothing).
-        for match in _REDIRECT.finditer(cmdline.mask_quotes(segment)):
-            target, expands = cmdline.first_word_marked(segment[match.start(1) :])
-            if target and not expands:
-                literal.add(target)
-            check(target)
-        try:
-            words = words_of(segment)
-        except ValueError:
+    # The parse (`bashparse`): every command bash runs, its words and real redirections
+    # (none in quotes, heredoc bodies or comments); a line it does not vouch for is asked.
+    for command in bashparse.parse(line).commands:
+        for redirect in command.redirects:
+            if redirect.writes and redirect.target is not None:
+                check(redirect.target.value, redirect.target.literal)
+        marked = [(w.value, w.literal) for w in command.words]
+        while marked and (re.match(r"^[A-Za-z_]\w*=", marked[0][0]) or marked[0][0] in _PREFIXES):
+            marked = marked[1:]
+        if not marked:
             continue
-        while words and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]) or words[0] in _PREFIXES):
-            words = words[1:]
-        if not words:
-            continue
+        words = [w for w, _ in marked]
         name = Path(words[0]).name
-        args = [w for w in words[1:] if not w.startswith("-") and not set(w) <= set("<>&|")]
+        args = [(w, lit) for w, lit in marked[1:] if not w.startswith("-")]
         if name in ("cd", "pushd"):
-            targets = [w for w in words[1:] if w == "-" or not w.startswith("-")]
-            target = targets[0] if targets else "~"
-            here = None if target == "-" else resolve(target)
+            targets = [(w, lit) for w, lit in marked[1:] if w == "-" or not w.startswith("-")]
+            target = targets[0] if targets else ("~", False)
+            here = None if target[0] == "-" else resolve(*target)
         elif name in ("bash", "sh", "zsh", "dash") and (script := cmdline.shell_c_script(words)):
             outside += _writes(script, layer, here, root, view)
         elif name == "eval" and len(words) > 1:
             outside += _writes(" ".join(words[1:]), layer, here, root, view)
         elif name == "sed" and any(w == "-i" or w.startswith("-i") for w in words[1:]):
             for arg in args[1:]:
-                check(arg)
+                check(*arg)
         elif name == "dd":
-            for w in words[1:]:
+            for w, lit in marked[1:]:
                 if w.startswith("of="):
-                    check(w[3:])
+                    check(w[3:], lit)
         elif name in _COPIERS and len(args) >= 2:
             # `cp SRC… DEST` writes DEST only (or the `-t DIR` folder); the sources are read
-            dest: str | None = next(
+            dest: tuple[str, bool] | None = next(
                 (
-                    w[len("--target-directory=") :]
-                    for w in words
+                    (w[len("--target-directory=") :], lit)
+                    for w, lit in marked
                     if w.startswith("--target-directory=")
                 ),
                 None,
             )
             if "-t" in words[1:-1]:
-                dest = words[words.index("-t") + 1]
-            check(dest if dest is not None else args[-1])
+                dest = marked[words.index("-t") + 1]
+            check(*(dest if dest is not None else args[-1]))
         elif name in _WRITERS:
             if name in ("chmod", "chown", "chgrp") and args:
                 args = args[1:]
             for arg in args:
-                check(arg)
+                check(*arg)
     return outside
 
 
@@ -271,6 +255,7 @@ class _Question:
     outside: bool  # allowing it means running the line outside the sandbox
     once_only: bool = False  # a hook asks: Allow once or Deny (it asks again next time)
     env: OutsideEnv | None = None  # outside: what the re-run gets of the session's exports
+    always: bool = True  # an "Always allow" answer may be offered
 
 
 class AskingGate:
@@ -325,6 +310,9 @@ class AskingGate:
         if policy == "ask-all-native":
             native = [s.text for s in steps if s.layer is Layer.NATIVE]
             return "native command: " + _shorten(native[0]) if native else None
+        problem = unreadable(steps)
+        if problem is not None:
+            return f"the line cannot be read reliably: {problem}"
         outside: list[str] = []
         for step in steps:
             outside += writes_outside(step.text, step.layer, cwd, self._root, self._view())
@@ -421,16 +409,20 @@ class AskingGate:
             why = f"{question}; {hook_reason}" if question else hook_reason
             return await self._ask_line(line, parts, cwd, _Question(why, False, True))
         # 4. The policy (`allow` globs, session and remembered allows and a hook's allow
-        # skip it; the sandbox mode's question stays).
+        # skip it; the sandbox mode's question stays; no glob or prefix vouches for a
+        # line the parser does not: its commands are a guess).
+        problem = unreadable(plan)
         allowed = (
             hooked == "allow"
             or line in self.remembered
             or line in self._outside_session
-            or remembered == "allow"
+            or (problem is None and remembered == "allow")
             or (
-                bool(settings.allow)
+                problem is None
+                and bool(settings.allow)
                 and all(
-                    _is_plain(p) and any(fnmatch.fnmatchcase(p, pat) for pat in settings.allow)
+                    bashparse.parse(p).plain
+                    and any(fnmatch.fnmatchcase(p, pat) for pat in settings.allow)
                     for p in parts
                 )
             )
@@ -455,7 +447,8 @@ class AskingGate:
         outside = sandboxed and reason.startswith("writes outside") and _has_native(plan)
         if outside:
             reason += "; allowing runs it outside the sandbox"
-        return await self._ask_line(line, parts, cwd, _Question(reason, outside))
+        asked = _Question(reason, outside, always=problem is None)  # no "Always" for a guess
+        return await self._ask_line(line, parts, cwd, asked)
 
     async def _ask_line(
         self, line: str, parts: Sequence[str], cwd: Path, question: _Question
@@ -537,7 +530,8 @@ class AskingGate:
         """Ask; None when allowed (and remember the answer), else the denial."""
         if self._ask is None:
             return f"denied: {question.reason}; {self._cannot_ask}"
-        prefixes = [] if question.once_only else self._prefixes(parts, outside=question.outside)
+        once = question.once_only or not question.always
+        prefixes = [] if once else self._prefixes(parts, outside=question.outside)
         always: str | None = None
         if question.outside:
             # One prefix at most: "always run X outside" must never carry a second

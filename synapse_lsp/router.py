@@ -270,7 +270,6 @@ class BashRouter:
             return self._finish(command, Layer.NATIVE, _too_long(line, limit), started)
         line = self._strip_bash_prefix(line)
         layer, target = self._resolve(line)
-        trailing_write = self._trailing_write(line) if layer is Layer.NATIVE else None
         if self.in_subagent and target is not None and target.name == "task":
             # The recursion guard comes before any permission rule (SPEC §4): a nested
             # task:* is refused as such, and nothing else on the line runs.
@@ -287,6 +286,7 @@ class BashRouter:
                     category=FailureCategory.PERMISSION_DENIED,
                 )
                 return self._finish(command, layer, out, started)
+        trailing_write = self._trailing_write(line) if layer is Layer.NATIVE else None  # cached
         if trailing_write is not None:
             native, write_line = trailing_write
             output = await self._native_into_write(native, write_line, on_output, emit)

@@ -329,13 +329,23 @@ def unconfirmed(home: Path, root: Path) -> list[Path]:
     return [root / name for name, digest in now.items() if stored.get(name) != digest]
 
 
-def record_loaded(home: Path, root: Path) -> None:
-    """The folder's `TRUSTED_FILES` as they are now are what Synapse loaded."""
+def record_loaded(home: Path, root: Path, only: tuple[str, ...] | None = None) -> None:
+    """The folder's `TRUSTED_FILES` (`only` these) as they are now are what Synapse
+    loaded."""
     folders = _read(home)
     key = folder_key(root)
     entry = folders.get(key)
     entry = dict(entry) if isinstance(entry, dict) else {}
     now = fingerprints(root)
+    if only is not None:
+        kept = entry.get("files")
+        files = dict(kept) if isinstance(kept, dict) else {}
+        for name in only:
+            if name in now:
+                files[name] = now[name]
+            else:
+                files.pop(name, None)
+        now = files
     if entry.get("files") == now:
         return
     entry["files"] = now

@@ -1,10 +1,11 @@
 """The read-only rule of `task:explore`: a conservative allow-list of native commands.
 
 Summaries are for people and never a security boundary, so this rule does not ask
-them. Every simple command of a line (`cmdline.simple_commands`: segments,
-groups, command and process substitutions) must be on the allow-list below, with
-arguments that cannot write or run other programs, and without a redirection to a
-file. Anything not listed is refused. Quote-aware and linear (`cmdline.split_argv`).
+them. Every simple command of a line (the one parse of the line, `bashparse`:
+segments, groups, compound commands, command and process substitutions) must be on
+the allow-list below, with arguments that cannot write or run other programs, and
+without a redirection to a file, a heredoc or an output process substitution. A line
+the parser does not vouch for is refused. Anything not listed is refused.
 
 It is best effort until a read-only sandbox exists: a listed reader given a crafted
 file name cannot write, but e.g. `cat` of a FIFO can block.
@@ -14,8 +15,7 @@ from __future__ import annotations
 
 import re
 
-from synapse_lsp import cmdline
-from synapse_lsp.cmdline import simple_commands
+from synapse_lsp import bashparse
 
 # Commands that only read or print, whatever their (non-listed-as-bad) options.
 READERS = frozenset(
@@ -66,28 +66,35 @@ _GIT_TAKES_VALUE = frozenset(
 _LISTING_TAKES_PATTERNS = {"branch", "tag"}  # `git branch --list 'feat*'`
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _SED_PRINT = re.compile(r"[0-9]*(,[0-9$]*)?p|/[^/]*/p|\$p")
-# Output redirections whose target writes no file.
-_REDIRECTION = re.compile(r"(?:&|\d*)(?:>>?\|?&?|<<?<?-?&?|<>)[ \t]*")
-_HARMLESS_TARGET = re.compile(r"&(?:\d+|-)|/dev/null")
-_QUOTED_OR_ESCAPED = re.compile(r"'[^']*'?|\"(?:[^\"\\]|\\.)*\"?|\\.", re.DOTALL)
+_HARMLESS_TARGETS = frozenset({"/dev/null"})
 
 
 def denial(line: str) -> str | None:
-    """None if every simple command of `line` only reads; else the first offending one."""
-    for command in simple_commands(line):
-        if not command_is_read_only(command):
-            return command
+    """None if every simple command of `line` only reads; else the first offending one
+    (the whole line when the parser does not vouch for it)."""
+    parsed = bashparse.parse(line)
+    if parsed.problem is not None:
+        return line.strip()
+    for command in parsed.commands:
+        if not _read_only(command):
+            return command.text
     return None
 
 
 def command_is_read_only(command: str) -> bool:
-    text = _without_redirections(command)
-    if text is None:
+    """Whether every simple command of `command` only reads."""
+    parsed = bashparse.parse(command)
+    return (
+        parsed.problem is None
+        and bool(parsed.commands)
+        and all(_read_only(c) for c in parsed.commands)
+    )
+
+
+def _read_only(command: bashparse.Command) -> bool:
+    if not _harmless_redirections(command):
         return False
-    try:
-        args = cmdline.split_argv(text)
-    except ValueError:
-        return False
+    args = command.argv
     if not args or _ASSIGNMENT.match(args[0]):
         return False  # `X=1 cmd`: refuse rather than reason about the environment
     name, rest = args[0], args[1:]
@@ -105,31 +112,19 @@ def command_is_read_only(command: str) -> bool:
     return not any(_has_option(a, bad) for a in rest)
 
 
-def _without_redirections(command: str) -> str | None:
-    """`command` with its harmless redirections blanked (`2>&1`, `>/dev/null`, `< in`),
-    or None if it has one that may write (to a file, `<>`, `>(…)`) or a heredoc."""
-    if "<" not in command and ">" not in command:
-        return command
-    bare = _QUOTED_OR_ESCAPED.sub(lambda m: "\0" * len(m.group()), command)
-    out = list(command)
-    for match in _REDIRECTION.finditer(bare):
-        op = match.group().strip(" \t")
-        if "<<" in op or "<>" in op:
-            return None
-        after = match.end()
-        if bare.startswith("(", after):
-            if ">" in op:
-                return None  # `>(cmd)`
-            continue  # `<(cmd)`: the inside is checked as a command of its own
-        target = re.match(r"[^ \t]*", command[after:])
-        word = target.group() if target else ""
-        if ">" in op and not (_HARMLESS_TARGET.fullmatch(word) or op.endswith("&")):
-            return None
-        if ">" in op and op.endswith("&") and not re.fullmatch(r"\d+|-", word):
-            return None  # `>& file` writes a file
-        for index in range(match.start(), after + len(word)):
-            out[index] = " "
-    return "".join(out)
+def _harmless_redirections(command: bashparse.Command) -> bool:
+    """Only redirections that write no file (`2>&1`, `>/dev/null`, `< in`), no heredoc
+    or here-string, and no output process substitution (`>(…)`; the inside of `<(…)`
+    is checked as a command of its own)."""
+    for redirect in command.redirects:
+        if redirect.op in ("<<", "<<-", "<<<"):
+            return False
+        target = redirect.target
+        if redirect.writes and not (
+            target is not None and target.literal and target.value in _HARMLESS_TARGETS
+        ):
+            return False
+    return not any(not w.literal and ">(" in w.value for w in command.words)
 
 
 def _has_option(word: str, bad: tuple[str, ...]) -> bool:

@@ -14,8 +14,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from tree_sitter import Tree
-
 from synapse_lsp import cmdline
 from synapse_lsp.summaries.codex import (
     Edit,
@@ -40,6 +38,7 @@ from synapse_lsp.summaries.codex import (
     single_unknown,
 )
 from synapse_lsp.summaries.shell_words import (
+    Parsed,
     extract_bash_script,
     parse_bash,
     parse_plain_shell_script,
@@ -83,7 +82,8 @@ def _parse(argv: list[str], codex_only: bool) -> list[ParsedCommand]:
             return codex
         extended = parse_codex(argv, upgrade_stage)
         return codex if has_unknown(extended) else extended
-    # One tree-sitter parse serves Codex's answer, the extended one and the fallback.
+    # One parse (shared with the gate and the plan) serves Codex's answer, the extended
+    # one and the fallback.
     tree = parse_bash(script)
     commands = word_only_commands(tree)
     codex = finish(argv, parse_script_commands(script, commands))
@@ -339,7 +339,7 @@ _HARMLESS_REDIRECT = re.compile(
 )
 
 
-def fallback_for_script(script: str, tree: Tree | None = None) -> list[ParsedCommand] | None:
+def fallback_for_script(script: str, tree: Parsed | None = None) -> list[ParsedCommand] | None:
     """A summary for a script Codex leaves `unknown` because it is not word-only:
 
     - one of our own commands fed by a heredoc (`write f <<'EOF' … EOF`) or with
@@ -391,18 +391,18 @@ def _looks_like_ours(word: str) -> bool:
     )
 
 
-def _strip_harmless_redirects(script: str, tree: Tree | None) -> str | None:
-    source = script.encode("utf-8")
-    if tree is None:
-        tree = parse_bash(script)
-    if tree.root_node.has_error:
+def _strip_harmless_redirects(script: str, parsed: Parsed | None) -> str | None:
+    if parsed is None:
+        parsed = parse_bash(script)
+    if parsed.tree is None or parsed.tree.root_node.has_error:
         return None
+    source = parsed.source
     cuts: list[tuple[int, int]] = []
-    stack = [tree.root_node]
+    stack = [parsed.tree.root_node]
     while stack:
         node = stack.pop()
         if node.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
-            text = (node.text or b"").decode("utf-8", "replace")
+            text = parsed.node_text(node)
             if node.type != "file_redirect" or not _HARMLESS_REDIRECT.match(text):
                 return None
             cuts.append((node.start_byte, node.end_byte))

@@ -9,11 +9,14 @@ match Codex byte for byte, so both rules are ported here.
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser, Tree
+from tree_sitter import Node
+
+from synapse_lsp import bashparse
+from synapse_lsp.bashparse import Parsed, bash_language, bash_parser
+
+__all__ = ["Parsed", "bash_language", "bash_parser"]
 
 # ------------------------------------------------------------------ Rust shlex
 
@@ -156,9 +159,6 @@ def shlex_join(words: Iterable[str]) -> str:
 
 # --------------------------------------------------------- tree-sitter-bash
 
-_LANGUAGE: Language | None = None
-_LOCAL = threading.local()
-
 _ALLOWED_NAMED = frozenset(
     {
         "program",
@@ -177,24 +177,11 @@ _ALLOWED_NAMED = frozenset(
 _ALLOWED_TOKENS = frozenset({"&&", "||", ";", "|", '"', "'"})
 
 
-def bash_language() -> Language:
-    global _LANGUAGE
-    if _LANGUAGE is None:
-        _LANGUAGE = Language(tree_sitter_bash.language())
-    return _LANGUAGE
-
-
-def bash_parser() -> Parser:
-    """One parser per thread (a tree-sitter Parser is not thread-safe), made once."""
-    parser: Parser | None = getattr(_LOCAL, "parser", None)
-    if parser is None:
-        parser = Parser(bash_language())
-        _LOCAL.parser = parser
-    return parser
-
-
-def parse_bash(script: str) -> Tree:
-    return bash_parser().parse(script.encode("utf-8"))
+def parse_bash(script: str) -> Parsed:
+    """The one parse of `script` (`bashparse.parse`: cached, shared with the permission
+    gate and the router's plan, bounded in time). Its `tree` is None when tree-sitter
+    did not finish; read node text with `Parsed.node_text`."""
+    return bashparse.parse(script)
 
 
 def parse_plain_shell_script(script: str) -> list[list[str]] | None:
@@ -205,9 +192,11 @@ def parse_plain_shell_script(script: str) -> list[list[str]] | None:
     return word_only_commands(parse_bash(script))
 
 
-def word_only_commands(tree: Tree) -> list[list[str]] | None:
-    """`parse_plain_shell_script` on an already parsed tree."""
-    root = tree.root_node
+def word_only_commands(parsed: Parsed) -> list[list[str]] | None:
+    """`parse_plain_shell_script` on an already parsed script."""
+    if parsed.tree is None:
+        return None
+    root = parsed.tree.root_node
     if root.has_error:
         return None
     commands: list[Node] = []
@@ -226,19 +215,14 @@ def word_only_commands(tree: Tree) -> list[list[str]] | None:
     commands.sort(key=lambda c: c.start_byte)
     out: list[list[str]] = []
     for command in commands:
-        words = _command_words(command)
+        words = _command_words(command, parsed.node_text)
         if words is None:
             return None
         out.append(words)
     return out
 
 
-def _text(node: Node) -> str:
-    raw = node.text
-    return raw.decode("utf-8", "replace") if raw is not None else ""
-
-
-def _command_words(command: Node) -> list[str] | None:
+def _command_words(command: Node, _text: Callable[[Node], str]) -> list[str] | None:
     words: list[str] = []
     for child in command.children:
         kind = child.type
@@ -257,7 +241,7 @@ def _command_words(command: Node) -> list[str] | None:
                 return None
             words.append(_text(child))
         elif kind == "string":
-            value = _double_quoted(child)
+            value = _double_quoted(child, _text)
             if value is None:
                 return None
             words.append(value)
@@ -271,7 +255,7 @@ def _command_words(command: Node) -> list[str] | None:
                         return None
                     parts.append(_text(part))
                 elif part.type == "string":
-                    value = _double_quoted(part)
+                    value = _double_quoted(part, _text)
                     if value is None:
                         return None
                     parts.append(value)
@@ -293,7 +277,7 @@ def _only_allowed(node: Node) -> bool:
     return all(c.type in _ALLOWED_NAMED for c in node.named_children)
 
 
-def _double_quoted(node: Node) -> str | None:
+def _double_quoted(node: Node, _text: Callable[[Node], str]) -> str | None:
     if any(part.type != "string_content" for part in node.named_children):
         return None
     text = _text(node)

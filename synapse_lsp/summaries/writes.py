@@ -6,8 +6,11 @@ to people must not hide a write, so `titles.summarize` asks `writes(line)`: any 
 command of the line (its segments, groups and substitutions) that redirects output to
 a file, edits in place (`sed -i`, `perl -i`), writes an output file (`sort -o`, `tee`,
 `dd of=`, `curl -o`, `--fix`/`--write`…) or is a file-changing command (`cp`, `mv`,
-`rm`, `mkdir`, `touch`, …, and our `write`/`edit` built-ins). Conservative: an
-unclear redirection counts as a write. Linear in the line's length.
+`rm`, `mkdir`, `touch`, …, and our `write`/`edit` built-ins). The commands, their
+words and their redirections are those of the one parse of the line (`bashparse`):
+a `>` in quotes, a heredoc body or a comment is text. Conservative: a line the parser
+does not vouch for counts as a write, and so does an output process substitution.
+Linear in the line's length.
 
 The authoritative read-only rule of `task:explore` is a separate allow-list
 (`agent/subagents.py`); this module only keeps titles honest.
@@ -17,8 +20,7 @@ from __future__ import annotations
 
 import re
 
-from synapse_lsp import cmdline
-from synapse_lsp.cmdline import simple_commands
+from synapse_lsp import bashparse, cmdline
 
 # Commands that change files whatever their arguments.
 FILE_CHANGERS = frozenset(
@@ -31,44 +33,45 @@ FILE_CHANGERS = frozenset(
 # Prefixes that run the rest of the words as a command.
 _RUNNERS = frozenset({"sudo", "doas", "env", "nice", "nohup", "command", "builtin", "exec", "time"})
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-# An output redirection: `>`, `>>`, `>|`, `&>`, `&>>`, `N>`, `<>`; its target follows.
-_REDIRECT = re.compile(r"(?:&|\d*)>>?\|?|<>")
-# Targets that write no file: fd duplication/closing and the bit bucket.
-_HARMLESS_TARGETS = re.compile(r"&(?:\d+|-)|/dev/(?:null|stdout|stderr|tty)")
-# Quoted strings and escapes (blanked before looking for unquoted `>`).
-_QUOTED_OR_ESCAPED = re.compile(r"'[^']*'?|\"(?:[^\"\\]|\\.)*\"?|\\.", re.DOTALL)
+# Targets that write no file: the bit bucket and the standard streams.
+_HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 
 
 def writes(line: str) -> bool:
     """True if any part of `line` may write a file (see the module docstring)."""
-    heredoc = cmdline.extract_heredoc(line)
-    if heredoc is not None:
-        line = heredoc[0]
-    return any(command_writes(part) for part in simple_commands(line))
+    parsed = bashparse.parse(line)
+    if parsed.problem is not None:
+        return True  # its commands are a guess: do not title it as a read
+    return any(_writes(command) for command in parsed.commands)
 
 
 def redirects_to_file(command: str) -> bool:
-    """An unquoted output redirection whose target is not `/dev/null` or an fd."""
-    if ">" not in command:
-        return False
-    bare = _QUOTED_OR_ESCAPED.sub(lambda m: "\0" * len(m.group()), command)
-    for match in _REDIRECT.finditer(bare):
-        if bare.startswith(">(", match.end() - 1) or bare.startswith("(", match.end()):
-            return True  # `>(cmd)`: output to a process, counted as a write to be safe
-        target = command[match.end() :].lstrip(" \t")
-        word = re.match(r"\S*", target)
-        target_word = word.group() if word else ""
-        if match.group() == "<>" or not _HARMLESS_TARGETS.fullmatch(target_word):
+    """An output redirection whose target is not `/dev/null` or an fd, or an output
+    process substitution (`>(…)`), in a simple command's text."""
+    parsed = bashparse.parse(command)
+    return parsed.problem is not None or any(_redirects(c) for c in parsed.commands)
+
+
+def _redirects(command: bashparse.Command) -> bool:
+    for redirect in command.redirects:
+        target = redirect.target
+        if redirect.writes and (
+            target is None or not target.literal or target.value not in _HARMLESS_TARGETS
+        ):
             return True
-    return False
+    # `>(cmd)`: output to a process, counted as a write to be safe
+    return any(not w.literal and ">(" in w.value for w in command.words)
 
 
-def argv_of(command: str) -> list[str]:
+def argv_of(command: str | bashparse.Command) -> list[str]:
     """The words of a simple command with leading assignments and runners dropped."""
-    try:
-        words = cmdline.split_argv(command)
-    except ValueError:
-        words = command.split()
+    if isinstance(command, bashparse.Command):
+        words = command.argv
+    else:
+        try:
+            words = cmdline.split_argv(command)
+        except ValueError:
+            words = command.split()
     while words and (_ASSIGNMENT.match(words[0]) or words[0] in _RUNNERS):
         words = words[1:]
         while words and words[0].startswith("-"):  # `env -i`, `nice -n 5` (best effort)
@@ -77,8 +80,14 @@ def argv_of(command: str) -> list[str]:
 
 
 def command_writes(command: str) -> bool:
-    """True if one simple command may write a file."""
-    if redirects_to_file(command):
+    """True if a simple command (its text) may write a file."""
+    parsed = bashparse.parse(command)
+    return parsed.problem is not None or any(_writes(c) for c in parsed.commands)
+
+
+def _writes(command: bashparse.Command) -> bool:
+    """True if one simple command of the parse may write a file."""
+    if _redirects(command):
         return True
     words = argv_of(command)
     if not words:
