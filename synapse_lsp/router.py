@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from synapse_lsp import cmdline
+from synapse_lsp import bashparse, cmdline
 from synapse_lsp.builtins import default_builtins
 from synapse_lsp.commands import (
     Command,
@@ -278,6 +278,19 @@ class BashRouter:
             return self._finish(command, layer, output, started)
         if self.permission is not None and not _checked:
             steps = await self._plan(line, layer)
+            syntax = await _syntax_error(line) if _unreadable(steps) else None
+            if syntax is not None:  # bash would refuse it too: say what bash says, unasked
+                hint = (
+                    "Hint: bash cannot parse this line (nothing ran): fix its syntax "
+                    "(quotes, brackets, `then`/`fi`, `do`/`done`) and retry."
+                )
+                out = CommandOutput(
+                    stderr=syntax,
+                    exit_code=2,
+                    category=FailureCategory.INVALID_USAGE,
+                    data={"hint": hint},
+                )
+                return self._finish(command, layer, out, started)
             denied = await self.permission.check(line, layer, self.shell.cwd, steps)
             if denied is not None:
                 out = CommandOutput(
@@ -1055,6 +1068,31 @@ class BashRouter:
             text=text,
             data=out.data,
         )
+
+
+def _unreadable(steps: list[Step]) -> bool:
+    """A native step the parser does not vouch for (`bashparse`: the gate would ask)."""
+    return any(s.layer is Layer.NATIVE and bashparse.parse(s.text).problem for s in steps)
+
+
+async def _syntax_error(line: str) -> str | None:
+    """bash's own syntax error for `line` (`bash -n`: read, nothing run), or None when
+    bash reads it (or cannot say within a few seconds). A line the parser cannot read
+    that bash rejects too is a syntax error to report, not a command to ask about."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-n", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE, env={"PATH": os.defpath, "LC_ALL": "C"},
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(proc.communicate(line.encode("utf-8", "replace")), 5.0)
+    except (OSError, TimeoutError):
+        with contextlib.suppress(Exception):
+            proc.kill()
+        return None
+    if proc.returncode == 0:
+        return None
+    text = err.decode("utf-8", "replace").replace("bash: line ", "line ")
+    return text if text.endswith("\n") else text + "\n"
 
 
 def format_for_model(

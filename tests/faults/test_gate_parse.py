@@ -232,3 +232,32 @@ async def test_quoted_redirections_run_as_bash_reads_them(
     assert read.exit_code == 0 and read.stdout == "literal\n"
     assert not (workdir / "PWNED").exists()
     assert asker.questions == []
+
+
+async def test_a_line_bash_cannot_parse_is_its_syntax_error_not_a_question(
+    tmp_path: Path,
+) -> None:
+    """A native line tree-sitter cannot read and `bash -n` rejects is reported as bash's
+    own syntax error (exit 2, nothing run, nobody asked); one bash reads is asked."""
+    from synapse_lsp.commands import FailureCategory
+    from synapse_lsp.permissions import AskingGate
+
+    asked: list[str] = []
+
+    async def ask(message: str, actions: tuple[str, ...]) -> str | None:
+        asked.append(message)
+        return None
+
+    settings = Settings(synapse_home=tmp_path / "home", sandbox="full-access")
+    shell = ShellSession(tmp_path, settings)
+    router = BashRouter(shell, settings, permission=AskingGate(settings, tmp_path, ask))
+    try:
+        for line in ('echo "unclosed > /tmp/x', "if then fi; touch made"):
+            result = await router.route(line)
+            assert result.exit_code == 2, result.text
+            assert result.category is FailureCategory.INVALID_USAGE
+            assert "syntax error" in result.text or "unexpected EOF" in result.text
+            assert "bash cannot parse this line" in result.text
+        assert asked == [] and not (tmp_path / "made").exists()
+    finally:
+        await shell.close()
