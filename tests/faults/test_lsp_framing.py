@@ -149,8 +149,9 @@ def test_stdin_from_dev_null_is_end_of_input_not_a_hang(tmp_path: Path) -> None:
     """/dev/null is a character device epoll refuses: the server must still see its end
     of input and exit (it used to wait forever), with stdout a pipe or a file."""
     env = dict(os.environ, SYNAPSE_HOME=str(tmp_path / "home"))
-    for out in (subprocess.PIPE, (tmp_path / "out.txt").open("wb")):
-        with open(os.devnull, "rb") as null:
+    for to_file in (False, True):
+        with Path(os.devnull).open("rb") as null, (tmp_path / "out.txt").open("wb") as file:
+            out = file if to_file else subprocess.PIPE
             proc = subprocess.run(
                 [sys.executable, "-m", "synapse_lsp"], stdin=null, stdout=out,
                 stderr=subprocess.PIPE, env=env, timeout=60,
