@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from synapse_lsp import trust
 from synapse_lsp.config import LiveSettings, Settings
 from synapse_lsp.extensions.mcp_client import load_config
 from synapse_lsp.extensions.registry import ExtensionRegistry
@@ -270,6 +271,12 @@ def test_only_the_home_settings_file_turns_the_opt_in_on(tmp_path: Path) -> None
     assert top().mcp_env_allow_credentials is False
     assert any("only in $SYNAPSE_HOME/settings.json" in p for p in problems)
     (home / "settings.json").write_text('{"mcpEnvAllowCredentials": true, "secretEnv": ["X*"]}')
+    top.reload()
+    # Written after Synapse first loaded the home: the tightening (secretEnv) applies at
+    # once, the opt-in waits until the user confirms it (trust.home_unconfirmed).
+    assert top().mcp_env_allow_credentials is False and top().secret_env == ("X*",)
+    assert any("mcpEnvAllowCredentials changed since" in p for p in top.problems)
+    trust.record_home(home)  # `synapse trust --home`
     top.reload()
     assert top().mcp_env_allow_credentials is True and top().secret_env == ("X*",)
 
