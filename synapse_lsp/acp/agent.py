@@ -1,8 +1,9 @@
 """The ACP agent: `initialize`, sessions (new, load, list, modes), prompt turns, cancel.
 
 Implements the SDK's `acp.Agent` protocol; `server.py` connects it to stdio. Every
-session is an `AcpSession` (session.py) on the one core assembly; its turns are
-`ChatSession.run_turn` event streams mapped to `session/update`s (updates.py).
+session is a live chat (`agent.turns.LiveChat`, the one turn driver) with its
+`AcpFace` (session.py) on the one core assembly; its turns' events are mapped to
+`session/update`s (updates.py).
 Stop reasons: end_turn, max_tokens, max_turns -> max_turn_requests, refusal,
 cancelled; an error that ended the turn (the API failing after its retries, a
 session another process writes) is a JSON-RPC error on `session/prompt`, and a
@@ -15,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +53,7 @@ from acp.schema import (
 from synapse_lsp.acp.files import ClientFiles
 from synapse_lsp.acp.handshake import AUTH_METHOD_ID, has_api_key, initialize_result
 from synapse_lsp.acp.session import (
-    AcpSession,
+    AcpFace,
     McpSessionWorkspace,
     SessionSettings,
     mcp_config,
@@ -94,13 +94,14 @@ from synapse_lsp.summaries.tool_calls import tool_call_summary
 if TYPE_CHECKING:
     from acp.interfaces import Client
 
+    from synapse_lsp.acp.session import AcpChat
     from synapse_lsp.agent.session import ChatSession, TurnContext
     from synapse_lsp.agent.store import SessionStore
 
 log = logging.getLogger(__name__)
 
 MCP_CONNECT_WAIT = 30.0  # session/new waits this long for the client's MCP servers
-LIVE_OUTPUT_INTERVAL = 0.1  # at most this often a running command's output is re-sent
+LIVE_OUTPUT_KEPT = 64 * 1024  # of a running command's output, the tail kept to show
 MODE_TEXT = {
     "read-only": ("Read only", "The agent reads and runs commands; nothing it runs may write."),
     "workspace-write": (
@@ -132,8 +133,8 @@ class SynapseAcpAgent:
         self._conn: Client | None = None
         self._client_caps = ClientCapabilities()
         self._store: SessionStore | None = None
-        self.sessions: dict[str, AcpSession] = {}
-        self._announce: dict[str, AcpSession] = {}  # after the session/new answer is out
+        self.sessions: dict[str, AcpChat] = {}
+        self._announce: dict[str, AcpChat] = {}  # after the session/new answer is out
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
 
@@ -207,7 +208,7 @@ class SynapseAcpAgent:
 
     # -------------------------------------------------------------- sessions
 
-    def _get(self, session_id: str) -> AcpSession:
+    def _get(self, session_id: str) -> AcpChat:
         live = self.sessions.get(session_id)
         if live is None:
             raise RequestError.invalid_params(
@@ -215,9 +216,9 @@ class SynapseAcpAgent:
             )
         return live
 
-    def _modes(self, live: AcpSession) -> SessionModeState:
+    def _modes(self, face: AcpFace) -> SessionModeState:
         return SessionModeState(
-            current_mode_id=live.settings().sandbox,
+            current_mode_id=face.settings().sandbox,
             available_modes=[
                 SessionMode(id=m, name=MODE_TEXT[m][0], description=MODE_TEXT[m][1])
                 for m in SANDBOX_MODES
@@ -227,7 +228,7 @@ class SynapseAcpAgent:
 
     async def _open(
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None, meta: dict[str, Any]
-    ) -> AcpSession:
+    ) -> AcpFace:
         """A session's settings, workspace and gateway (its conversation comes after)."""
         root = Path(cwd)
         if not root.is_absolute():
@@ -252,7 +253,7 @@ class SynapseAcpAgent:
         if table:
             folder = settings().synapse_home / "acp" / session_id
             session_mcp = write_mcp_config(folder, table)
-        holder: list[AcpSession] = []
+        holder: list[AcpFace] = []
 
         async def ask(message: str, actions: tuple[str, ...]) -> str | None:
             return await self._ask(holder[0], message, actions)
@@ -264,8 +265,8 @@ class SynapseAcpAgent:
             ask=ask,
             session_mcp=session_mcp,
         )
-        live = AcpSession(session_id, root, settings, workspace, files)
-        holder.append(live)
+        face = AcpFace(session_id, root, settings, workspace, files)
+        holder.append(face)
         try:
             await workspace.start()
             if session_mcp is not None:
@@ -277,7 +278,7 @@ class SynapseAcpAgent:
         except BaseException:
             await workspace.close()
             raise
-        return live
+        return face
 
     async def new_session(
         self,
@@ -288,25 +289,27 @@ class SynapseAcpAgent:
     ) -> NewSessionResponse:
         from synapse_lsp.agent.session import ChatSession
         from synapse_lsp.agent.store import new_session_id
+        from synapse_lsp.agent.turns import LiveChat
 
         session_id = new_session_id()
-        live = await self._open(session_id, cwd, mcp_servers, kwargs)
-        router = live.workspace.router
+        face = await self._open(session_id, cwd, mcp_servers, kwargs)
+        router = face.workspace.router
         assert router is not None
         try:
-            live.chat = ChatSession(
+            chat = ChatSession(
                 router,
-                live.settings,
+                face.settings,
                 store=self.store,
                 session_id=session_id,
-                workspace_root=live.cwd,
+                workspace_root=face.cwd,
             )
         except BaseException:
-            await live.close()
+            await face.close()
             raise
+        live = LiveChat(chat, face)
         self.sessions[session_id] = live
         self._announce[session_id] = live
-        return NewSessionResponse(session_id=session_id, modes=self._modes(live))
+        return NewSessionResponse(session_id=session_id, modes=self._modes(face))
 
     async def load_session(
         self,
@@ -320,6 +323,7 @@ class SynapseAcpAgent:
         the client's `cwd` (which may differ from where it was stored)."""
         from synapse_lsp.agent.session import ChatSession
         from synapse_lsp.agent.store import SessionNotFoundError
+        from synapse_lsp.agent.turns import LiveChat
 
         live = self.sessions.get(session_id)
         if live is None:
@@ -329,34 +333,34 @@ class SynapseAcpAgent:
                 raise RequestError.invalid_params({"sessionId": exc.message}) from None
             if not stored:
                 raise RequestError.invalid_params({"sessionId": f"no session {session_id!r}"})
-            live = await self._open(session_id, cwd, mcp_servers, kwargs)
-            router = live.workspace.router
+            face = await self._open(session_id, cwd, mcp_servers, kwargs)
+            router = face.workspace.router
             assert router is not None
             try:
-                live.chat = ChatSession.resume(
-                    self.store, session_id, router, live.settings, workspace_root=live.cwd
+                chat = ChatSession.resume(
+                    self.store, session_id, router, face.settings, workspace_root=face.cwd
                 )
             except SessionNotFoundError:
-                await live.close()
+                await face.close()
                 raise RequestError.invalid_params(
                     {"sessionId": f"no session {session_id!r}"}
                 ) from None
             except BaseException:
-                await live.close()
+                await face.close()
                 raise
+            live = LiveChat(chat, face)
             self.sessions[session_id] = live
-        assert live.chat is not None
         for event in live.chat.transcript():
             update = self._replayed(live, event)
             if update is not None:
                 await self.conn.session_update(session_id, update)
         await self._announce_commands(live)
-        return LoadSessionResponse(modes=self._modes(live))
+        return LoadSessionResponse(modes=self._modes(live.face))
 
-    def _replayed(self, live: AcpSession, event: Event) -> AcpUpdate | None:
+    def _replayed(self, live: AcpChat, event: Event) -> AcpUpdate | None:
         if isinstance(event, TurnFinished | UsageUpdated | ToolOutput):
             return None
-        return event_update(event, cwd=live.cwd)
+        return event_update(event, cwd=live.face.cwd)
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -378,10 +382,9 @@ class SynapseAcpAgent:
                 session_id=info.id, cwd=where, title=info.title, updated_at=info.updated_at
             )
         for sid, live in self.sessions.items():
-            if sid in rows or (want is not None and _real(str(live.cwd)) != want):
+            if sid in rows or (want is not None and _real(str(live.face.cwd)) != want):
                 continue
-            title = live.chat.title if live.chat is not None else None
-            rows[sid] = SessionInfo(session_id=sid, cwd=str(live.cwd), title=title)
+            rows[sid] = SessionInfo(session_id=sid, cwd=str(live.face.cwd), title=live.chat.title)
         return ListSessionsResponse(sessions=list(rows.values()))
 
     async def set_session_mode(
@@ -392,14 +395,14 @@ class SynapseAcpAgent:
             raise RequestError.invalid_params(
                 {"modeId": f"{mode_id!r} is not one of {', '.join(SANDBOX_MODES)}"}
             )
-        live.settings.update({"sandbox": mode_id})
+        live.face.settings.update({"sandbox": mode_id})
         await self.conn.session_update(
             session_id,
             CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id),
         )
         return SetSessionModeResponse()
 
-    async def _announce_commands(self, live: AcpSession) -> None:
+    async def _announce_commands(self, live: AcpChat) -> None:
         from synapse_lsp.agent.slash import SESSION_COMMANDS
 
         commands = []
@@ -429,7 +432,7 @@ class SynapseAcpAgent:
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         live = self._get(session_id)
-        if live.turn is not None or (live.chat is not None and live.chat.busy):
+        if live.busy:
             raise RequestError.invalid_request(
                 {"details": f"session {session_id} is already running a turn; cancel it first"}
             )
@@ -439,32 +442,18 @@ class SynapseAcpAgent:
             return slash
         if not self.has_key():
             raise RequestError.auth_required({"details": self._no_key()})
-        assert live.chat is not None
-        live.turn = asyncio.current_task()
-        finished: TurnFinished | None = None
+
+        async def render(event: Event) -> None:
+            update = self._update(live.face, event)
+            if update is not None:
+                await self.conn.session_update(live.id, update)
+
         try:
-            try:
-                events = live.chat.run_turn(text, context)
-            except SessionBusyError as exc:
-                raise RequestError.invalid_request({"details": exc.message}) from None
-            try:
-                async for event in events:
-                    await self._forward(live, event)
-                    if isinstance(event, TurnFinished):
-                        finished = event
-            except asyncio.CancelledError:
-                with contextlib.suppress(Exception):
-                    live.chat.cancel()
-                raise
-            finally:
-                with contextlib.suppress(BaseException):
-                    await events.aclose()  # type: ignore[attr-defined]
+            finished = await live.run(text, context, render)
+        except SessionBusyError as exc:
+            raise RequestError.invalid_request({"details": exc.message}) from None
         finally:
-            live.turn = None
-            live.open_calls.clear()
-            live.output.clear()
-        if finished is None:
-            raise RequestError.internal_error({"details": "the turn ended without finishing"})
+            live.face.turn_ended()
         await self._send_usage(live)
         reason = STOP_REASONS.get(finished.stop_reason)
         if reason is None:  # "error": the history is left valid by the session
@@ -474,14 +463,12 @@ class SynapseAcpAgent:
             raise RequestError(-32603, message, {"stopReason": "error"})
         return PromptResponse(stop_reason=reason, usage=acp_usage(finished.usage))  # type: ignore[arg-type]
 
-    async def _send_usage(self, live: AcpSession) -> None:
+    async def _send_usage(self, live: AcpChat) -> None:
         """ACP `usage_update` after a turn: the context in use against the model's window
         and the session's cost (left out when a model used has no price)."""
         from acp.schema import Cost, UsageUpdate
 
         chat = live.chat
-        if chat is None:
-            return
         cost = chat.session_cost()
         update = UsageUpdate(
             session_update="usage_update",
@@ -494,33 +481,25 @@ class SynapseAcpAgent:
         with contextlib.suppress(Exception):  # a client that cannot take it loses only this
             await self.conn.session_update(live.id, update)
 
-    async def _forward(self, live: AcpSession, event: Event) -> None:
-        """Send the update(s) of one turn event."""
-        update: AcpUpdate | None
+    def _update(self, face: AcpFace, event: Event) -> AcpUpdate | None:
+        """The update of one turn event (live output comes paced by the turn driver's
+        output throttle: each one re-sends the call's tail)."""
         if isinstance(event, ToolCallStarted):
-            live.open_calls[event.tool_call_id] = event.command
-            update = tool_call_start(event, live.shell_cwd)
-        elif isinstance(event, ToolOutput):
-            so_far = live.output.get(event.tool_call_id, "") + event.chunk
-            live.output[event.tool_call_id] = so_far[-64 * 1024 :]
-            now = time.monotonic()
-            if now - live.shown_at.get(event.tool_call_id, 0.0) < LIVE_OUTPUT_INTERVAL:
-                return
-            live.shown_at[event.tool_call_id] = now
-            update = live_output(event.tool_call_id, so_far, event.parent_tool_call_id)
-        elif isinstance(event, ToolCallFinished):
-            live.open_calls.pop(event.tool_call_id, None)
-            live.output.pop(event.tool_call_id, None)
-            live.shown_at.pop(event.tool_call_id, None)
-            update = tool_call_finished(event)
-        elif isinstance(event, TurnFinished | UsageUpdated):
-            return
-        else:
-            update = event_update(event, cwd=live.shell_cwd)
-        if update is not None:
-            await self.conn.session_update(live.id, update)
+            face.open_calls[event.tool_call_id] = event.command
+            return tool_call_start(event, face.shell_cwd)
+        if isinstance(event, ToolOutput):
+            so_far = face.output.get(event.tool_call_id, "") + event.chunk
+            face.output[event.tool_call_id] = so_far[-LIVE_OUTPUT_KEPT:]
+            return live_output(event.tool_call_id, so_far, event.parent_tool_call_id)
+        if isinstance(event, ToolCallFinished):
+            face.open_calls.pop(event.tool_call_id, None)
+            face.output.pop(event.tool_call_id, None)
+            return tool_call_finished(event)
+        if isinstance(event, TurnFinished | UsageUpdated):
+            return None
+        return event_update(event, cwd=face.shell_cwd)
 
-    async def _slash(self, live: AcpSession, text: str) -> PromptResponse | None:
+    async def _slash(self, live: AcpChat, text: str) -> PromptResponse | None:
         """`/help`, `/context`, `/rewind 2`...: the slash registry's answer, not a model
         turn (`ACP_SLASH`)."""
         from synapse_lsp.agent.slash import SESSION_COMMANDS
@@ -529,7 +508,7 @@ class SynapseAcpAgent:
         command = SESSION_COMMANDS.get(word) if word else None
         if command is None or command.name not in ACP_SLASH:
             return None
-        if live.turn is not None and command.name in ("compact", "rewind"):
+        if live.running and command.name in ("compact", "rewind"):
             raise RequestError.invalid_request(
                 {"details": f"a turn is running: /{command.name} after it"}
             )
@@ -545,12 +524,12 @@ class SynapseAcpAgent:
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         live = self.sessions.get(session_id)
-        if live is not None and live.chat is not None:
-            live.chat.cancel()
+        if live is not None:
+            live.cancel()
 
     # ------------------------------------------------------------ permission
 
-    async def _ask(self, live: AcpSession, message: str, actions: tuple[str, ...]) -> str | None:
+    async def _ask(self, live: AcpFace, message: str, actions: tuple[str, ...]) -> str | None:
         """The gate's question as `session/request_permission`; the chosen action's title."""
         call_id, command = await self._asking_call(live, message)
         options, titles = permission_options(actions)
@@ -574,7 +553,7 @@ class SynapseAcpAgent:
             return titles.get(outcome.option_id)
         return None
 
-    async def _asking_call(self, live: AcpSession, message: str) -> tuple[str, str | None]:
+    async def _asking_call(self, live: AcpFace, message: str) -> tuple[str, str | None]:
         """The tool call the gate asks about: the running one whose command the question
         names. Its `ToolCallStarted` is queued just before the gate asks, so give the
         turn's consumer a few loop iterations to record it."""
@@ -603,13 +582,13 @@ class SynapseAcpAgent:
         await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
 
     def child_pids(self) -> list[int]:
-        return [pid for s in self.sessions.values() for pid in s.workspace.child_pids()]
+        return [pid for s in self.sessions.values() for pid in s.face.workspace.child_pids()]
 
 
 class _SlashHost:
     """What the slash commands may do from an ACP client."""
 
-    def __init__(self, agent: SynapseAcpAgent, live: AcpSession) -> None:
+    def __init__(self, agent: SynapseAcpAgent, live: AcpChat) -> None:
         self._agent = agent
         self._live = live
 

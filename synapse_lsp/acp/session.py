@@ -26,7 +26,11 @@ from synapse_lsp.config import HOME_ONLY, Settings, SettingsSource, as_source
 from synapse_lsp.core import Workspace
 
 if TYPE_CHECKING:
-    from synapse_lsp.agent.session import ChatSession
+    from synapse_lsp.agent.turns import LiveChat
+
+    # A session live in this agent process: the one live-chat record (its conversation
+    # and turn driver, agent/turns.py) with what the ACP face keeps beside it.
+    AcpChat = LiveChat["AcpFace"]
 
 log = logging.getLogger(__name__)
 
@@ -142,19 +146,18 @@ def write_mcp_config(folder: Path, table: dict[str, Any]) -> Path:
 
 
 @dataclass
-class AcpSession:
-    """A session live in this agent process."""
+class AcpFace:
+    """What the ACP face keeps for one session beside its conversation (the session
+    itself is the one live-chat record, `agent.turns.LiveChat`): its folder, settings
+    layer, workspace and file gateway, and the state of the running turn's tool calls."""
 
     id: str
     cwd: Path
     settings: SessionSettings
     workspace: Workspace
     files: ClientFiles
-    chat: ChatSession | None = None
-    turn: asyncio.Task[Any] | None = None
     open_calls: dict[str, str] = field(default_factory=dict)  # tool call id -> command
     output: dict[str, str] = field(default_factory=dict)  # tool call id -> output so far
-    shown_at: dict[str, float] = field(default_factory=dict)  # last live output sent
     asked: int = 0
 
     @property
@@ -162,16 +165,11 @@ class AcpSession:
         shell = self.workspace.shell
         return shell.cwd if shell is not None else self.cwd
 
+    def turn_ended(self) -> None:
+        self.open_calls.clear()
+        self.output.clear()
+
     async def close(self) -> None:
-        chat = self.chat
-        if chat is not None:
-            with contextlib.suppress(Exception):
-                chat.cancel()
-        if self.turn is not None and not self.turn.done():
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(asyncio.shield(self.turn), 5.0)
-        if chat is not None:
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(chat.close(), 5.0)
+        """Its shells and MCP children (after the conversation closed)."""
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(self.workspace.close(), 15.0)

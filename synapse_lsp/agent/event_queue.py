@@ -13,9 +13,19 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import replace
+from typing import Any
 
-from synapse_lsp.events import Event, Notice, TextDelta, ThinkingDelta, ToolOutput
+from synapse_lsp.events import (
+    Event,
+    Notice,
+    TextDelta,
+    ThinkingDelta,
+    ToolOutput,
+    TurnFinished,
+    Usage,
+)
 
 MAX_PENDING_OUTPUT_BYTES = 8 * 1024 * 1024
 
@@ -34,6 +44,20 @@ class EventQueue:
     @property
     def pending_output_bytes(self) -> int:
         return self._output_bytes
+
+    def feed_from(self, worker: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run `worker`, the task that fills this queue and ends it (TurnFinished, then
+        None). A task cancelled before its first step never runs its body: then the
+        stream ends here with TurnFinished("cancelled"), or its consumer would wait
+        forever (nothing of the turn was recorded: the history stays as it was)."""
+        task = asyncio.get_running_loop().create_task(worker)
+        task.add_done_callback(self._end_unstarted)
+        return task
+
+    def _end_unstarted(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            self.put_nowait(TurnFinished("cancelled", Usage()))
+            self.put_nowait(None)
 
     def put_nowait(self, event: Event | None) -> None:
         if isinstance(event, ToolOutput):

@@ -474,7 +474,7 @@ class ChatSession:
             recorder.add(event)
             queue.put_nowait(event)
 
-        worker = asyncio.create_task(self._work(text, context, emit, recorder, queue))
+        worker = queue.feed_from(self._work(text, context, emit, recorder, queue))
         self._worker = worker
         try:
             while True:

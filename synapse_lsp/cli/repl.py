@@ -72,7 +72,7 @@ class TypeAhead:
         self.queue = queue
         self.partial = b""
         self.exit = False
-        self.session: ChatSession | None = None
+        self.cancel: Callable[[], object] | None = None  # the running turn's, while it runs
         self.answer: asyncio.Future[str] | None = None  # a permission question waits
 
     def on_readable(self) -> None:
@@ -98,8 +98,8 @@ class TypeAhead:
         command = SESSION_COMMANDS.get(text.split()[0]) if text.startswith("/") else None
         if command is not None and command.name == "exit":
             self.exit = True
-            if self.session is not None:
-                self.session.cancel()
+            if self.cancel is not None:
+                self.cancel()
             return
         self.queue.append(text)
         self.out.write(self.style.dim(f"(queued: {text})") + "\n")
@@ -113,25 +113,32 @@ async def run_turn(
     typeahead: TypeAhead | None = None,
     questions: TerminalQuestions | None = None,
 ) -> str:
-    """Run one turn, printing it; Ctrl-C cancels it. Returns the stop reason."""
+    """Run one turn through the one turn driver (agent/turns.py), printing it; Ctrl-C
+    cancels it. Returns the stop reason."""
+    from synapse_lsp.agent.turns import LiveChat
+    from synapse_lsp.events import Event
+
     loop = asyncio.get_running_loop()
-    stop_reason = "error"
+    # A terminal shows live output as it comes: no output throttle.
+    live = LiveChat(session, None, throttle=None)
+
+    async def render(event: Event) -> None:
+        renderer.show(event)
+
     handler_set = False
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-        loop.add_signal_handler(signal.SIGINT, session.cancel)
+        loop.add_signal_handler(signal.SIGINT, live.cancel)
         handler_set = True
     reading = False
     if typeahead is not None:
-        typeahead.session = session
+        typeahead.cancel = live.cancel
         with contextlib.suppress(OSError, ValueError, NotImplementedError):
             loop.add_reader(typeahead.fd, typeahead.on_readable)
             reading = True
     if questions is not None and reading:
         questions.typeahead = typeahead
     try:
-        async for event in session.run_turn(text):
-            renderer.show(event)
-            stop_reason = getattr(event, "stop_reason", stop_reason)
+        finished = await live.run(text, None, render)
     finally:
         if questions is not None:
             questions.typeahead = None
@@ -140,8 +147,8 @@ async def run_turn(
         if typeahead is not None:
             if reading:
                 loop.remove_reader(typeahead.fd)
-            typeahead.session = None
-    return stop_reason
+            typeahead.cancel = None
+    return finished.stop_reason
 
 
 def interactive(

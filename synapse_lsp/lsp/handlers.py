@@ -179,7 +179,7 @@ async def session_list(ls: Host, params: SessionListParams) -> SessionListResult
 async def session_load(ls: Host, params: SessionLoadParams) -> SessionLoadResult:
     live = await ls.chats.load(params.session_id, params.workspace_uri, SESSION_LOAD)
     return SessionLoadResult(
-        session_id=live.id, title=title_of(live), workspace_uri=live.workspace.uri
+        session_id=live.id, title=title_of(live), workspace_uri=live.face.workspace.uri
     )
 
 
@@ -198,13 +198,8 @@ async def session_prompt(ls: Host, params: SessionPromptParams) -> SessionPrompt
         request_id=ls.request_id(),
         command=SESSION_PROMPT,
     )
-    from synapse_lsp.events import Usage
     from synapse_lsp.lsp.updates import token_usage
 
-    if finished is None:
-        return SessionPromptResult(
-            stop_reason="error", usage=token_usage(Usage()), error="turn ended early"
-        )
     live = ls.chats.live.get(params.session_id)  # None if deleted meanwhile
     return SessionPromptResult(
         stop_reason=finished.stop_reason,
@@ -354,7 +349,7 @@ async def shell_run(ls: Host, params: ShellRunParams) -> ShellRunResult:
         live = ls.chats.get(params.session_id, SHELL_RUN)
         router = live.chat.router
         if "mcp:" in params.command:
-            await live.workspace.registry_ready()
+            await live.face.workspace.registry_ready()
         if params.timeout is not None:
             source, limit = router.settings_source, params.timeout
             router = router.derive(settings=lambda: replace(source(), command_timeout=limit))
@@ -376,7 +371,7 @@ async def shell_run(ls: Host, params: ShellRunParams) -> ShellRunResult:
 @handler(SHELL_RESTART)
 async def shell_restart(ls: Host, params: ShellRestartParams) -> ShellRestartResult:
     if params.session_id is not None:
-        await ls.chats.get(params.session_id, SHELL_RESTART).shell.restart()
+        await ls.chats.get(params.session_id, SHELL_RESTART).face.shell.restart()
     else:
         await ls.workspace_for(params.workspace_uri, SHELL_RESTART).restart_shell()
     return ShellRestartResult(restarted=True)

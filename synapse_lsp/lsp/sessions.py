@@ -9,7 +9,6 @@ never before `initialize` answers.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -22,14 +21,15 @@ from synapse_lsp.config import Settings
 from synapse_lsp.errors import SynapseError
 from synapse_lsp.files import path_to_uri
 from synapse_lsp.lsp.names import invalid, request_failed
-from synapse_lsp.lsp.workspace import LiveSession, WorkspaceContext
+from synapse_lsp.lsp.workspace import LspFace, WorkspaceContext
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.session import ChatSession, TurnContext
     from synapse_lsp.agent.store import SessionStore
-    from synapse_lsp.events import TurnFinished
+    from synapse_lsp.events import Event, TurnFinished
     from synapse_lsp.lsp.protocol import SessionInfo
     from synapse_lsp.lsp.updates import UpdateStream
+    from synapse_lsp.lsp.workspace import EditorChat
     from synapse_lsp.router import BashRouter
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class Folders(Protocol):
     def find_workspace(self, where: str | None) -> WorkspaceContext | None: ...
 
 
-def title_of(live: LiveSession) -> str:
+def title_of(live: EditorChat) -> str:
     title = getattr(live.chat, "title", None)
     return title if isinstance(title, str) and title else "New chat"
 
@@ -71,7 +71,7 @@ class ChatSessions:
         self._stream = stream
         self._warmed = warmed
         self._store: SessionStore | None = None
-        self.live: dict[str, LiveSession] = {}
+        self.live: dict[str, EditorChat] = {}
 
     @property
     def store(self) -> SessionStore:
@@ -82,7 +82,7 @@ class ChatSessions:
             self._store = SessionStore(root)
         return self._store
 
-    def get(self, session_id: str, command: str) -> LiveSession:
+    def get(self, session_id: str, command: str) -> EditorChat:
         live = self.live.get(session_id)
         if live is None:
             raise invalid(
@@ -93,29 +93,30 @@ class ChatSessions:
 
     async def _add(
         self, ws: WorkspaceContext, make_chat: Callable[[BashRouter], ChatSession]
-    ) -> LiveSession:
+    ) -> EditorChat:
         tools = await ws.session_tools()
         try:
             chat = make_chat(tools.router)
         except BaseException:
             await tools.shell.close()
             raise
-        live = LiveSession(
-            chat=chat,
+        from synapse_lsp.agent.store import now_iso
+        from synapse_lsp.agent.turns import LiveChat
+
+        face = LspFace(
             workspace=ws,
             shell=tools.shell,
             gate=tools.gate,
             stream=self._stream(chat.id),
             router=tools.router,
+            created=now_iso(),
         )
-        from synapse_lsp.agent.store import now_iso
-
-        live.extra["created"] = now_iso()
+        live = LiveChat(chat, face)
         ws.sessions[chat.id] = live
         self.live[chat.id] = live
         return live
 
-    async def new(self, ws: WorkspaceContext) -> LiveSession:
+    async def new(self, ws: WorkspaceContext) -> EditorChat:
         from synapse_lsp.agent.session import ChatSession
 
         store = self.store
@@ -152,13 +153,13 @@ class ChatSessions:
                 busy=bool(live is not None and live.busy),
             )
         for sid, live in self.live.items():
-            if sid in rows or (ws is not None and live.workspace is not ws):
+            if sid in rows or (ws is not None and live.face.workspace is not ws):
                 continue
-            created = str(live.extra.get("created", ""))
+            created = live.face.created
             rows[sid] = SessionInfo(
                 session_id=sid,
                 title=title_of(live),
-                workspace_uri=live.workspace.uri,
+                workspace_uri=live.face.workspace.uri,
                 created_at=created,
                 updated_at=created,
                 busy=live.busy,
@@ -166,7 +167,7 @@ class ChatSessions:
         ordered = sorted(rows.values(), key=lambda r: (r.updated_at, r.session_id))
         return list(reversed(ordered))
 
-    async def load(self, session_id: str, workspace_uri: str | None, command: str) -> LiveSession:
+    async def load(self, session_id: str, workspace_uri: str | None, command: str) -> EditorChat:
         """Make a stored session live (if it is not) and replay its history to the client."""
         live = self.live.get(session_id)
         if live is None:
@@ -176,11 +177,11 @@ class ChatSessions:
         for event in live.chat.transcript():
             update = event_to_update(event)
             if update is not None:
-                await live.stream.put(update, replay=True)
-        await live.stream.flush()
+                await live.face.stream.put(update, replay=True)
+        await live.face.stream.flush()
         return live
 
-    async def _resume(self, session_id: str, uri: str | None, command: str) -> LiveSession:
+    async def _resume(self, session_id: str, uri: str | None, command: str) -> EditorChat:
         from synapse_lsp.agent.session import ChatSession
         from synapse_lsp.agent.store import SessionNotFoundError
 
@@ -212,12 +213,12 @@ class ChatSessions:
         """Cancel a running turn, close the live session and remove it from the store."""
         live = self.live.pop(session_id, None)
         if live is not None:
-            live.workspace.sessions.pop(session_id, None)
+            live.face.workspace.sessions.pop(session_id, None)
             await live.close()
         from synapse_lsp.agent.store import SessionNotFoundError
         from synapse_lsp.checkpoints import forget_session
 
-        folder = live.workspace.root if live is not None else None
+        folder = live.face.workspace.root if live is not None else None
         with contextlib.suppress(SynapseError, OSError):
             stored = self.store.info(session_id).workspace
             folder = Path(stored) if stored else folder
@@ -241,71 +242,47 @@ class ChatSessions:
         *,
         request_id: Any,
         command: str,
-    ) -> TurnFinished | None:
+    ) -> TurnFinished:
         """Run one turn, streaming its updates; resolves after they are flushed."""
-        self.get(session_id, command)
-        # The model SDK may still be importing in the background: wait for it here,
-        # off the event loop, rather than import it again on the loop's thread.
-        await self._warmed("sdk")
         live = self.get(session_id, command)
-        if live.turn is not None or live.busy:
-            raise request_failed(
-                f"session {session_id} is already running a turn; wait for it to end or "
-                "cancel it (synapse.session.cancel)",
-                "session_busy",
-            )
         from synapse_lsp.errors import SessionBusyError
         from synapse_lsp.events import TurnFinished
         from synapse_lsp.lsp.updates import event_to_update, user_message
 
-        live.turn = asyncio.current_task()
-        live.prompt_id = request_id
-        finished: TurnFinished | None = None
+        stream = live.face.stream
+
+        async def prepare() -> None:
+            # The model SDK may still be importing in the background: wait for it here,
+            # off the event loop, rather than import it again on the loop's thread.
+            await self._warmed("sdk")
+            self.get(session_id, command)  # not deleted meanwhile
+            await stream.put(user_message(text))
+
+        async def render(event: Event) -> None:
+            update = event_to_update(event, cwd=live.face.shell.cwd)
+            if update is not None:
+                await stream.put(update)
+            if isinstance(event, TurnFinished):
+                await stream.flush()
+
         try:
-            events = live.chat.run_turn(text, context)
-        except SessionBusyError as exc:
-            live.turn = None
-            live.prompt_id = None
-            raise request_failed(str(exc), "session_busy") from None
-        try:
-            await live.stream.put(user_message(text))
-            async for event in events:
-                update = event_to_update(event, cwd=live.shell.cwd)
-                if update is not None:
-                    await live.stream.put(update)
-                if isinstance(event, TurnFinished):
-                    finished = event
-            await live.stream.flush()
-        except SessionBusyError as exc:
-            raise request_failed(str(exc), "session_busy") from None
-        except asyncio.CancelledError:
-            # Shutdown (or the loop ending): stop the turn, keep its history consistent.
-            with contextlib.suppress(Exception):
-                live.chat.cancel()
-            raise
-        finally:
-            close = getattr(events, "aclose", None)
-            if close is not None:
-                with contextlib.suppress(BaseException):
-                    await close()
-            live.turn = None
-            live.prompt_id = None
-        return finished
+            return await live.run(text, context, render, request_id=request_id, prepare=prepare)
+        except SessionBusyError:
+            raise request_failed(
+                f"session {session_id} is already running a turn; wait for it to end or "
+                "cancel it (synapse.session.cancel)",
+                "session_busy",
+            ) from None
 
     def cancel(self, session_id: str, command: str) -> bool:
         """Cancel the running turn; False when none was running."""
-        live = self.get(session_id, command)
-        running = live.turn is not None or live.busy
-        if running:
-            live.chat.cancel()
-        return running
+        return self.get(session_id, command).cancel()
 
     def request_cancelled(self, request_id: Any) -> None:
         """`$/cancelRequest`: a cancelled prompt request cancels its turn."""
         for live in self.live.values():
-            if live.prompt_id is not None and live.prompt_id == request_id:
-                with contextlib.suppress(Exception):
-                    live.chat.cancel()
+            with contextlib.suppress(Exception):
+                live.cancel_request(request_id)
 
     def forget(self, ws: WorkspaceContext) -> None:
         """The folder is going away (it closes its own sessions)."""

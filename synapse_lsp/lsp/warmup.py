@@ -51,6 +51,7 @@ STAGES: dict[str, tuple[str, ...]] = {
         "synapse_lsp.lsp.updates",
         "synapse_lsp.agent.store",
         "synapse_lsp.agent.session",
+        "synapse_lsp.agent.turns",
         "synapse_lsp.summaries.titles",
         "synapse_lsp.extensions.registry",
     ),

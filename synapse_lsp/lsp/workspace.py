@@ -12,54 +12,40 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from synapse_lsp.config import LiveSettings
 from synapse_lsp.core import Progress, Workspace
 
 if TYPE_CHECKING:
-    from synapse_lsp.agent.session import ChatSession
+    from synapse_lsp.agent.turns import LiveChat
     from synapse_lsp.files import FileGateway
     from synapse_lsp.lsp.updates import UpdateStream
     from synapse_lsp.permissions import Asker, AskingGate
     from synapse_lsp.router import BashRouter
     from synapse_lsp.shell import ShellSession
 
+    # A chat session loaded in this server: the one live-chat record (its turn driver,
+    # agent/turns.py) with what the LSP face keeps beside it.
+    EditorChat = LiveChat["LspFace"]
+
 
 @dataclass
-class LiveSession:
-    """A chat session loaded in this server: its conversation, shell, gate and update stream."""
+class LspFace:
+    """What the LSP face keeps for one live chat: its folder, shell, gate, router and
+    update stream (the chat and its turns are the `LiveChat`'s)."""
 
-    chat: ChatSession
     workspace: WorkspaceContext
     shell: ShellSession
     gate: AskingGate | None
     stream: UpdateStream
     router: BashRouter
-    turn: asyncio.Task[Any] | None = None
-    prompt_id: Any = None  # JSON-RPC id of the running prompt request
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def id(self) -> str:
-        return self.chat.id
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.chat.busy)
+    created: str = ""  # when it became live (a session not stored yet has no other date)
 
     async def close(self) -> None:
-        with contextlib.suppress(Exception):
-            if self.chat.busy:
-                self.chat.cancel()
-        if self.turn is not None and not self.turn.done():
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(asyncio.shield(self.turn), 5.0)
         await self.stream.close()
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(self.chat.close(), 5.0)
         with contextlib.suppress(Exception):
             await self.shell.close()
 
@@ -92,7 +78,7 @@ class WorkspaceContext(Workspace):
         )
         self.uri = uri
         self.live_settings = settings
-        self.sessions: dict[str, LiveSession] = {}
+        self.sessions: dict[str, EditorChat] = {}
 
     async def close(self) -> None:
         """Dispose everything: chat sessions first, then the folder's own tools."""
