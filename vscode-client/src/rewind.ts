@@ -6,36 +6,16 @@
  * cut, the chat is replayed from the server.
  */
 import * as vscode from 'vscode';
-import { Commands } from './protocol';
+import {
+  Commands,
+  type ChangedFile,
+  type CheckpointInfo,
+  type SessionCheckpointsResult as CheckpointsResult,
+  type SessionRewindResult as RewindResult,
+} from './protocol';
 
-export interface ChangedFile {
-  path: string;
-  status: 'added' | 'modified' | 'deleted';
-}
-export interface CheckpointInfo {
-  turn: number;
-  prompt: string;
-  startedAt: number;
-  finished: boolean;
-  changed: ChangedFile[];
-  ignoredChanged: string[];
-  notKept: string[];
-}
-export interface CheckpointsResult {
-  checkpoints: CheckpointInfo[];
-  disabled?: string;
-}
-export interface RewindResult {
-  restored: string[];
-  deleted: string[];
-  skipped: string[];
-  overwritten: string[];
-  notRestorable: string[];
-  repositoryChanged: boolean;
-  truncated: boolean;
-  problems: string[];
-  text: string;
-}
+// The shapes are the protocol's own (generated from the server's classes).
+export type { ChangedFile, CheckpointInfo, CheckpointsResult, RewindResult };
 
 export interface RewindHost {
   activeSessionId(): string | null;
