@@ -652,3 +652,18 @@ async def test_a_command_after_an_edit_is_told_when_the_client_kept_it_unsaved(
     else:
         assert "changed in the editor, not on disk" in edited
         assert "x = 1" in catted and "kept them unsaved" in catted
+
+
+async def test_a_refused_restrictive_setting_fails_session_new_with_its_reason(
+    home: Path, proj: Path, api: FakeAnthropic
+) -> None:
+    """Issue 27 item 5 in ACP: a misspelt `sandbox` in the home settings is refused as
+    `chat` and `exec` refuse it: `session/new` fails, naming the key and the file."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "settings.json").write_text('{"sandbx": "read-only"}')
+    client = AcpTestClient()
+    async with acp_agent(client, agent_env(home, api.base_url)) as (conn, _proc, _init):
+        with pytest.raises(RequestError) as refused:
+            await conn.new_session(cwd=str(proj), mcp_servers=[])
+    details = str(refused.value.data)
+    assert "did you mean 'sandbox'?" in details and str(home / "settings.json") in details

@@ -236,7 +236,16 @@ class SynapseAcpAgent:
         if not root.is_dir():
             raise RequestError.invalid_params({"cwd": f"{cwd} is not a directory"})
         layer = meta.get("synapse") if isinstance(meta.get("synapse"), dict) else {}
-        settings = SessionSettings(self.live.for_folder(root), layer or {})
+        folder_settings = self.live.for_folder(root)
+        if folder_settings.refusals:  # a misspelt or bad restrictive setting: not run without it
+            raise RequestError.invalid_request(
+                {
+                    "details": "settings refused: " + "; ".join(folder_settings.refusals),
+                    "hint": "fix the setting; Synapse does not start a session without a "
+                    "restriction you set",
+                }
+            )
+        settings = SessionSettings(folder_settings, layer or {})
         for problem in settings.problems:
             log.warning("session %s settings: %s", session_id, problem)
         fs = self._client_caps.fs
