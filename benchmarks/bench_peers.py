@@ -6,7 +6,8 @@ Every agent talks to the same fake Messages API (synapse_lsp.agent.fakeapi) on
 loopback, in this process, which timestamps each request's arrival and each
 response's end. Agents, interleaved run by run:
 
-- `synapse chat -p` (this checkout, `python -m synapse_lsp`);
+- `synapse chat -p` (this checkout, `python -m synapse_lsp`), and the one of each
+  --compare DIR (an earlier checkout's sources: same-run before/after figures);
 - a minimal loop on the `anthropic` SDK (stream, run the tool with `bash -c`, repeat);
 - Claude Code (`claude -p … --allowedTools Bash`) when `claude` is on PATH; skipped
   with a message otherwise (install it yourself: `npm i -g @anthropic-ai/claude-code`;
@@ -166,13 +167,19 @@ def main() -> int:
         metavar="JSON",
         help="more Synapse settings, e.g. '{\"checkpoints\": false}' to compare without them",
     )
+    parser.add_argument(
+        "--compare", type=Path, action="append", default=[], metavar="DIR",
+        help="also run the Synapse whose sources are in DIR (e.g. `git archive` of an "
+        "earlier commit): same-run before/after figures",
+    )  # fmt: skip
     args = parser.parse_args()
 
     # As an installed package would be: byte-compiled (this machine's environment may
     # set PYTHONDONTWRITEBYTECODE, which would make every run compile our sources).
-    subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", str(ROOT / "synapse_lsp")], check=True
-    )
+    for tree in (ROOT, *args.compare):
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(tree / "synapse_lsp")], check=True
+        )
     loop = asyncio.new_event_loop()
     api = TimedApi()
     threading.Thread(target=loop.run_forever, daemon=True).start()
@@ -211,6 +218,10 @@ def main() -> int:
             "Synapse (chat -p)": [synapse, "chat", "-p", prompt],
             "minimal SDK loop": [sys.executable, str(loop_file), prompt],
         }
+        envs: dict[str, dict[str, str]] = {}
+        for other in args.compare:  # an earlier checkout's sources, same run
+            agents[f"Synapse @{other.name}"] = [synapse, "chat", "-p", prompt]
+            envs[f"Synapse @{other.name}"] = dict(env, PYTHONPATH=str(other))
         claude = shutil.which("claude")
         if claude:
             agents["Claude Code"] = [claude, "-p", prompt, "--allowedTools", "Bash"]
@@ -219,7 +230,7 @@ def main() -> int:
         figures = {name: Figures() for name in agents}
         for run in range(args.runs):
             for name, argv in agents.items():
-                run_once(api, loop, argv, args.calls, env, work, figures[name])
+                run_once(api, loop, argv, args.calls, envs.get(name, env), work, figures[name])
             print(f"run {run + 1}/{args.runs} done", file=sys.stderr)
     asyncio.run_coroutine_threadsafe(api.close(), loop).result()
 

@@ -26,11 +26,12 @@ most `MAX_CHECKPOINTS` turns are kept per session (older refs dropped; git's own
 reclaims their objects, run now and then in the background).
 
 `rewind(turn)` restores the files the turns since `turn` changed to what they were
-before it, only where a file still holds what the last turn left; a file someone
-changed since (the user, another session) is a conflict: `decide` says whether to
-overwrite it, else it is skipped. Restores go through the file gateway, so an
-editor's buffers get the old text as an edit (undoable, unsaved), never behind
-their back.
+before it, only where a file still holds what the last turn left and nobody but the
+agent changed it during those turns (`foreign`: agent/hand_edits.py); any other file
+is a conflict: `decide` says whether to overwrite it, else it is skipped. A journal
+is written first and each file is replaced by rename (`checkpoint_restore.py`,
+`checkpoint_journal.py`); an editor's buffers get the old text as an edit through
+the file gateway (undoable, unsaved), never behind their back.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from synapse_lsp import checkpoint_journal as journal
+from synapse_lsp.checkpoint_restore import Decide as Decide  # re-exported
+from synapse_lsp.checkpoint_restore import Progress, Restorer
+from synapse_lsp.checkpoint_restore import RewindReport as RewindReport  # re-exported
+from synapse_lsp.checkpoint_seed import seed_index
 from synapse_lsp.errors import SynapseError
 from synapse_lsp.files import FileError, FileGateway, atomic_write, read_regular
 
@@ -102,6 +108,7 @@ class Checkpoint:
     ignored_after: dict[str, dict[str, Any]] = field(default_factory=dict)
     repo_before: str | None = None
     repo_after: str | None = None
+    foreign: list[str] = field(default_factory=list)  # changed in the turn, not by the agent
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,6 +126,7 @@ class Checkpoint:
             "ignoredAfter": self.ignored_after,
             "repoBefore": self.repo_before,
             "repoAfter": self.repo_after,
+            "foreign": self.foreign,
         }
 
     @classmethod
@@ -138,64 +146,8 @@ class Checkpoint:
             ignored_after=dict(raw.get("ignoredAfter", {})),
             repo_before=raw.get("repoBefore"),
             repo_after=raw.get("repoAfter"),
+            foreign=list(raw.get("foreign", [])),
         )
-
-
-@dataclass
-class RewindReport:
-    turn: int
-    restored: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # changed since: left as they are
-    overwritten: list[str] = field(default_factory=list)  # changed since, restored anyway
-    not_restorable: list[str] = field(default_factory=list)
-    repository_changed: bool = False
-    truncated: bool = False
-    problems: list[str] = field(default_factory=list)
-
-    def text(self) -> str:
-        lines = [f"Rewound the files to before turn {self.turn}."]
-        for label, paths in (
-            ("restored", self.restored),
-            ("removed (created by the turn)", self.deleted),
-            ("restored over later changes", self.overwritten),
-            ("skipped (changed since the turn; left as they are)", self.skipped),
-            (
-                "not restorable (ignored, too large, or a nested repository or submodule, "
-                "which its own git keeps; changed)",
-                self.not_restorable,
-            ),
-        ):
-            if paths:
-                lines.append(f"  {label}: {', '.join(paths)}")
-        if not (self.restored or self.deleted or self.overwritten):
-            lines.append("  No file needed restoring.")
-        if self.repository_changed:
-            lines.append(
-                "  The git index or HEAD changed since then (git add/mv/commit): "
-                "not undone; see `git status`."
-            )
-        if self.truncated:
-            lines.append("  The conversation now ends before that turn.")
-        lines.extend(f"  {p}" for p in self.problems)
-        return "\n".join(lines)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "turn": self.turn,
-            "restored": self.restored,
-            "deleted": self.deleted,
-            "skipped": self.skipped,
-            "overwritten": self.overwritten,
-            "notRestorable": self.not_restorable,
-            "repositoryChanged": self.repository_changed,
-            "truncated": self.truncated,
-            "problems": self.problems,
-        }
-
-
-# Decides a conflict: the path, what it holds now vs what the turn left; True = overwrite.
-Decide = Callable[[str], Awaitable[bool]]
 
 
 _BACKGROUND: set[asyncio.Task[None]] = set()  # gc runs (the loop keeps only weak refs)
@@ -276,6 +228,9 @@ class Checkpoints:
         self.max_file_bytes = MAX_FILE_BYTES
         self.last_skipped: list[str] = []  # too large, at the last snapshot
         self._forgotten = False  # the session is deleted: nothing more is kept
+        # Awaited with the turn's record once its end snapshot is taken, before it is
+        # written (the hand-edit guard adds what changed since the agent's last command).
+        self.on_end: Callable[[Checkpoint], Awaitable[None]] | None = None
 
     # ------------------------------------------------------------------ git
 
@@ -349,6 +304,8 @@ class Checkpoints:
     async def _snapshot(self, label: str) -> tuple[str, list[str], dict[str, dict[str, Any]]]:
         """(tree, paths skipped as too large, ignored entries' fingerprints)."""
         await self._ensure_store()
+        if not self.index.exists():  # a new session: from the folder's last snapshot
+            await asyncio.to_thread(seed_index, self.git_dir, self.index)
         # One walk of the folder (git status: its stat cache, untracked cache and
         # threads) says what changed since the last snapshot, what is new, what is
         # ignored. The shadow store has no HEAD, so every kept file also shows as
@@ -537,6 +494,16 @@ class Checkpoints:
         home = self.home_rel
         return home is not None and (home == "." or rel == home or rel.startswith(home + "/"))
 
+    def _beyond_link(self, rel: str) -> bool:
+        """True when a folder on `rel`'s path is a symbolic link."""
+        parts = rel.split("/")[:-1]
+        here = self.root
+        for part in parts:
+            here = here / part
+            if here.is_symlink():
+                return True
+        return False
+
     def _repo_fingerprint(self) -> str | None:
         """The user's repository index and HEAD, as a fingerprint (read only)."""
         git = self.root / ".git"
@@ -651,10 +618,25 @@ class Checkpoints:
                 current.repo_after = self._repo_fingerprint()
                 current.changed = await self._changes(current.before, commit)
                 current.ignored_changed = _ignored_changes(current.ignored_before, ignored)
+                if self.on_end is not None:
+                    await self.on_end(current)
             except (CheckpointError, OSError) as exc:
                 log.warning("checkpoint after turn %d: %s", current.turn, exc)
             self._write(current)
             await self._prune()
+
+    async def probe(self) -> tuple[str, dict[str, dict[str, Any]]] | None:
+        """The folder now, during a turn: a snapshot's tree and ignored entries, kept in
+        no record or ref (the hand-edit guard compares two); None when none is taken."""
+        if self.disabled is not None or self._current is None:
+            return None
+        async with self._lock:
+            try:
+                tree, _, ignored = await self._snapshot("probe")
+            except (CheckpointError, OSError) as exc:
+                log.info("checkpoint probe: %s", exc)
+                return None
+        return tree, ignored
 
     async def settle(self) -> None:
         """Wait for every snapshot started so far."""
@@ -663,6 +645,8 @@ class Checkpoints:
                 await asyncio.shield(self._pending)
 
     async def _changes(self, a: str, b: str) -> list[tuple[str, str]]:
+        if a == b:  # the same tree: nothing changed (a turn that only read)
+            return []
         _, out, _ = await self._git("diff-tree", "-r", "-z", "--no-renames", "--name-status", a, b)
         fields = out.decode("utf-8", "surrogateescape").split("\0")
         return [(fields[i], fields[i + 1]) for i in range(0, len(fields) - 1, 2) if fields[i]]
@@ -730,6 +714,7 @@ class Checkpoints:
         with contextlib.suppress(OSError):
             self.index.unlink()
         shutil.rmtree(self.git_dir / "records" / self.session_id, ignore_errors=True)
+        journal.forget(self.git_dir, self.session_id)  # a rewind it left unfinished
         if not (self.git_dir / "HEAD").exists():
             return
         prefix = f"refs/synapse/{self.session_id}/"
@@ -759,40 +744,18 @@ class Checkpoints:
 
     # ----------------------------------------------------------------- rewind
 
-    async def _blob_of(self, commit: str, rel: str) -> tuple[bytes, int] | None:
-        """(content, mode) of `rel` in `commit`; None when it is not there."""
-        code, out, _ = await self._git("ls-tree", "-z", commit, "--", rel, check=False)
-        entry = out.decode("utf-8", "surrogateescape").split("\0", 1)[0]
-        if code != 0 or not entry:
-            return None
-        meta, _name = entry.split("\t", 1)
-        mode, kind, sha = meta.split(" ")
-        if kind != "blob":
-            return None
-        _, data, _ = await self._git("cat-file", "blob", sha)
-        return data, int(mode, 8)
-
-    async def _now(self, rel: str) -> bytes | None:
-        """What `rel` holds now: the editor's text when it has the file open, else disk."""
-        path = self.root / rel
-        if self.files is not None:
-            try:
-                text = await self.files.document_text(path)
-            except FileError:
-                text = None
-            if text is not None:
-                return text.encode("utf-8", "surrogatepass")
-        try:
-            if path.is_symlink():
-                return str(path.readlink()).encode("utf-8", "surrogateescape")
-            return await asyncio.to_thread(read_regular, path, self.max_file_bytes)
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            return None
-        except OSError:  # a FIFO, a device, too big: equal to nothing kept
-            return _UNCOMPARABLE
-
-    async def rewind(self, turn: int, decide: Decide | None = None) -> RewindReport:
-        """Put back the files the turns since `turn` changed, as they were before it."""
+    async def rewind(
+        self,
+        turn: int,
+        decide: Decide | None = None,
+        *,
+        conversation: dict[str, int] | None = None,
+        progress: Progress | None = None,
+    ) -> RewindReport:
+        """Put back the files the turns since `turn` changed, as they were before it:
+        decided (conflicts asked), journaled, then each replaced by rename
+        (`checkpoint_restore.py`, `checkpoint_journal.py`). With `conversation` (the
+        session's cut) the journal stays for the session to finish (`journal.remove`)."""
         try:
             await asyncio.wait_for(self.settle(), READY_WAIT)
         except TimeoutError:
@@ -805,235 +768,54 @@ class Checkpoints:
         if not since or since[0].turn != turn:
             have = ", ".join(str(c.turn) for c in kept) or "none"
             raise CheckpointError(f"no checkpoint before turn {turn} (kept: {have})")
-        base = since[0]
         async with self._lock:
-            last_after = since[-1].after
-            if last_after is None:  # the last turn did not finish its snapshot
-                last_after, _, _ = await self._snapshot(f"rewind of {turn}")
-            touched: set[str] = set()
-            for cp in since:
-                end = cp.after or last_after
-                touched.update(path for _, path in await self._changes(cp.before, end))
-            report = RewindReport(turn)
-            for rel in sorted(touched):
-                await self._restore_one(rel, base.before, last_after, report, decide)
-            await self._rewind_ignored(since, report)
-            too_large: set[str] = set()
-            for cp in since:
-                too_large.update(cp.skipped)
-            report.not_restorable.extend(sorted(too_large - set(report.not_restorable)))
-            now = self._repo_fingerprint()
-            report.repository_changed = base.repo_before is not None and now != base.repo_before
-            # The rewound turns are gone; the next snapshot starts from the folder as it is.
-            for cp in since:
-                with contextlib.suppress(OSError):
-                    (self.records / f"{cp.turn}.json").unlink()
-            with contextlib.suppress(OSError):
-                self.index.unlink()
-        return report
+            with journal.locked(self.git_dir, self.session_id) as free:
+                if not free:
+                    raise CheckpointError("a rewind of this session is already running")
+                return await self._rewind(since, decide, conversation, progress)
 
-    async def _restore_one(
+    async def _rewind(
         self,
-        rel: str,
-        base: str,
-        last: str,
-        report: RewindReport,
+        since: list[Checkpoint],
         decide: Decide | None,
-    ) -> None:
-        original = await self._blob_of(base, rel)
-        left = await self._blob_of(last, rel)
-        now = await self._now(rel)
-        if now == (original[0] if original else None):
-            return  # already as it was
-        if now != (left[0] if left else None):
-            if decide is None or not await decide(rel):
-                report.skipped.append(rel)
-                return
-            overwritten = True
-        else:
-            overwritten = False
-        path = self.root / rel
-        if self._under_home(rel) or not self._inside(path):
-            report.problems.append(
-                f"{rel}: a folder on its path now leads out of {self.root} (a link), or it "
-                "is Synapse's own; not restored"
-            )
-            return
-        try:
-            if original is None:
-                self._unlink_at(rel)
-                report.deleted.append(rel)
-                await self._remove_empty_parents(rel, base)
-                return
-            data, mode = original
-            await self._put(rel, data, mode)
-        except (OSError, FileError) as exc:
-            report.problems.append(
-                f"{rel}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
-            )
-            return
-        (report.overwritten if overwritten else report.restored).append(rel)
-
-    async def _remove_empty_parents(self, rel: str, base: str) -> None:
-        """Folders the rewound turns created and left empty go too."""
-        parts = rel.split("/")[:-1]
-        while parts:
-            folder = "/".join(parts)
-            _, listed, _ = await self._git("ls-tree", base, "--", folder, check=False)
-            if listed.strip():
-                return  # it was there before the turn
-            try:
-                dfd = self._open_parent(folder, create=False)
-                try:
-                    os.rmdir(parts[-1], dir_fd=dfd)
-                finally:
-                    os.close(dfd)
-            except OSError:
-                return  # not empty, gone, or behind a link
-            parts.pop()
-
-    def _beyond_link(self, rel: str) -> bool:
-        """True when a folder on `rel`'s path is a symbolic link."""
-        parts = rel.split("/")[:-1]
-        here = self.root
-        for part in parts:
-            here = here / part
-            if here.is_symlink():
-                return True
-        return False
-
-    def _inside(self, path: Path) -> bool:
-        """True when `path`'s folder really is inside the work tree: a turn may have
-        replaced a folder with a link elsewhere (`ln -s ~/.ssh src`), and a restore
-        must never write through it (the writes themselves walk from the root without
-        following links, `_open_parent`, so a link made after this check fails too)."""
-        parent = os.path.realpath(path.parent)
-        return parent == str(self.root) or parent.startswith(str(self.root) + os.sep)
-
-    def _open_parent(self, rel: str, *, create: bool) -> int:
-        """A descriptor of `rel`'s folder, reached from the root one name at a time with
-        O_NOFOLLOW (a link on the way: OSError), missing folders made when `create`."""
-        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            for part in rel.split("/")[:-1]:
-                try:
-                    step = os.open(part, flags, dir_fd=fd)
-                except FileNotFoundError:
-                    if not create:
-                        raise
-                    os.mkdir(part, 0o777, dir_fd=fd)
-                    step = os.open(part, flags, dir_fd=fd)
-                os.close(fd)
-                fd = step
-            return fd
-        except BaseException:
-            os.close(fd)
-            raise
-
-    def _unlink_at(self, rel: str) -> None:
-        dfd = self._open_parent(rel, create=False)
-        try:
-            os.unlink(rel.rsplit("/", 1)[-1], dir_fd=dfd)
-        except FileNotFoundError:
-            pass
-        finally:
-            os.close(dfd)
-
-    def _write_at(self, rel: str, data: bytes, mode: int) -> None:
-        """Put `data` at `rel` (temp file + rename in its folder, reached without
-        following links): a link there is replaced, never written through."""
-        name = rel.rsplit("/", 1)[-1]
-        dfd = self._open_parent(rel, create=True)
-        tmp = f".{name[:100]}.{os.urandom(4).hex()}.synapse-tmp"
-        try:
-            fd = os.open(
-                tmp,
-                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o600,
-                dir_fd=dfd,
-            )
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-                os.fchmod(fd, mode & 0o777)
-            finally:
-                os.close(fd)
-            if stat.S_ISLNK(mode):
-                raise AssertionError("links are put with _link_at")
-            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dfd)
-            raise
-        finally:
-            os.close(dfd)
-
-    def _link_at(self, rel: str, target: str) -> None:
-        name = rel.rsplit("/", 1)[-1]
-        dfd = self._open_parent(rel, create=True)
-        try:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(name, dir_fd=dfd)
-            os.symlink(target, name, dir_fd=dfd)
-        finally:
-            os.close(dfd)
-
-    async def _put(self, rel: str, data: bytes, mode: int) -> None:
-        path = self.root / rel
-        if stat.S_ISLNK(mode):
-            self._link_at(rel, data.decode("utf-8", "surrogateescape"))
-            return
-        text: str | None
-        try:
-            text = data.decode("utf-8") if b"\0" not in data[:8192] else None
-        except UnicodeDecodeError:
-            text = None
-        held: str | None = None
-        if text is not None and self.files is not None and not path.is_symlink():
-            with contextlib.suppress(FileError):
-                held = await self.files.document_text(path)
-        if held is not None and self.files is not None and text is not None:
-            os.close(self._open_parent(rel, create=False))  # no link on the way, now
-            await self.files.write(path, text)  # an open buffer gets it as an edit
-        else:
-            self._write_at(rel, data, mode)
-
-    async def _rewind_ignored(self, since: list[Checkpoint], report: RewindReport) -> None:
-        """Ignored entries the turns changed: a small file kept whole is put back when it
-        still is as the last turn left it; the others are reported."""
-        before = since[0].ignored_before
-        last = since[-1].ignored_after
-        changed: set[str] = set()
+        conversation: dict[str, int] | None,
+        progress: Progress | None,
+    ) -> RewindReport:
+        base, turn = since[0], since[0].turn
+        last_after = since[-1].after
+        if last_after is None:  # the last turn did not finish its snapshot
+            last_after, _, _ = await self._snapshot(f"rewind of {turn}")
+        touched: set[str] = set()
+        ignored: set[str] = set()
+        foreign: set[str] = set()
         for cp in since:
-            changed.update(cp.ignored_changed)
-        for rel in sorted(changed):
-            entry = before.get(rel)
-            blob = entry.get("blob") if entry else None
-            if entry is None or blob is None:
-                report.not_restorable.append(rel)
-                continue
-            try:
-                info = os.lstat(self.root / rel)
-                now = {"size": info.st_size, "mtime": info.st_mtime_ns}
-            except OSError:
-                now = {}
-            left = last.get(rel, {})
-            if (now.get("size"), now.get("mtime")) != (left.get("size"), left.get("mtime")):
-                report.skipped.append(rel)  # changed again since the turn
-                continue
-            if self._under_home(rel) or not self._inside(self.root / rel):
-                report.problems.append(f"{rel}: a folder on its path leads out; not restored")
-                continue
-            try:
-                _, data, _ = await self._git("cat-file", "blob", str(blob))
-                self._write_at(rel, data, stat.S_IFREG | int(entry.get("mode", 0o644)))
-            except (OSError, CheckpointError) as exc:
-                report.problems.append(f"{rel}: {exc}")
-                continue
-            report.restored.append(rel)
+            changes = await self._changes(cp.before, cp.after or last_after)
+            touched.update(path for _, path in changes)
+            ignored.update(cp.ignored_changed)
+            foreign.update(cp.foreign)
+        report = RewindReport(turn)
+        restorer = Restorer(self, report, decide, progress)
+        await restorer.plan(sorted(touched), base.before, last_after, foreign)
+        restorer.plan_ignored(ignored, base.ignored_before, since[-1].ignored_after, foreign)
+        if restorer.steps or conversation is not None:  # written before any file changes
+            journal.Journal(
+                self.session_id, turn, str(self.root), str(self.records), str(self.index),
+                restorer.steps, conversation,
+            ).write(journal.journal_path(self.git_dir, self.session_id))  # fmt: skip
+        await restorer.apply(base.before)
+        too_large = {p for cp in since for p in cp.skipped}
+        report.not_restorable.extend(sorted(too_large - set(report.not_restorable)))
+        now = self._repo_fingerprint()
+        report.repository_changed = base.repo_before is not None and now != base.repo_before
+        # The rewound turns are gone; the next snapshot starts from the folder as it is.
+        for cp in since:
+            with contextlib.suppress(OSError):
+                (self.records / f"{cp.turn}.json").unlink()
+        with contextlib.suppress(OSError):
+            self.index.unlink()
+        if conversation is None:
+            journal.remove(self.git_dir, self.session_id)
+        return report
 
 
 def _tree_fingerprint(top: Path, limit: int = NESTED_ENTRIES) -> str:
@@ -1075,9 +857,6 @@ def _ignored_changes(
     keys = set(before) | set(after)
     return sorted(k for k in keys if before.get(k, {}).get("mtime") != after.get(k, {}).get("mtime")
                   or before.get(k, {}).get("size") != after.get(k, {}).get("size"))  # fmt: skip
-
-
-_UNCOMPARABLE = b"\0synapse: not a regular file we can compare\0"
 
 
 def _z(path: str) -> bytes:

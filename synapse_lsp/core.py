@@ -97,6 +97,8 @@ class Workspace:
         self.private_tmp: Path | None = None
         self.tasks = TaskOwner(f"workspace-{root.name}")
         self._registry_task: asyncio.Task[None] | None = None
+        # prepare()'s router and registry, until start()
+        self._prepared: tuple[BashRouter, ExtensionRegistry | None] | None = None
         self._lock = asyncio.Lock()
         self._closed = False
         self._session_shells: weakref.WeakSet[ShellSession] = weakref.WeakSet()
@@ -251,19 +253,34 @@ class Workspace:
                 raise SynapseError(f"workspace {self.root} was closed")
             if self.router is not None:
                 return self.router
-            from synapse_lsp.router import BashRouter
-
-            if self._use_registry:
-                self._make_run_dir()
-            shell = self._new_shell()
-            await shell.start()
-            self.shell = shell
-            files = self._files() if self._files is not None else None
-            router = BashRouter(shell, self.settings_source, files=files, permission=self.gate)
-            if self._use_registry:
-                await self._start_registry(router)
+            router, registry = self._prepared or await self._prepare()
+            await router.shell.start()
+            if registry is not None:
+                self.registry = registry
+                self._registry_task = self.tasks.spawn(self._run_registry(registry), "registry")
             self.router = router
             return router
+
+    async def prepare(self) -> BashRouter:
+        """The folder's router with all its built-ins (the registry's too) before anything
+        runs: no bash, MCP server, watcher or socket yet. `chat -p` sends its first model
+        request with it, then `start()` starts the rest (a command starts its bash)."""
+        async with self._lock:
+            if self._closed:
+                raise SynapseError(f"workspace {self.root} was closed")
+            return self.router or (self._prepared or await self._prepare())[0]
+
+    async def _prepare(self) -> tuple[BashRouter, ExtensionRegistry | None]:
+        from synapse_lsp.router import BashRouter
+
+        if self._use_registry:
+            self._make_run_dir()
+        shell = self.shell = self._new_shell()
+        files = self._files() if self._files is not None else None
+        router = BashRouter(shell, self.settings_source, files=files, permission=self.gate)
+        registry = await self._new_registry(router) if self._use_registry else None
+        self._prepared = (router, registry)
+        return self._prepared
 
     def _new_shell(self) -> ShellSession:
         """A shell of the folder: its wrappers, and the folder's one /tmp."""
@@ -296,7 +313,8 @@ class Workspace:
         run = self.run_dir
         return None if run is None else WrapperDir(run.bin_dir, run.socket, run.visible)
 
-    async def _start_registry(self, router: BashRouter) -> None:
+    async def _new_registry(self, router: BashRouter) -> ExtensionRegistry | None:
+        """The folder's registry, its built-ins on `router` (started by `start()`)."""
         try:
             # Imported off the event loop: the MCP SDK behind it costs most of a second.
             module = await asyncio.to_thread(
@@ -319,9 +337,8 @@ class Workspace:
         except Exception as exc:  # extensions are optional: the shell must still work
             self.registry_error = f"extensions unavailable: {exc}"
             log.warning("workspace %s: %s", self.root, self.registry_error)
-            return
-        self.registry = registry
-        self._registry_task = self.tasks.spawn(self._run_registry(registry), "registry")
+            return None
+        return registry
 
     async def _run_registry(self, registry: ExtensionRegistry) -> None:
         try:
@@ -408,15 +425,18 @@ class Workspace:
         shells = [self.shell, *self._session_shells]
         return [s.pid for s in shells if s is not None and s.pid is not None]
 
-    async def close(self) -> None:
-        """Dispose everything: background tasks, shells, the registry and its children."""
-        self._closed = True
-        await self.tasks.aclose()
+    async def _close_registry(self) -> None:
         if self.registry is not None:
             try:
                 await asyncio.wait_for(self.registry.close(), 10.0)
             except BaseException as exc:  # keep closing the rest
                 log.warning("workspace %s: closing extensions: %s", self.root, exc)
+
+    async def close(self) -> None:
+        """Dispose everything: background tasks, shells, the registry and its children."""
+        self._closed = True
+        await self.tasks.aclose()
+        await self._close_registry()
         shells = [s for s in (self.shell, *self._session_shells) if s is not None]
         self._session_shells.clear()
         for shell in shells:

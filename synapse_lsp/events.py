@@ -7,10 +7,19 @@ tool call that started it.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+# The id of the tool call running in this task, set by the agent loop around each call
+# (each concurrent call runs in a task of its own, so each sees its own): a sub-agent
+# started by it nests under it, hooks get it as `tool_use_id`, and the permission
+# gate's questions say they are about it (`question.Question.tool_call_id`).
+RUNNING_TOOL_CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "synapse_running_tool_call", default=None
+)
 
 StopReason = Literal["end_turn", "max_tokens", "cancelled", "refusal", "error", "max_turns"]
 # `denied`: the permission gate refused the command (it never ran); faces show "Denied".

@@ -40,11 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from synapse_lsp import cmdline, trust
-from synapse_lsp.builtins.args import ArgError, parse_args
-from synapse_lsp.builtins.write import split_args
+from synapse_lsp import catalog, cmdline, trust
+from synapse_lsp.builtins.args import ArgError
 from synapse_lsp.config import SETTINGS_FILE, SettingsSource
-from synapse_lsp.events import Notice
+from synapse_lsp.events import RUNNING_TOOL_CALL, Notice
 from synapse_lsp.sandbox import HOST_VIEW, PathView
 from synapse_lsp.secrets import child_env
 
@@ -137,15 +136,16 @@ def _entry(entry: Any, where: str) -> tuple[str, float] | str:
 def tool_call(line: str, cwd: Path, view: PathView = HOST_VIEW) -> tuple[str, dict[str, Any]]:
     """(tool_name, tool_input) as a Claude Code hook expects them for one command line.
 
-    One `edit`, `write` or `read` call (a heredoc allowed, nothing after it) is `Edit`
-    {file_path, old_string, new_string, replace_all}, `Write` {file_path, content},
-    `Read` {file_path, offset?, limit?} (paths absolute, against `cwd`, as the host
-    spells them: `view`); one
-    `mcp:<server>:<tool>` call is `mcp__<server>__<tool>` {command}; anything else —
-    a compound line too, whole — is `Bash` {command}."""
+    One call of a built-in that is a Claude Code tool (`catalog.Traits.claude_tool`:
+    `edit` is `Edit` {file_path, old_string, new_string, replace_all}, `write` is
+    `Write` {file_path, content}, `read` is `Read` {file_path, offset?, limit?}; a
+    heredoc allowed, nothing after it; paths absolute, against `cwd`, as the host
+    spells them: `view`); one `mcp:<server>:<tool>` call is `mcp__<server>__<tool>`
+    {command}; anything else — a compound line too, whole — is `Bash` {command}."""
     text = line.strip()
     word = cmdline.first_word(text)
-    if word in ("edit", "write", "read") or word.startswith("mcp:"):
+    found = catalog.traits_of(word)
+    if (found is not None and found.claude_tool is not None) or word.startswith("mcp:"):
         with contextlib.suppress(ValueError, ArgError):
             mapped = _mapped(text, word, cwd, view)
             if mapped is not None:
@@ -170,30 +170,13 @@ def _mapped(
     def path(arg: str) -> str:
         return os.path.normpath(cwd / view.host(Path(arg).expanduser()))
 
-    if word == "edit" and body is None:
-        args = parse_args(argv[1:], options=set(), flags={"all"})
-        if len(args.positional) == 3:
-            file_arg, old, new = args.positional
-            return "Edit", {
-                "file_path": path(file_arg),
-                "old_string": old,
-                "new_string": new,
-                "replace_all": "all" in args.flags,
-            }
-    elif word == "write":
-        given = split_args(argv[1:])  # write's own rule: content may start with "-"
-        if len(given) == 2 and body is None or len(given) == 1 and body is not None:
-            content = given[1] if body is None else body
-            return "Write", {"file_path": path(given[0]), "content": content}
-    elif word == "read" and body is None:
-        args = parse_args(argv[1:], options={"offset", "limit"})
-        if len(args.positional) == 1:
-            tool_input: dict[str, Any] = {"file_path": path(args.positional[0])}
-            for name in ("offset", "limit"):
-                if args.options.get(name, "").isdigit():
-                    tool_input[name] = int(args.options[name])
-            return "Read", tool_input
-    return None
+    argv = catalog.normalized(argv)
+    builtin = catalog.lookup(argv)
+    if builtin is None:
+        return None
+    tool = catalog.traits(builtin).claude_tool
+    tool_input: dict[str, Any] | None = builtin.hook_input(argv, body, path)
+    return (tool, tool_input) if tool is not None and tool_input is not None else None
 
 
 # ---------------------------------------------------------------- who is asking
@@ -217,10 +200,6 @@ class HookScope:
 
 _SCOPE: contextvars.ContextVar[HookScope | None] = contextvars.ContextVar(
     "synapse_hook_scope", default=None
-)
-# The tool call running in this task (`tool_use_id`), set by the agent loop.
-TOOL_USE_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "synapse_hook_tool_use_id", default=None
 )
 
 
@@ -381,7 +360,11 @@ class Hooks:
         if not self._has("PreToolUse"):
             return PreVerdict(None)  # no parsing of a long line for nothing
         name, tool_input = tool_call(line, cwd, scope.view())
-        fields = {"tool_name": name, "tool_input": tool_input, "tool_use_id": TOOL_USE_ID.get()}
+        fields = {
+            "tool_name": name,
+            "tool_input": tool_input,
+            "tool_use_id": RUNNING_TOOL_CALL.get(),
+        }
         denied: list[str] = []
         asked: list[str] = []
         allowed = False
@@ -443,7 +426,7 @@ class Hooks:
             "tool_name": name,
             "tool_input": tool_input,
             "tool_response": response,
-            "tool_use_id": TOOL_USE_ID.get(),
+            "tool_use_id": RUNNING_TOOL_CALL.get(),
         }
         said: list[str] = []
         for ran in await self._run(scope, "PostToolUse", name, fields):
@@ -537,8 +520,8 @@ class Hooks:
 
 
 async def _run_one(hook: Hook, data: bytes, env: dict[str, str], cwd: Path) -> _Ran:
-    try:
-        proc = await asyncio.create_subprocess_exec(
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
             "bash",
             "-c",
             hook.command,
@@ -549,6 +532,12 @@ async def _run_one(hook: Hook, data: bytes, env: dict[str, str], cwd: Path) -> _
             env=env,
             start_new_session=True,  # its own process group: killed whole
         )
+    )
+    try:  # shielded: cancelled inside, asyncio kills bash alone, then waits for its pipes
+        proc = await asyncio.shield(spawn)  # (held by what it started: a `sleep 60`)
+    except asyncio.CancelledError:
+        spawn.add_done_callback(_kill_spawned)  # its whole group, once it is known
+        raise
     except OSError as exc:
         return _Ran(hook, None, "", "", f"could not start ({exc})")
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -658,6 +647,13 @@ async def _read(stream: asyncio.StreamReader, kept: bytearray, cut: list[bool]) 
 
 def _text(data: bytearray) -> str:
     return data.decode("utf-8", errors="replace")
+
+
+def _kill_spawned(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    """A hook whose start a cancel interrupted: its group killed, our pipe ends closed."""
+    if not spawn.cancelled() and spawn.exception() is None:
+        _kill_group(spawn.result().pid)
+        spawn.result()._transport.close()  # type: ignore[attr-defined]
 
 
 def _kill_group(pgid: int) -> None:

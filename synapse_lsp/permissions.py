@@ -22,30 +22,46 @@ import contextlib
 import fnmatch
 import os
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from synapse_lsp import bashparse, cmdline
+from synapse_lsp import bashparse, catalog, cmdline
 from synapse_lsp.cmdline import simple_commands
 from synapse_lsp.commands import Layer, OutsideEnv, Step
 from synapse_lsp.config import POLICIES, SANDBOX_MODES, Settings, SettingsSource, as_source
+from synapse_lsp.events import RUNNING_TOOL_CALL
 from synapse_lsp.hooks import Hooks
 from synapse_lsp.hooks import current as hook_scope
+from synapse_lsp.question import (
+    ACTIONS,
+    ALLOW_ONCE,
+    ALLOW_SESSION,
+    ALLOW_WITH_PATH,
+    ALWAYS,
+    ALWAYS_DENY,
+    ALWAYS_OUTSIDE,
+    DENY,
+    Asker,
+    Question,
+    always_deny_title,
+    gate_options,
+)
 from synapse_lsp.sandbox import HOST_VIEW, PathView
 
-ALLOW_ONCE = "Allow once"
-ALLOW_SESSION = "Allow for this session"
-DENY = "Deny"
-ACTIONS = (ALLOW_ONCE, ALLOW_SESSION, DENY)
-# Offered when a re-run outside the sandbox could carry the session's PATH (an
-# activated venv): allow once, and carry it (docs/user-guide.md "When the sandbox
-# blocks a command").
-ALLOW_WITH_PATH = "Allow once, with the session's PATH"
-
-# (message, actions) -> the chosen action's title, or None when dismissed
-Asker = Callable[[str, tuple[str, ...]], Awaitable[str | None]]
+__all__ = [  # re-exported: a question's titles and types live in question.py
+    "ACTIONS",
+    "ALLOW_ONCE",
+    "ALLOW_SESSION",
+    "ALLOW_WITH_PATH",
+    "ALWAYS",
+    "ALWAYS_DENY",
+    "ALWAYS_OUTSIDE",
+    "DENY",
+    "Asker",
+    "always_deny_title",
+]
 
 # Native commands whose non-option arguments are paths they write, delete or move.
 _WRITERS = frozenset(
@@ -146,10 +162,11 @@ def _writes(
             marked = cmdline.split_argv_marked(heredoc[0] if heredoc is not None else line)
         except ValueError:
             return []
-        if marked and marked[0][0] in ("write", "edit"):
-            positional = [(w, e) for w, e in marked[1:] if not w.startswith("--")]
-            if positional:
-                check(positional[0][0], not positional[0][1])
+        literal = {w: not expands for w, expands in marked}
+        body = heredoc[1] if heredoc is not None else None
+        found = catalog.invocation([w for w, _ in marked], body)
+        for path in found.writes if found is not None else ():
+            check(path, literal.get(path, False))
         return outside
     if layer is not Layer.NATIVE:
         return outside
@@ -225,32 +242,14 @@ class RuleStore(Protocol):
     def prefix(self, simple_command: str, *, with_flags: bool = False) -> str: ...
 
 
-ALWAYS = "Always allow"
-# The "always" answer to a command the sandbox blocked: a rule of its own ("outside"),
-# since running outside the sandbox is more than not being asked.
-ALWAYS_OUTSIDE = "Always run"
-# Not offered as a button; a face whose protocol has "reject always" (ACP) answers the
-# "Always allow …" title with ALWAYS replaced by this to remember denies.
-ALWAYS_DENY = "Always deny"
 NO_ASKING = (
     "this face cannot ask (run it again with --yes to allow what would be asked, or "
     "change the `sandbox`/`permission` settings)"
 )
 
 
-def always_deny_title(always: str) -> str:
-    """The answer that remembers denies, for a question whose "always" action is
-    `always` ("Always allow `x` here" or "Always run `x` outside the sandbox here"):
-    "Always deny `x` here". Not offered as a button; ACP's "reject always" sends it."""
-    if always.startswith(ALWAYS_OUTSIDE):
-        always = ALWAYS + always[len(ALWAYS_OUTSIDE) :].replace(
-            " outside the sandbox here", " here"
-        )
-    return always.replace(ALWAYS, ALWAYS_DENY, 1)
-
-
 @dataclass
-class _Question:
+class _Asked:
     reason: str
     outside: bool  # allowing it means running the line outside the sandbox
     once_only: bool = False  # a hook asks: Allow once or Deny (it asks again next time)
@@ -325,7 +324,7 @@ class AskingGate:
         shell's own commands are the kernel's business): (refusal, question)."""
         if mode not in SANDBOX_MODES or mode == "full-access":
             return None, None
-        writes = [s for s in steps if s.layer is Layer.AGENT and _first(s.text) in _FILE_WRITERS]
+        writes = [s for s in steps if _writes_files(s)]
         if mode == "read-only":
             if writes:
                 return (
@@ -395,7 +394,7 @@ class AskingGate:
             target = _writer_target(step, cwd, self._view())
             what = governing(target, self._root, settings.synapse_home) if target else None
             if target is not None and what is not None:
-                refused = await self._governing(line, parts, target, what)
+                refused = await self._governing(line, parts, cwd, target, what)
                 if refused is not None:
                     return refused
         # 3. The sandbox mode.
@@ -407,7 +406,7 @@ class AskingGate:
             return None
         if hooked == "ask":  # whatever would allow the line: the user is asked
             why = f"{question}; {hook_reason}" if question else hook_reason
-            return await self._ask_line(line, parts, cwd, _Question(why, False, True))
+            return await self._ask_line(line, parts, cwd, _Asked(why, False, True))
         # 4. The policy (`allow` globs, session and remembered allows and a hook's allow
         # skip it; the sandbox mode's question stays; no glob or prefix vouches for a
         # line the parser does not: its commands are a guess).
@@ -447,19 +446,17 @@ class AskingGate:
         outside = sandboxed and reason.startswith("writes outside") and _has_native(plan)
         if outside:
             reason += "; allowing runs it outside the sandbox"
-        asked = _Question(reason, outside, always=problem is None)  # no "Always" for a guess
+        asked = _Asked(reason, outside, always=problem is None)  # no "Always" for a guess
         return await self._ask_line(line, parts, cwd, asked)
 
     async def _ask_line(
-        self, line: str, parts: Sequence[str], cwd: Path, question: _Question
+        self, line: str, parts: Sequence[str], cwd: Path, asked: _Asked
     ) -> str | None:
         shown = _showable(line, parts)
         if shown is None:
-            return (
-                f"denied: {question.reason}; the line has too many commands to show in a question"
-            )
-        message = f"Synapse wants to run:\n  {shown}\nin {cwd}\n({question.reason})"
-        return await self._question(line, parts, message, question)
+            return f"denied: {asked.reason}; the line has too many commands to show in a question"
+        message = f"Synapse wants to run:\n  {shown}\nin {cwd}\n({asked.reason})"
+        return await self._question(line, parts, cwd, message, asked)
 
     async def escalate(
         self, command: str, cwd: Path, why: str, env: OutsideEnv | None = None
@@ -483,7 +480,7 @@ class AskingGate:
             "Re-run it outside the sandbox? It may have partly run already."
             + (f"\nOutside, {cmdline.visible(told)}." if told else "")
         )
-        denied = await self._question(line, parts, message, _Question(why, True, env=env))
+        denied = await self._question(line, parts, cwd, message, _Asked(why, True, env=env))
         if denied is None:
             self._outside_once.discard(line)  # the caller runs it outside right now
         return denied is None
@@ -501,7 +498,7 @@ class AskingGate:
         return self._outside_rule(_parts([Step(line, Layer.NATIVE)]))
 
     async def _governing(
-        self, line: str, parts: Sequence[str], target: Path, what: str
+        self, line: str, parts: Sequence[str], cwd: Path, target: Path, what: str
     ) -> str | None:
         """The question for a built-in write of a governing file: allow once or deny,
         nothing remembered; refused where nobody is asked (`--yes` answers for nobody)."""
@@ -518,72 +515,70 @@ class AskingGate:
             "What it writes there decides what the agent may do or what runs outside "
             "the sandbox. Allow this one change?"
         )
-        return await self._question(
-            line, parts, message, _Question(f"changes {target}", False, once_only=True)
-        )
+        asked = _Asked(f"changes {target}", False, once_only=True)
+        return await self._question(line, parts, cwd, message, asked)
 
     # ---------------------------------------------------------------- asking
 
     async def _question(
-        self, line: str, parts: Sequence[str], message: str, question: _Question
+        self, line: str, parts: Sequence[str], cwd: Path, message: str, asked: _Asked
     ) -> str | None:
-        """Ask; None when allowed (and remember the answer), else the denial."""
+        """Ask (a `question.Question` about the running tool call); None when allowed
+        (and remember the answer), else the denial."""
         if self._ask is None:
-            return f"denied: {question.reason}; {self._cannot_ask}"
-        once = question.once_only or not question.always
-        prefixes = [] if once else self._prefixes(parts, outside=question.outside)
+            return f"denied: {asked.reason}; {self._cannot_ask}"
+        once = asked.once_only or not asked.always
+        prefixes = [] if once else self._prefixes(parts, outside=asked.outside)
         always: str | None = None
-        if question.outside:
+        if asked.outside:
             # One prefix at most: "always run X outside" must never carry a second
             # command (`npm install && rm …`) along.
             if len(prefixes) == 1:
                 always = f"{ALWAYS_OUTSIDE} `{prefixes[0]}` outside the sandbox here"
         elif prefixes:
             always = f"{ALWAYS} {', '.join(f'`{p}`' for p in prefixes)} here"
-        with_path = question.env is not None and question.env.session_path is not None
-        actions = (
-            (ALLOW_ONCE, DENY)
-            if question.once_only
-            else (
-                ALLOW_ONCE,
-                *([ALLOW_WITH_PATH] if with_path else []),
-                ALLOW_SESSION,
-                *([always] if always else []),
-                DENY,
-            )
+        with_path = asked.env is not None and asked.env.session_path is not None
+        # every part of it (the line, the reason quoting it) with escapes shown
+        question = Question(
+            tool_call_id=RUNNING_TOOL_CALL.get(),
+            command=cmdline.visible(_shorten(line, SHOWN_CHARS)),
+            cwd=str(cwd),
+            steps=tuple(cmdline.visible(_shorten(p.strip(), 160)) for p in parts),
+            reason=cmdline.visible(asked.reason),
+            options=gate_options(once_only=asked.once_only, with_path=with_path, always=always),
+            message=cmdline.visible(message),
         )
         wait = self._settings().permission_timeout
         try:
             # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel that comes as
             # the answer does, and the command would run in a cancelled turn.
             async with asyncio.timeout(wait):
-                # every part of it (the line, the reason quoting it) with escapes shown
-                answer = await self._ask(cmdline.visible(message), actions)
+                answer = await self._ask(question)
         except TimeoutError:
             return f"denied: nobody answered the permission question within {wait:g} s"
         except Exception as exc:  # the face could not ask: do not run
             return f"denied: the question could not be asked ({exc})"
-        if answer == ALLOW_WITH_PATH and with_path and question.env is not None:
-            question.env.with_session_path = True
+        if answer == ALLOW_WITH_PATH and with_path and asked.env is not None:
+            asked.env.with_session_path = True
             self._outside_once.add(line)
             return None
         if answer == ALLOW_ONCE:
-            if question.outside:
+            if asked.outside:
                 self._outside_once.add(line)
             return None
         if answer == ALLOW_SESSION:
-            (self._outside_session if question.outside else self.remembered).add(line)
+            (self._outside_session if asked.outside else self.remembered).add(line)
             return None
         if always is not None and answer == always:
             assert self._rules is not None
             for prefix in prefixes:
                 try:
                     self._rules.remember(
-                        self._root, prefix, "outside" if question.outside else "allow"
+                        self._root, prefix, "outside" if asked.outside else "allow"
                     )
                 except OSError as exc:
                     return f"denied: the answer could not be remembered ({exc})"
-            if question.outside:
+            if asked.outside:
                 self._outside_once.add(line)
             else:
                 self.remembered.add(line)
@@ -603,8 +598,9 @@ class AskingGate:
             return []
         found: list[str] = []
         for part in parts:
-            if _first(part) in _ALL_BUILTIN_WORDS:
-                continue
+            builtin = catalog.lookup(part.split(maxsplit=2)[:2])
+            if builtin is not None and catalog.traits(builtin).effect is not catalog.Effect.RUN:
+                continue  # a file or plan built-in: judged by its paths, not remembered
             prefix = self._rules.prefix(part, with_flags=outside)
             if not prefix:
                 return []  # a command nothing safe can be remembered for: no "Always"
@@ -636,8 +632,12 @@ class AskingGate:
         return decision, rule
 
 
-_FILE_WRITERS = frozenset({"write", "edit"})
-_ALL_BUILTIN_WORDS = frozenset({"read", "write", "edit", "plan", "todo"})
+def _writes_files(step: Step) -> bool:
+    """A built-in step whose catalog entry says it writes files (`write`, `edit`)."""
+    if step.layer is not Layer.AGENT:
+        return False
+    found = catalog.traits_of(_first(step.text))
+    return found is not None and found.effect is catalog.Effect.WRITE
 
 
 SHOWN_CHARS = 2000
@@ -676,17 +676,17 @@ def governing(path: Path, root: Path, home: Path) -> str | None:
 
 def _writer_target(step: Step, cwd: Path, view: PathView) -> Path | None:
     """The file a `write`/`edit` step writes (a host path), or None."""
-    if step.layer is not Layer.AGENT or _first(step.text) not in _FILE_WRITERS:
+    if not _writes_files(step):
         return None
     heredoc = cmdline.extract_heredoc(step.text)
     try:
         argv = cmdline.split_argv(heredoc[0] if heredoc is not None else step.text)
     except ValueError:
         return None
-    positional = [a for a in argv[1:] if not a.startswith("--")]
-    if not positional:
+    found = catalog.invocation(argv, heredoc[1] if heredoc is not None else None)
+    if found is None or not found.writes:
         return None
-    given = Path(positional[0]).expanduser()
+    given = Path(found.writes[0]).expanduser()
     return view.host(given) if given.is_absolute() else cwd / given
 
 

@@ -71,6 +71,9 @@ class Editor:
     edit_event: asyncio.Event = field(default_factory=asyncio.Event)
     init_result: types.InitializeResult | None = None
     saves: list[list[str]] = field(default_factory=list)  # synapse/saveDocuments asked
+    # synapse/requestPermission: the questions asked (params as sent), the option chosen
+    permission_requests: list[dict[str, Any]] = field(default_factory=list)
+    option: str | None = "allow_once"
 
     def _save(self, params: Any) -> dict[str, Any]:
         """`synapse/saveDocuments`: write each open document's text to its file."""
@@ -192,6 +195,7 @@ async def editor(
     configuration: dict[str, Any] | None = None,
     position_encodings: list[str] | None = None,
     save_documents: bool = False,
+    request_permission: bool = False,
 ) -> AsyncIterator[Editor]:
     """Start `python -m synapse_lsp` and initialize it with `folders` (`position_encodings`:
     what the client offers; the test client itself applies edits in UTF-16)."""
@@ -219,12 +223,20 @@ async def editor(
         def _save(params: Any) -> dict[str, Any]:
             return state._save(params)
 
+    if request_permission:
+
+        @client.feature("synapse/requestPermission")  # type: ignore[untyped-decorator]  # pygls
+        def _permission(params: Any) -> dict[str, Any]:
+            state.permission_requests.append(_plain(params))
+            return {"optionId": state.option}
+
     await client.start_io(sys.executable, "-m", "synapse_lsp", env=server_env(home, env))
     caps = pytest_lsp.client_capabilities(capabilities)
     if not apply_edit and caps.workspace is not None:
         caps.workspace.apply_edit = False
-    if save_documents:
-        caps.experimental = {"synapse": {"saveDocuments": True}}
+    ours = {"saveDocuments": save_documents, "requestPermission": request_permission}
+    if any(ours.values()):
+        caps.experimental = {"synapse": {k: True for k, on in ours.items() if on}}
     if position_encodings is not None:
         caps.general = types.GeneralClientCapabilities(
             position_encodings=[types.PositionEncodingKind(e) for e in position_encodings]

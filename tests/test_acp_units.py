@@ -31,6 +31,7 @@ from synapse_lsp.agent.session import context_text
 from synapse_lsp.config import Settings
 from synapse_lsp.events import FileDiff
 from synapse_lsp.files import ChangeRecorder, FileError
+from synapse_lsp.question import Question, gate_options
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
 
@@ -168,19 +169,21 @@ def test_prompt_blocks_become_text_and_context(tmp_path: Path) -> None:
 
 def test_permission_options_map_the_gate_answers() -> None:
     always = "Always allow `git push` here"
-    options, titles = permission_options(("Allow once", "Allow for this session", always, "Deny"))
-    assert [(o.option_id, o.kind) for o in options] == [
+
+    def offered(always: str | None) -> list[tuple[str, str]]:
+        options = gate_options(once_only=False, with_path=False, always=always)
+        question = Question(None, "git push", "/", ("git push",), "why", options, "m")
+        return [(o.option_id, o.kind) for o in permission_options(question)]
+
+    assert offered(always) == [
         ("allow_once", "allow_once"),
-        ("allow_always", "allow_always"),
         ("allow_session", "allow_always"),
+        ("allow_always", "allow_always"),
         ("reject_once", "reject_once"),
         ("reject_always", "reject_always"),
     ]
-    assert titles["allow_always"] == always
-    assert titles["reject_always"] == "Always deny `git push` here"
     # Without a prefix to remember, allow_always is "Allow for this session".
-    options, titles = permission_options(("Allow once", "Allow for this session", "Deny"))
-    assert [(o.option_id, o.kind) for o in options] == [
+    assert offered(None) == [
         ("allow_once", "allow_once"),
         ("allow_session", "allow_always"),
         ("reject_once", "reject_once"),

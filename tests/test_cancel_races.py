@@ -16,6 +16,7 @@ from synapse_lsp.checkpoints import Checkpoints
 from synapse_lsp.commands import Layer
 from synapse_lsp.config import Settings
 from synapse_lsp.permissions import ALLOW_ONCE, AskingGate
+from synapse_lsp.question import Question
 
 OFFSETS = range(4)  # loop steps between the end of the wait and the cancel
 
@@ -67,7 +68,7 @@ async def test_a_cancel_as_the_user_answers_is_not_lost(tmp_path: Path, offset: 
     ws.mkdir()
     answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
 
-    async def ask(message: str, actions: tuple[str, ...]) -> str | None:
+    async def ask(question: Question) -> str | None:
         return await answer
 
     settings = Settings(

@@ -23,6 +23,7 @@ from synapse_lsp.agent.slash import SESSION_COMMANDS
 from synapse_lsp.agent.store import SessionStore
 from synapse_lsp.config import LiveSettings, ModelPrice, Settings
 from synapse_lsp.events import Event, Notice, ToolCallFinished, TurnFinished, Usage
+from synapse_lsp.question import Question
 from synapse_lsp.router import BashRouter
 from tests.slash_host import SessionHost
 
@@ -174,8 +175,8 @@ async def test_large_old_outputs_are_offloaded_only_at_a_compaction_and_read_bac
     )
     asked: list[str] = []
 
-    async def ask(message: str, actions: tuple[str, ...]) -> str | None:
-        asked.append(message)
+    async def ask(question: Question) -> str | None:
+        asked.append(question.message)
         return "Deny"
 
     workspace = Workspace(workdir, live, ask=ask, extensions=False)

@@ -15,6 +15,7 @@ from synapse_lsp.agent.slash import SESSION_COMMANDS, SlashCommand, SlashRegistr
 from synapse_lsp.config import LiveSettings
 from synapse_lsp.core import Workspace
 from synapse_lsp.errors import SynapseError
+from synapse_lsp.question import Question
 from synapse_lsp.tasks import TaskOwner
 from tests.lsp_client import alive, descendants
 
@@ -86,8 +87,8 @@ async def test_the_same_assembly_serves_every_face(tmp_path: Path) -> None:
         assert denied.exit_code == 126 and "cannot ask" in denied.stderr
         asked: list[str] = []
 
-        async def ask(message: str, actions: tuple[str, ...]) -> str | None:
-            asked.append(message)
+        async def ask(question: Question) -> str | None:
+            asked.append(question.message)
             return "Deny"
 
         gated = Workspace(tmp_path, live, ask=ask, extensions=False)

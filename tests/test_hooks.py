@@ -26,6 +26,7 @@ from synapse_lsp.config import LiveSettings
 from synapse_lsp.core import Workspace
 from synapse_lsp.events import Event, Notice, ToolCallFinished, TurnFinished
 from synapse_lsp.hooks import tool_call
+from synapse_lsp.question import Question
 from tests.slash_host import SessionHost
 
 KEY = "sk-ant-hooks-test-key"
@@ -77,7 +78,8 @@ class Env:
         live = self.settings(home_settings)
         assert live.problems == [], live.problems
 
-        async def asker(message: str, actions: tuple[str, ...]) -> str:
+        async def asker(question: Question) -> str:
+            message, actions = question.message, question.actions
             self.asked.append((message, actions))
             return self.answer
 

@@ -310,14 +310,20 @@ def test_deny_prevents_the_command(runs: dict[str, Scenario]) -> None:
     assert not (sc.workdir / "created.txt").exists()
     assert len(result["asked"]) == 1
     ask = result["asked"][0]
-    assert "touch created.txt" in ask["message"]
-    assert [a["title"] for a in ask["actions"]] == [
-        "Allow once",
-        "Allow for this session",
-        "Always allow `touch` here",
-        "Deny",
+    question = ask["params"]  # synapse/requestPermission: the question as data
+    assert question["command"] == "touch created.txt"
+    assert question["steps"] == ["touch created.txt"]
+    assert "touch created.txt" in question["message"]
+    assert [(o["title"], o["kind"]) for o in question["options"]] == [
+        ("Allow once", "allow_once"),
+        ("Allow for this session", "allow_always"),
+        ("Always allow `touch` here", "allow_always"),
+        ("Deny", "reject_once"),
     ]
     title = summary_title("touch created.txt")
+    # Matched by id: the card of the tool call the question names waited for the answer.
+    assert ask["card_id"] == question["toolCallId"] == result["tool_id"]
+    assert ask["header"] == f"#### Tool: {title} [waiting for your answer]"
     transcript = result["transcript"]
     header = transcript.index(f"#### Tool: {title} [Denied]")  # not "failed, exit 126"
     assert transcript[header + 1] == "    $ touch created.txt"

@@ -49,7 +49,7 @@ def run_lua_file(script: Path, out: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize(("spec", "cases"), [("state_spec.lua", 15), ("client_spec.lua", 13)])
+@pytest.mark.parametrize(("spec", "cases"), [("state_spec.lua", 17), ("client_spec.lua", 14)])
 def test_lua_spec_cases(spec: str, cases: int, tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     proc = run_lua_file(CLIENT / "tests" / spec, out)

@@ -17,6 +17,7 @@ from synapse_lsp.permissions import (
     AskingGate,
     sandbox_refusal,
 )
+from synapse_lsp.question import Question
 
 
 class Recorder:
@@ -26,7 +27,8 @@ class Recorder:
         self.answer = answer
         self.questions: list[tuple[str, tuple[str, ...]]] = []
 
-    async def __call__(self, message: str, actions: tuple[str, ...]) -> str | None:
+    async def __call__(self, question: Question) -> str | None:
+        message, actions = question.message, question.actions
         self.questions.append((message, actions))
         return self.answer
 

@@ -58,3 +58,36 @@ def test_slash_aliases_and_a_bare_bang(tmp_path: Path, workdir: Path) -> None:
     assert "Usage: !<command>" in proc.stdout
     assert proc.stdout.count("/resume ID") == 2  # /? and /HeLp both list the commands
     assert "You (1)> " in proc.stdout and "You (2)> " not in proc.stdout
+
+
+def test_after_ctrl_c_a_line_typed_meanwhile_waits_for_enter(tmp_path: Path, workdir: Path) -> None:
+    """Issue 31 item 3: Ctrl-C during the agent's command with a line typed meanwhile
+    cancels the command; the line is not sent on its own (it would repeat the cancelled
+    work) but waits at the next prompt, typed and editable, until Enter sends it."""
+    script: list[Any] = [
+        {"commands": ["echo started; sleep 60; touch marker"]},
+        {"text": "after the edit"},
+    ]
+    with FakeApiProcess(script, tmp_path / "api") as api:
+        chat = PtyChat(home_env(tmp_path / "home", api.env()), workdir, no_color=True)
+        try:
+            at = chat.wait_for("You (1)> ")
+            chat.type("one\r")
+            at = chat.wait_for("started", at)  # the command runs
+            chat.type("two\r")
+            at = chat.wait_for("(queued: two)", at)
+            chat.type("\x03")  # Ctrl-C
+            at = chat.wait_for("(turn cancelled)", at)
+            at = chat.wait_for("You (2)> two", at)  # shown at the prompt, not sent
+            assert len(api.message_bodies()) == 1
+            chat.type(" more\r")  # edited, then Enter
+            at = chat.wait_for("after the edit", at)
+            at = chat.wait_for("You (3)> ", at)
+            chat.type("/exit\r")
+            assert chat.wait_exit() == 0
+        finally:
+            chat.close()
+        bodies = api.message_bodies()
+    texts = [b["messages"][-1]["content"][-1].get("text") for b in bodies]
+    assert texts == ["one", "two more"]
+    assert not (workdir / "marker").exists()

@@ -484,8 +484,8 @@ async def test_rewind_restores_a_turn_through_the_editor_and_asks_about_later_ch
     assert report["deleted"] == ["made.txt"] and report["skipped"] == ["mine.txt"]
     assert report["truncated"] is True
     assert [a.message for a in ed.asks] == [
-        "Rewind: mine.txt changed after the agent's turn (by you or another session). "
-        "Put back the version from before the turn anyway?"
+        "Rewind: mine.txt was changed by you or another program (not only by the agent) "
+        "during or after the turn. Put back the version from before the turn anyway?"
     ]
     # The buffer got its unsaved pre-turn text back as an edit; the disk was not written.
     assert len(ed.edits) > edits_before

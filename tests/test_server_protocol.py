@@ -239,7 +239,7 @@ HEAVY = (
     "anthropic",
     "mcp",
     "synapse_lsp.router",
-    "synapse_lsp.shell",
+    "synapse_lsp.shell.session",  # the package itself is light: sandbox and procs
     "synapse_lsp.permissions",
     "synapse_lsp.agent.session",
     "synapse_lsp.lsp.updates",

@@ -29,6 +29,7 @@ from synapse_lsp.lsp.protocol import SessionUpdate, SessionUpdateNotification
 from synapse_lsp.lsp.updates import MAX_OUTPUT_CHUNK, UpdateStream, event_to_update
 from synapse_lsp.lsp.wire import to_wire
 from synapse_lsp.permissions import AskingGate, writes_outside
+from synapse_lsp.question import Question
 
 
 def _wire(update: SessionUpdate | None) -> Any:
@@ -245,8 +246,8 @@ def test_writes_outside(line: str, layer: Layer, outside: list[str]) -> None:
 async def test_allow_globs_never_cover_chained_commands() -> None:
     asked: list[str] = []
 
-    async def ask(message: str, actions: tuple[str, ...]) -> str | None:
-        asked.append(message)
+    async def ask(question: Question) -> str | None:
+        asked.append(question.message)
         return "Deny"
 
     settings = Settings(permission="ask-all-native", allow=("git status*",), deny=("rm -rf /*",))

@@ -302,14 +302,16 @@ async def test_a_stop_kills_no_group_that_is_not_the_shells(shell: ShellSession)
     """A group recorded while stopping may be gone by the final kill, its id reused by
     a stranger's new process: only groups still holding the shell's processes die."""
     stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    original = shell._signal_foreground
+    assert shell._bash is not None
+    groups = shell._bash.groups
+    original = groups.signal_foreground
 
     def also_the_stranger(run: Any, sig: signal.Signals) -> None:
         run.pgrps.add(stranger.pid)  # as if an earlier job's group id were reused
         original(run, sig)
 
     try:
-        shell._signal_foreground = also_the_stranger  # type: ignore[method-assign]
+        groups.signal_foreground = also_the_stranger  # type: ignore[method-assign]
         result = await shell.run("sleep 30", timeout=0.5)
         assert result.timed_out
         assert stranger.poll() is None, "a stranger's process group was killed"

@@ -27,6 +27,7 @@ from synapse_lsp.cli.render import Renderer
 from synapse_lsp.config import Settings
 from synapse_lsp.events import Event, ToolCallFinished, ToolCallStarted, TurnFinished
 from synapse_lsp.permissions import ALLOW_ONCE, AskingGate
+from synapse_lsp.question import Question
 from synapse_lsp.router import BashRouter
 
 KEY = "sk-ant-parallel-test-key"
@@ -241,7 +242,8 @@ async def test_permission_questions_of_parallel_subagents_are_asked_one_at_a_tim
     active = 0
     most = 0
 
-    async def ask(message: str, actions: tuple[str, ...]) -> str:
+    async def ask(question: Question) -> str:
+        message = question.message
         nonlocal active, most
         active += 1
         most = max(most, active)

@@ -185,6 +185,35 @@ case("a plugin folder linked into pack/*/start still finds the repository's .ven
   eq({ vim.fn.resolve(exe), "lsp" }, cmd)
 end)
 
+
+case("a permission question is answered with the chosen option's id; its call marked by id", function()
+  local marks = {}
+  local saved_choose, saved_on = client.choose, client.on_question
+  client.on_question = function(id, question)
+    marks[#marks + 1] = { id, question and question.message or false }
+  end
+  client.choose = function(params)
+    return params.options[2]
+  end
+  local params = {
+    toolCallId = "toolu_7",
+    message = "Reworded, whatever it says",
+    options = {
+      { optionId = "allow_once", title = "Allow once", kind = "allow_once" },
+      { optionId = "reject_once", title = "Deny", kind = "reject_once" },
+    },
+  }
+  local answer = client.request_permission(nil, params, { client_id = 1 })
+  eq({ optionId = "reject_once" }, answer)
+  eq({ { "toolu_7", "Reworded, whatever it says" }, { "toolu_7", false } }, marks)
+  client.choose = function()
+    return nil
+  end
+  eq({ optionId = vim.NIL }, client.request_permission(nil, { toolCallId = vim.NIL, options = {} }, {}))
+  eq(2, #marks) -- about no tool call: no card to mark
+  client.choose, client.on_question = saved_choose, saved_on
+end)
+
 local passed, failed = {}, {}
 for _, c in ipairs(cases) do
   local ok, err = pcall(c.fn)

@@ -238,14 +238,25 @@ end
 
 function scenarios.deny()
   local asked = {}
-  vim.lsp.handlers["window/showMessageRequest"] = function(_, params)
-    asked[#asked + 1] = params
-    for _, a in ipairs(params.actions or {}) do
-      if a.title == "Deny" then
-        return a
+  -- The plugin's question UI answers "Deny" (by the option's kind). Meanwhile it notes the
+  -- card the question shows in: the tool call the question names by id (a question that
+  -- came before its call's update shows once the update arrives: events run meanwhile).
+  synapse.client.choose = function(params)
+    local chat = synapse.current_chat(false)
+    vim.wait(5000, function()
+      return chat.state:question_card(params.toolCallId) ~= nil
+    end, 10)
+    local card = chat.state:question_card(params.toolCallId)
+    asked[#asked + 1] = {
+      params = params,
+      card_id = card and card.id or vim.NIL,
+      header = card and card.lines[1] or vim.NIL,
+    }
+    for _, option in ipairs(params.options or {}) do
+      if option.kind == "reject_once" then
+        return option
       end
     end
-    return vim.NIL
   end
   local _, root = ready_client()
   vim.cmd("SynapseChat make a file")
@@ -255,6 +266,7 @@ function scenarios.deny()
   end)
   settle(chat)
   result.asked = asked
+  result.tool_id = first_tool(chat) or vim.NIL
   result.transcript = transcript(chat)
   result.created = read_disk(root .. "/created.txt") ~= vim.NIL
 end

@@ -451,6 +451,53 @@ case("the update fields synapse.state reads are the protocol's (protocol.update_
   end
 end)
 
+
+local function tool(id, command, parent)
+  return {
+    sessionUpdate = "tool_call",
+    toolCallId = id,
+    title = "Run " .. command,
+    kind = "execute",
+    status = "in_progress",
+    rawInput = { command = command },
+    parentToolCallId = parent,
+  }
+end
+
+local function header_of(s, id)
+  return s:lines()[s:tool_line(id)]
+end
+
+case("a permission question marks the card of the call it names by id", function()
+  local s = State.new()
+  s:apply({ sessionUpdate = "user_message_chunk", content = text("go") })
+  s:apply(tool("a", "ls"))
+  s:apply(tool("b", "echo hi > /tmp/x"))
+  -- the prose names the other call's command, in a wording no pattern knows: the id decides
+  s:ask("b", { message = "May I run `ls`? (reworded)", options = {} })
+  eq("#### Tool: Run echo hi > /tmp/x [waiting for your answer]", header_of(s, "b"))
+  eq("#### Tool: Run ls [running]", header_of(s, "a"))
+  s:answered("b")
+  eq("#### Tool: Run echo hi > /tmp/x [running]", header_of(s, "b"))
+  eq({}, s.questions)
+end)
+
+case("a question before its call shows when the call arrives; a sub-agent's in its card", function()
+  local s = State.new()
+  s:apply({ sessionUpdate = "user_message_chunk", content = text("go") })
+  s:ask("early", { message = "early" })
+  eq(nil, s:question_card("early"))
+  s:apply(tool("early", "touch x"))
+  eq("#### Tool: Run touch x [waiting for your answer]", header_of(s, "early"))
+  s:answered("early")
+  s:apply(tool("task", "task:explore look"))
+  s:apply(tool("child", "rm y", "task"))
+  s:ask("child", { message = "child" })
+  eq("#### Tool: Run task:explore look [waiting for your answer]", header_of(s, "task"))
+  s:answered("child")
+  eq("#### Tool: Run task:explore look [running]", header_of(s, "task"))
+end)
+
 local passed, failed = {}, {}
 for _, c in ipairs(cases) do
   local ok, err = pcall(c.fn)

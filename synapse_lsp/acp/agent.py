@@ -70,6 +70,8 @@ from synapse_lsp.acp.updates import (
     tool_call_start,
     tool_kind,
 )
+from synapse_lsp.acp.warm import prepare_model
+from synapse_lsp.cli.preload import sdk_ready
 from synapse_lsp.config import SANDBOX_MODES, LiveSettings
 from synapse_lsp.errors import SessionBusyError, SynapseError
 from synapse_lsp.events import (
@@ -81,14 +83,7 @@ from synapse_lsp.events import (
     UsageUpdated,
 )
 from synapse_lsp.files import uri_to_path
-from synapse_lsp.permissions import (
-    ALLOW_ONCE,
-    ALLOW_SESSION,
-    ALWAYS,
-    ALWAYS_OUTSIDE,
-    DENY,
-    always_deny_title,
-)
+from synapse_lsp.question import Question
 from synapse_lsp.summaries.tool_calls import tool_call_summary
 
 if TYPE_CHECKING:
@@ -100,7 +95,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MCP_CONNECT_WAIT = 30.0  # session/new waits this long for the client's MCP servers
+# A question waits this long for its tool call's `tool_call` update to go out first.
+ANNOUNCE_WAIT = 5.0
 LIVE_OUTPUT_KEPT = 64 * 1024  # of a running command's output, the tail kept to show
 MODE_TEXT = {
     "read-only": ("Read only", "The agent reads and runs commands; nothing it runs may write."),
@@ -264,8 +260,8 @@ class SynapseAcpAgent:
             session_mcp = write_mcp_config(folder, table)
         holder: list[AcpFace] = []
 
-        async def ask(message: str, actions: tuple[str, ...]) -> str | None:
-            return await self._ask(holder[0], message, actions)
+        async def ask(question: Question) -> str | None:
+            return await self._ask(holder[0], question)
 
         workspace = McpSessionWorkspace(
             root,
@@ -277,13 +273,10 @@ class SynapseAcpAgent:
         face = AcpFace(session_id, root, settings, workspace, files)
         holder.append(face)
         try:
+            # MCP servers (the client's too) connect in the background: a command line
+            # naming one still connecting waits for it (router, bounded), and the first
+            # prompt never waits for them.
             await workspace.start()
-            if session_mcp is not None:
-                # The client's servers are this session's tools from its first prompt on.
-                registry = await workspace.registry_ready()
-                if registry is not None:
-                    with contextlib.suppress(Exception):
-                        await registry.wait_for_mcp(MCP_CONNECT_WAIT)
         except BaseException:
             await workspace.close()
             raise
@@ -318,6 +311,7 @@ class SynapseAcpAgent:
         live = LiveChat(chat, face)
         self.sessions[session_id] = live
         self._announce[session_id] = live
+        prepare_model(chat)
         return NewSessionResponse(session_id=session_id, modes=self._modes(face))
 
     async def load_session(
@@ -456,9 +450,12 @@ class SynapseAcpAgent:
             update = self._update(live.face, event)
             if update is not None:
                 await self.conn.session_update(live.id, update)
+            if isinstance(event, ToolCallStarted):  # a question about it may follow now
+                live.face.announced(event.tool_call_id).set()
 
         try:
-            finished = await live.run(text, context, render)
+            # The model SDK may still be importing (server.py): waited for off the loop.
+            finished = await live.run(text, context, render, prepare=sdk_ready)
         except SessionBusyError as exc:
             raise RequestError.invalid_request({"details": exc.message}) from None
         finally:
@@ -503,6 +500,7 @@ class SynapseAcpAgent:
         if isinstance(event, ToolCallFinished):
             face.open_calls.pop(event.tool_call_id, None)
             face.output.pop(event.tool_call_id, None)
+            face.announcements.pop(event.tool_call_id, None)
             return tool_call_finished(event)
         if isinstance(event, TurnFinished | UsageUpdated):
             return None
@@ -538,46 +536,35 @@ class SynapseAcpAgent:
 
     # ------------------------------------------------------------ permission
 
-    async def _ask(self, live: AcpFace, message: str, actions: tuple[str, ...]) -> str | None:
-        """The gate's question as `session/request_permission`; the chosen action's title."""
-        call_id, command = await self._asking_call(live, message)
-        options, titles = permission_options(actions)
-        if command:
-            title, kind, _ = tool_call_summary(command)
+    async def _ask(self, live: AcpFace, question: Question) -> str | None:
+        """The gate's question as `session/request_permission` about the tool call it
+        names (`question.tool_call_id`, sent once that call's `tool_call` update went
+        out); its options by their own ids and kinds. The chosen option's title."""
+        call_id = question.tool_call_id
+        if call_id is None:  # no tool call of a turn runs the line
+            live.asked += 1
+            call_id = f"permission-{live.asked}"
         else:
-            title, kind = message.splitlines()[0] if message else "Permission", "execute"
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(ANNOUNCE_WAIT):
+                    await live.announced(call_id).wait()
+        command = live.open_calls.get(call_id) or question.command
+        title, kind, _ = tool_call_summary(command)
         tool_call = ToolCallUpdate(
             tool_call_id=call_id,
             title=title,
             kind=tool_kind(kind),  # type: ignore[arg-type]
             status="pending",
-            raw_input={"command": command} if command else None,
-            content=[ContentToolCallContent(type="content", content=text_block(message))],
+            raw_input={"command": command},
+            content=[ContentToolCallContent(type="content", content=text_block(question.message))],
         )
         response = await self.conn.request_permission(
-            session_id=live.id, tool_call=tool_call, options=options
+            session_id=live.id, tool_call=tool_call, options=permission_options(question)
         )
         outcome = response.outcome
         if isinstance(outcome, AllowedOutcome):
-            return titles.get(outcome.option_id)
+            return question.title_of(outcome.option_id)
         return None
-
-    async def _asking_call(self, live: AcpFace, message: str) -> tuple[str, str | None]:
-        """The tool call the gate asks about: the running one whose command the question
-        names. Its `ToolCallStarted` is queued just before the gate asks, so give the
-        turn's consumer a few loop iterations to record it."""
-        for _ in range(20):
-            if live.open_calls:
-                break
-            await asyncio.sleep(0)
-        for call_id, command in reversed(live.open_calls.items()):
-            if command.strip() and command.strip() in message:
-                return call_id, command
-        if live.open_calls:
-            call_id, command = next(reversed(live.open_calls.items()))
-            return call_id, command
-        live.asked += 1
-        return f"permission-{live.asked}", None
 
     # --------------------------------------------------------------- closing
 
@@ -619,37 +606,11 @@ class _SlashHost:
         return None
 
 
-def permission_options(
-    actions: tuple[str, ...],
-) -> tuple[list[PermissionOption], dict[str, str]]:
-    """The gate's action titles as ACP permission options, and option id -> title.
-
-    allow_once = "Allow once"; allow_always = "Always allow `<prefix>` here" when
-    offered (a remembered command prefix), and "Allow for this session" (also of kind
-    allow_always); reject_once = "Deny"; reject_always = "Always deny `<prefix>`
-    here" (remembers the deny), offered with the "Always allow" one."""
-    options: list[PermissionOption] = []
-    titles: dict[str, str] = {}
-
-    def add(option_id: str, name: str, kind: str) -> None:
-        options.append(PermissionOption(option_id=option_id, name=name, kind=kind))  # type: ignore[arg-type]
-        titles[option_id] = name
-
-    always = next((a for a in actions if a.startswith((ALWAYS, ALWAYS_OUTSIDE))), None)
-    if ALLOW_ONCE in actions:
-        add("allow_once", ALLOW_ONCE, "allow_once")
-    if always is not None:
-        add("allow_always", always, "allow_always")
-    if ALLOW_SESSION in actions:
-        add("allow_session", ALLOW_SESSION, "allow_always")
-    if DENY in actions:
-        add("reject_once", DENY, "reject_once")
-    if always is not None:
-        add("reject_always", always_deny_title(always), "reject_always")
-    known = {ALLOW_ONCE, ALLOW_SESSION, DENY, always}
-    for index, action in enumerate(a for a in actions if a not in known):
-        add(f"other_{index}", action, "allow_once" if action.startswith("Allow") else "reject_once")
-    return options, titles
+def permission_options(question: Question) -> list[PermissionOption]:
+    """The question's options as ACP's, each with its own id and kind (allow_once,
+    allow_always, reject_once; reject_always, "Always deny `<prefix>` here", is not a
+    button elsewhere but ACP has it: it remembers the deny)."""
+    return [PermissionOption(option_id=o.id, name=o.title, kind=o.kind) for o in question.options]
 
 
 def prompt_text(blocks: list[Any]) -> tuple[str, TurnContext | None]:

@@ -9,6 +9,11 @@ SIGTERM and SIGHUP close every session first: turns, shells and MCP children.
 End of input ends the process at once, as the LSP face does, even while the SDK is
 still loading: a client that only asked `initialize` (or left before anything) does
 not wait for an import it will never use (seconds on a loaded machine).
+
+The agent module (the ACP SDK's schema) and then the model SDK (`anthropic`, ~1 s)
+are imported in the background from the start, off the event loop, while
+`initialize` is answered without them; a prompt waits for the model SDK without
+blocking the loop (`cli/preload.py`, as `synapse chat` does).
 """
 
 from __future__ import annotations
@@ -141,6 +146,10 @@ class _Loading:
         self.future: asyncio.Future[Any] = loop.create_future()
         self._loop = loop
         self.thread = threading.Thread(target=self._load, name="acp-sdk-import", daemon=True)
+        # Imported here first: the model SDK (certifi) and our modules both import
+        # importlib.resources; two threads at once can raise _DeadlockError (preload.py).
+        import importlib.resources  # noqa: F401
+
         self.thread.start()
 
     def _load(self) -> None:
@@ -149,6 +158,11 @@ class _Loading:
         except BaseException as exc:  # handed to the waiting coroutine
             self._settle(exc, None)
         else:
+            # Then the model SDK, still off the loop: a prompt finds it imported (a turn
+            # awaits `preload.sdk_ready()` rather than import it on the loop's thread).
+            from synapse_lsp.cli.preload import start_sdk_import
+
+            start_sdk_import()
             self._settle(None, module)
 
     def _settle(self, exc: BaseException | None, module: Any) -> None:
@@ -240,14 +254,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         _kill_leftovers(pids)
         logging.shutdown()
-    if loading and loading[0].thread.is_alive():
-        # The SDK is still importing (the input ended first): everything we own is
-        # closed; end without waiting for the import or the interpreter's teardown.
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os._exit(code)
-    return code
+    # Everything we own is closed (sessions stored, shells and MCP servers reaped): end
+    # without the interpreter's teardown, freeing the SDK's objects one by one (tens of
+    # ms), or waiting for an import still running (the input ended first).
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 async def _early_initialize(

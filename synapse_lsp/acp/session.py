@@ -158,16 +158,23 @@ class AcpFace:
     files: ClientFiles
     open_calls: dict[str, str] = field(default_factory=dict)  # tool call id -> command
     output: dict[str, str] = field(default_factory=dict)  # tool call id -> output so far
-    asked: int = 0
+    # tool call id -> set once its `tool_call` update went out (a question waits for it)
+    announcements: dict[str, asyncio.Event] = field(default_factory=dict)
+    asked: int = 0  # questions about no tool call, numbered
 
     @property
     def shell_cwd(self) -> Path:
         shell = self.workspace.shell
         return shell.cwd if shell is not None else self.cwd
 
+    def announced(self, call_id: str) -> asyncio.Event:
+        """Set once the `tool_call` update of `call_id` went out to the client."""
+        return self.announcements.setdefault(call_id, asyncio.Event())
+
     def turn_ended(self) -> None:
         self.open_calls.clear()
         self.output.clear()
+        self.announcements.clear()
 
     async def close(self) -> None:
         """Its shells and MCP children (after the conversation closed)."""

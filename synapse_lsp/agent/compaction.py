@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from synapse_lsp.agent import prompts
+from synapse_lsp.agent import prompts, stages
 from synapse_lsp.agent.history import Message, add_message, blocks, estimate_tokens, text_of
 from synapse_lsp.agent.model import StreamDone
 from synapse_lsp.errors import ModelError
@@ -375,6 +375,7 @@ async def summarise(
             "\n\nThe user asked for this compaction and wants the summary to focus on: "
             f"{focus.strip()}"
         )
+    await stages.at("compaction")
     stream = client.stream(system=system, messages=request)
     async with contextlib.aclosing(stream):
         async for item in stream:

@@ -42,6 +42,9 @@ class ContextReport:
     tool_outputs: int  # the tool outputs of the last turn
     source: Source
     note: str | None = None  # why the parts are estimated
+    # The instruction files in the system prompt (AGENTS.md, CLAUDE.md): path, about
+    # how many tokens, the imports not read and why.
+    instructions: tuple[tuple[str, int, tuple[str, ...]], ...] = ()
 
     @property
     def total(self) -> int:
@@ -67,6 +70,11 @@ class ContextReport:
         lines += [
             f"  {name:<18} {count:>9,}  {_percent(count, self.window):>6}" for name, count in rows
         ]
+        if self.instructions:
+            lines.append("  Instructions in the system prompt (about, ~4 characters a token):")
+        for path, tokens, refused in self.instructions:
+            lines.append(f"    {path}  ~{tokens:,} tokens")
+            lines += [f"      not imported: {why}" for why in refused]
         return "\n".join(lines)
 
 
@@ -140,6 +148,7 @@ async def measure(
     messages: list[Message],
     counter: Counter | None,
     why_not: str | None = None,
+    instructions: tuple[tuple[str, int, tuple[str, ...]], ...] = (),
 ) -> ContextReport:
     """The report: counted with `counter` (the model client's `count_tokens`), else
     estimated (`why_not` says why there is no counter)."""
@@ -149,8 +158,15 @@ async def measure(
         except ModelError as exc:
             why_not = exc.message
         else:
-            return ContextReport(model, window, *parts, "counted")
-    return ContextReport(model, window, *estimate(system, tools, messages), "estimated", why_not)
+            return ContextReport(model, window, *parts, "counted", instructions=instructions)
+    return ContextReport(
+        model,
+        window,
+        *estimate(system, tools, messages),
+        "estimated",
+        why_not,
+        instructions=instructions,
+    )
 
 
 # --------------------------------------------------------------- slash commands

@@ -23,17 +23,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from synapse_lsp import hooks
-from synapse_lsp.agent import prompts
+from synapse_lsp import catalog, hooks
+from synapse_lsp.agent import prompts, stages
 from synapse_lsp.agent.compaction import (
     DEFAULT_CONTEXT_WINDOW,
     CompactionSettings,
@@ -61,6 +60,7 @@ from synapse_lsp.events import (
     NOTICE_MAX_TURNS,
     NOTICE_TODO_REMINDER,
     NOTICE_TOOL_FAILURES,
+    RUNNING_TOOL_CALL,
     Event,
     Notice,
     PlanUpdated,
@@ -94,13 +94,6 @@ _EVENT_CLASSES = (
     PlanUpdated,
 )
 
-
-# The id of the tool call the current task is running (each concurrent call runs in a
-# task of its own, so each sees its own): a sub-agent started by it nests under it.
-CURRENT_TOOL_CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "synapse_current_tool_call", default=None
-)
-
 BREAKER_NOT_RUN = (
     "Not run: {count} tool calls in a row failed before this one, so Synapse stopped "
     "running commands for this turn (setting maxToolFailures)."
@@ -126,14 +119,16 @@ def reminder_text(unfinished: list[str]) -> str:
 
 
 def is_task_call(block: dict[str, Any]) -> bool:
-    """A `Bash` call whose line starts with `task:` (and does not restart the shell)."""
+    """A `Bash` call whose line starts a sub-agent (`task:*`; it does not restart the
+    shell)."""
     if block.get("name") != "Bash":
         return False
     tool_input = block.get("input") or {}
     command = tool_input.get("command") if isinstance(tool_input, dict) else None
     if not isinstance(command, str) or tool_input.get("restart"):
         return False
-    return first_word(command.strip()).startswith("task:")
+    found = catalog.traits_of(first_word(command.strip()))
+    return found is not None and found.starts_agent
 
 
 def call_groups(tool_uses: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -236,6 +231,7 @@ class Loop:
         # loop shares its parent's. `offload`: where compaction saves large outputs.
         self.model_usage: dict[str, Usage] = {}
         self.offload: Offload | None = None
+        self.before_request: Callable[[], Awaitable[None]] | None = None  # a chat session's
 
     def add(self, message: Message) -> None:
         add_message(self.messages, message)
@@ -266,6 +262,8 @@ class Loop:
         tripped = False  # the breaker: no command runs any more this turn
         limit = self.turn_limit
         for _ in range(limit):
+            if self.before_request is not None:  # the agent's commands are done until
+                await self.before_request()  # the model answers (agent/hand_edits.py)
             await self._compact(emit)
             done = await self._call_model(emit)
             text = text_of(done.content)
@@ -407,6 +405,7 @@ class Loop:
         done: StreamDone | None = None
         parent = self.parent
         self.model_calls += 1
+        await stages.at("request", parent)
         stream = model.stream(
             system=self._system(),
             messages=with_cache_breakpoint(self.messages),
@@ -416,6 +415,8 @@ class Loop:
             async with contextlib.aclosing(stream):
                 async for item in stream:
                     if isinstance(item, StreamText):
+                        if not parts:
+                            await stages.at("streaming", parent)
                         parts.append(item.text)
                         emit(TextDelta(item.text, parent))
                         # Let the consumer run now: the SDK parses a buffered burst without
@@ -438,6 +439,7 @@ class Loop:
                         parts.clear()
                     elif isinstance(item, StreamDone):
                         done = item
+                        await stages.at("response", parent)
         except asyncio.CancelledError:
             partial = "".join(parts).rstrip()
             if partial:
@@ -574,13 +576,11 @@ class Loop:
         """Run one call; its result goes into `done` (`running` holds it meanwhile)."""
         tool_id: str = block["id"]
         running.add(tool_id)
-        token = CURRENT_TOOL_CALL.set(tool_id)
-        hook_token = hooks.TOOL_USE_ID.set(tool_id)  # hooks' `tool_use_id`
+        token = RUNNING_TOOL_CALL.set(tool_id)  # sub-agents, hooks and questions read it
         try:
             done[tool_id] = await self._route_one(block, emit, cut, router or self.router)
         finally:
-            hooks.TOOL_USE_ID.reset(hook_token)
-            CURRENT_TOOL_CALL.reset(token)
+            RUNNING_TOOL_CALL.reset(token)
         running.discard(tool_id)  # a cancelled call stays in `running`: its result says so
 
     async def _route_one(
@@ -632,6 +632,7 @@ class Loop:
                 emit(self.tag(event))
 
         try:
+            await stages.at("tool_use", parent)
             routed = await router.route(
                 command, restart=restart, on_output=on_output, emit=on_event
             )

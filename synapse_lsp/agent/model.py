@@ -265,6 +265,7 @@ class ModelClient:
         self.thinking_budget = thinking_budget
         self._client: AsyncAnthropic | None = None
         self._client_lock = threading.Lock()
+        self.sent = asyncio.Event()  # a request went out (its answer's headers came back)
 
     def __repr__(self) -> str:  # never show the key
         return f"ModelClient(model={self.model!r}, base_url={self.base_url!r})"
@@ -447,6 +448,7 @@ class ModelClient:
                     cause="unreachable_url",
                 ) from None
             raise _TransientError(f"connection failed ({_root_cause(exc)})") from None
+        self.sent.set()
         try:
             async for event in stream:
                 for item in acc.feed(event):

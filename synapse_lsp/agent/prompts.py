@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from synapse_lsp import catalog
 from synapse_lsp.commands import Command
 
 # SPEC §6 / seed 000: simple enough to use without --help.
@@ -25,18 +26,6 @@ SIMPLE_NATIVE_COMMANDS: tuple[str, ...] = (
     "echo", "env", "export", "which", "whoami", "date", "clear", "true", "false", "exit",
 )  # fmt: skip
 ZONE_B_EXAMPLES: tuple[str, ...] = ("git", "docker", "curl", "npm", "python", "jq", "tar", "ssh")
-# Built-ins first in this order; any other registered built-in follows alphabetically.
-BUILTIN_ORDER = (
-    "read",
-    "write",
-    "edit",
-    "plan",
-    "task",
-    "command:search",
-    "skill:search",
-    "skill:load",
-    "skill:reinforce",
-)
 SUBAGENT_TEMPLATES = {
     "general": "subagent_general",
     "explore": "subagent_explore",
@@ -80,18 +69,18 @@ def render(name: str, **values: str) -> str:
 
 
 def ordered_builtins(commands: Iterable[Command]) -> list[Command]:
+    """Each built-in once, by its `prompt_rank` (`catalog.Traits`), then by name."""
     unique: dict[str, Command] = {}
     for cmd in commands:
         unique.setdefault(cmd.name, cmd)
-    rank = {name: i for i, name in enumerate(BUILTIN_ORDER)}
-    return sorted(unique.values(), key=lambda c: (rank.get(c.name, len(rank)), c.name))
+    return sorted(unique.values(), key=lambda c: (catalog.of(c).prompt_rank, c.name))
 
 
 def builtins_section(commands: Iterable[Command]) -> str:
     """Each built-in's full `--help` page, as `#### name` sections."""
     parts = []
     for cmd in ordered_builtins(commands):
-        title = "task:<type>" if cmd.name == "task" else cmd.name
+        title = f"{cmd.name}:<type>" if catalog.of(cmd).prefixed else cmd.name
         parts.append(f"#### {title}\n\n```\n{cmd.help().strip()}\n```")
     return "\n\n".join(parts)
 
@@ -126,12 +115,17 @@ def system_blocks(
     cwd: Path,
     workspace_root: Path | None = None,
     task_type: str | None = None,
+    instructions: str = "",
 ) -> list[dict[str, Any]]:
-    """System prompt blocks: the stable one is a cache breakpoint, the environment follows."""
-    return [
-        {"type": "text", "text": system_text(commands, task_type), "cache_control": CACHE},
-        {"type": "text", "text": environment_text(cwd, workspace_root)},
+    """System prompt blocks: the stable one is a cache breakpoint, the project's
+    instructions (`agent/instructions.py`) and the environment follow."""
+    blocks: list[dict[str, Any]] = [
+        {"type": "text", "text": system_text(commands, task_type), "cache_control": CACHE}
     ]
+    if instructions:
+        blocks.append({"type": "text", "text": instructions})
+    blocks.append({"type": "text", "text": environment_text(cwd, workspace_root)})
+    return blocks
 
 
 def bash_tool() -> dict[str, Any]:

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from synapse_lsp.agent import prompts
+from synapse_lsp.agent import instructions as instructions_
+from synapse_lsp.agent import prompts, rewinds, stages
 from synapse_lsp.agent.compaction import (
     COMPACT_RATIO,
     DEFAULT_CONTEXT_WINDOW,
@@ -60,6 +61,7 @@ from synapse_lsp.agent.store import CHECKPOINTS, DEFAULT_TITLE, SessionLockedErr
 from synapse_lsp.agent.subagents import run_subagent
 from synapse_lsp.agent.transcript import Recorder
 from synapse_lsp.agent.turn_checkpoints import TurnCheckpoints
+from synapse_lsp.agent.turn_numbers import count_turns
 from synapse_lsp.checkpoints import Decide, RewindReport
 from synapse_lsp.commands import CommandOutput, FailureCategory
 from synapse_lsp.config import as_source
@@ -227,6 +229,7 @@ class ChatSession:
         self._emit: Emit = _drop
         self._transcript: list[Event] = []
         self._system_cache: list[dict[str, Any]] | None = None
+        self._instructions: instructions_.Found | None = None
         self._cwd = router.shell.cwd
         self.checkpoints = TurnCheckpoints(
             lambda: self.id,
@@ -234,7 +237,7 @@ class ChatSession:
             self.settings_source,
             self._checkpoint_records,
             router.files,
-            lambda notice: self._emit(notice),
+            lambda notice: self._notify(notice),
         )
         self.router = router.derive(
             subagent=self._run_subagent,
@@ -252,6 +255,7 @@ class ChatSession:
             todo_reminder=True,
         )
         self._loop.offload = self._offload
+        self._loop.before_request = self.checkpoints.agent_waits  # hand_edits.py
         # What the editor reports after the agent's edits (problems, the user's changes),
         # noted once to the model by the loop.
         self.feedback = EditorFeedback(
@@ -316,6 +320,8 @@ class ChatSession:
                 store.close(session_id)
             raise
         session._locked = locked
+        if locked is None:  # a rewind killed half-way is finished first (rewinds.py)
+            stored = rewinds.recover(session, store) or stored
         session._restore(stored)
         session._hook_source = "resume"
         return session
@@ -362,6 +368,11 @@ class ChatSession:
     @property
     def busy(self) -> bool:
         return self._busy
+
+    @property
+    def turns(self) -> int:
+        """The turns so far: the next prompt is turn `turns + 1` (turn_numbers.py)."""
+        return count_turns(self._transcript)
 
     @property
     def messages(self) -> list[Message]:
@@ -415,50 +426,14 @@ class ChatSession:
         with `truncate`, end the conversation before that turn (a `rewind` record in the
         store: the history and the replay both end before the turn)."""
         if self._busy:
-            raise SessionBusyError("A turn is running: rewind after it ends (or cancel it).")
+            raise SessionBusyError(rewinds.busy_message(self))
         if self.read_only:
             raise SynapseError("This session is read-only here (another process writes it).")
         self._busy = True  # no turn starts while files and history are put back
         try:
-            return await self._rewind(turn, truncate, decide)
+            return await rewinds.rewind(self, turn, truncate, decide)
         finally:
             self._busy = False
-
-    async def _rewind(self, turn: int, truncate: bool, decide: Decide | None) -> RewindReport:
-        kept = {cp.turn: cp for cp in self.checkpoints.kept()}
-        target = kept.get(turn)
-        report = await self.checkpoints.rewind(turn, decide)
-        # Buffers the rewind put back go to disk too, as the agent's edits did (never a
-        # buffer that holds the user's own unsaved edits): the editor saves them.
-        reconcile = getattr(self.router.files, "reconcile", None)
-        if reconcile is not None:
-            with contextlib.suppress(Exception):
-                await reconcile()
-        if truncate and target is not None:
-            messages = self._loop.messages
-            cut = target.messages
-            first = messages[cut] if cut < len(messages) else None
-            if (
-                first is not None
-                and first.get("role") == "user"
-                and _ends_with_text(first, target.prompt)
-            ):
-                kept_messages = messages[:cut]
-                self._loop.messages = kept_messages
-                self._loop.last_context_tokens = estimate_tokens(kept_messages)
-                del self._transcript[target.events :]
-                if self.store is not None and self._persisted:
-                    try:
-                        self.store.append_rewind(self.id, kept_messages, target.events)
-                    except (OSError, SynapseError) as exc:
-                        log.warning("cannot store the rewind: %s", exc)
-                report.truncated = True
-            else:
-                report.problems.append(
-                    "The conversation was compacted since that turn; it is kept whole."
-                )
-        self._record(Notice(report.text().splitlines()[0]))
-        return report
 
     # -------------------------------------------------------------- the turn
 
@@ -511,6 +486,7 @@ class ChatSession:
                 queue.put_nowait(TurnFinished("error", Usage(), locked.message))
                 queue.put_nowait(None)
                 return
+            await stages.at("prompt_hooks")
             blocked, hooked = await self._prompt_hooks(text)
             if blocked is not None:  # a hook blocked the prompt: nothing of it is kept
                 queue.put_nowait(TurnFinished("error", Usage(), blocked))
@@ -519,7 +495,9 @@ class ChatSession:
             unsaved = self._begin(text)
             if unsaved is not None:  # said once, in one line; the conversation goes on
                 queue.put_nowait(Notice(unsaved, "warning"))
-            self.checkpoints.begin(len(self._loop.messages), text, len(self._transcript) - 1)
+            self.checkpoints.begin(
+                self.turns, len(self._loop.messages), text, len(self._transcript) - 1
+            )
             self._loop.model_usage = {}
             content: list[dict[str, Any]] = []
             extra = context_text(context) if context is not None else None
@@ -690,7 +668,9 @@ class ChatSession:
             counter = self._ensure_model().count_tokens
         except ModelError as exc:
             why_not = exc.message
+        found = self.instructions()
         return await measure(
+            instructions=tuple((str(f.path), len(f.text) // 4, f.refused) for f in found.files),
             model=self.model_name(),
             window=self.context_window,
             system=self._system(),
@@ -768,12 +748,23 @@ class ChatSession:
                 cwd=self._cwd,
                 workspace_root=self.workspace_root,
                 task_type=task_type,
+                instructions=self.instructions().prompt_text(self.workspace_root or self._cwd),
             )
         if self._system_cache is None:
             self._system_cache = prompts.system_blocks(
-                self.router.builtins.values(), cwd=self._cwd, workspace_root=self.workspace_root
+                self.router.builtins.values(),
+                cwd=self._cwd,
+                workspace_root=self.workspace_root,
+                instructions=self.instructions().prompt_text(self.workspace_root or self._cwd),
             )
         return self._system_cache
+
+    def instructions(self) -> instructions_.Found:
+        """The AGENTS.md / CLAUDE.md files this session's prompt holds (read once)."""
+        if self._instructions is None:
+            root = self.workspace_root or self._cwd
+            self._instructions = instructions_.load(root, self._cwd, self.settings.synapse_home)
+        return self._instructions
 
     # ------------------------------------------------- hooks and background work
 
@@ -811,9 +802,12 @@ class ChatSession:
     async def _stop_hooks(self, result: LoopResult, emit: Emit) -> LoopResult:
         """Stop hooks, when the turn ended normally: one may have the agent go on, once
         per turn (asked again with `stop_hook_active`, a second block is not followed)."""
+        await stages.at("stop_hooks")  # a cancel from here on: no Stop hook runs
         scope = hook_scope()
         if scope is None or result.stop_reason != "end_turn" or scope.halt is not None:
             return result
+        if scope.hooks._has("Stop"):  # the Stop hooks' changes are the agent's (hand_edits)
+            await self.checkpoints.agent_acts()
         reason = await scope.hooks.stop(scope, False)
         if reason is None:
             return result
@@ -827,6 +821,8 @@ class ChatSession:
             model_calls=result.model_calls + more.model_calls,
         )
         again = more.stop_reason == "end_turn" and scope.halt is None
+        if again:
+            await self.checkpoints.agent_acts()
         if again and await scope.hooks.stop(scope, True) is not None:
             emit(Notice("A Stop hook asked again to go on: not followed (once a turn).", "warning"))
         return result
@@ -929,14 +925,3 @@ def _with_model(client: ModelClient, model: str) -> ModelClient:
 
 def _drop(event: Event) -> None:
     return None
-
-
-def _ends_with_text(message: Message, text: str) -> bool:
-    """True when the message's last text block is `text` (the turn's prompt)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content == text
-    if isinstance(content, list) and content:
-        last = content[-1]
-        return isinstance(last, dict) and last.get("text") == text
-    return False

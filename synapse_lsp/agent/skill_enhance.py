@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from synapse_lsp import cmdline, hooks
+from synapse_lsp import catalog, cmdline, hooks
 from synapse_lsp.agent.loop import Loop
 from synapse_lsp.agent.readonly import denial
 from synapse_lsp.agent.subagents import ExploreGate, _close, _own_shell, run_subagent
@@ -177,7 +177,9 @@ class SkillEnhanceGate(ExploreGate):
 
 
 def _writes(step: Step) -> bool:
-    return step.layer is Layer.AGENT and cmdline.first_word(step.text) in ("write", "edit")
+    """A built-in step that writes files (`catalog.Effect.WRITE`)."""
+    found = catalog.traits_of(cmdline.first_word(step.text))
+    return step.layer is Layer.AGENT and found is not None and found.effect is catalog.Effect.WRITE
 
 
 def _one_writer(command: str, steps: Sequence[Step]) -> bool:
@@ -195,7 +197,12 @@ def _one_writer(command: str, steps: Sequence[Step]) -> bool:
     source, sink = parts[0][0].strip(), parts[1][0].strip()
     if steps[0].text.strip() != source or steps[1].text.strip() != sink:
         return False
-    if cmdline.first_word(sink) != "write" or cmdline.simple_commands(source) != [source]:
+    takes_pipe = catalog.traits_of(cmdline.first_word(sink))
+    if (
+        takes_pipe is None
+        or not takes_pipe.pipe_sink
+        or cmdline.simple_commands(source) != [source]
+    ):
         return False  # a group, a substitution, a second command
     if cmdline.first_word(source) in ("cd", "pushd", "popd"):
         return False
@@ -208,13 +215,12 @@ def _under(path: str, root: str) -> bool:
 
 def _target(text: str, cwd: Path) -> str | None:
     """The real path a `write`/`edit` step changes (`… | write FILE` too), else None."""
-    name, tool_input = hooks.tool_call(text, cwd)
-    if name in ("Write", "Edit"):
-        return os.path.realpath(str(tool_input["file_path"]))
-    argv = cmdline.split_argv(text)
-    if argv[0] == "write" and len(argv) == 2 and not argv[1].startswith("-"):
-        return os.path.realpath(cwd / Path(argv[1]).expanduser())  # content from a pipe
-    return None
+    heredoc = cmdline.extract_heredoc(text)
+    argv = cmdline.split_argv(heredoc[0] if heredoc is not None else text)
+    found = catalog.invocation(argv, heredoc[1] if heredoc is not None else None)
+    if found is None or len(found.writes) != 1:
+        return None
+    return os.path.realpath(cwd / Path(found.writes[0]).expanduser())
 
 
 class SkillFiles:

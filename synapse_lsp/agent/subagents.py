@@ -10,7 +10,7 @@ state, and a router derived with `in_subagent=True` (so `task:*` is refused insi
 it); `task:explore` also gets a read-only permission gate. Its permission questions
 go through the parent loop's `ask_lock` (`loop.SerialGate`): parallel sub-agents ask one
 at a time. Its events go to the parent's consumer tagged with the `task:*` call's id
-(`CURRENT_TOOL_CALL`), its usage counts toward the parent's turn, and its final text
+(`RUNNING_TOOL_CALL`), its usage counts toward the parent's turn, and its final text
 is the tool result.
 """
 
@@ -23,10 +23,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from synapse_lsp.agent.loop import CURRENT_TOOL_CALL, Emit, Loop, SerialGate
+from synapse_lsp import catalog
+from synapse_lsp.agent.loop import Emit, Loop, SerialGate
 from synapse_lsp.agent.readonly import denial
 from synapse_lsp.commands import CommandOutput, FailureCategory, Layer, Step
 from synapse_lsp.errors import ModelError
+from synapse_lsp.events import RUNNING_TOOL_CALL
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.model import ModelClient
@@ -48,7 +50,7 @@ async def run_subagent(
     model_name: str | None = None,
 ) -> CommandOutput:
     """Run `prompt` in a child of `parent`, nested under the `task:*` call running in
-    this task (`CURRENT_TOOL_CALL`)."""
+    this task (`RUNNING_TOOL_CALL`)."""
     shell = _own_shell(parent)
     # bash starts while the sub-agent's first model call runs (its first command waits
     # for it: `run` takes the shell's lock); a bash that cannot start fails that command.
@@ -63,7 +65,7 @@ async def run_subagent(
         settings=parent.settings_source,
         model=model,
         system=lambda: system,
-        parent_tool_call_id=CURRENT_TOOL_CALL.get() or parent.current_tool_call_id,
+        parent_tool_call_id=RUNNING_TOOL_CALL.get() or parent.current_tool_call_id,
         context_window=parent.context_window,
         max_turns=max_turns,
     )
@@ -151,9 +153,8 @@ READ_ONLY_TASKS = frozenset({"explore", "skill:search"})
 
 class ExploreGate:
     """task:explore and task:skill:search are read-only: only reading, listing and
-    searching may run (and `-h`/`--help` of an extension command)."""
-
-    READ_ONLY_BUILTINS = frozenset({"read", "command:search", "skill:search", "skill:load"})
+    searching may run (the built-ins the catalog calls `read_only_safe`, and `-h`/
+    `--help` of an extension command)."""
 
     def __init__(self, inner: Any, task_type: str = "explore") -> None:
         self.inner = inner
@@ -181,11 +182,8 @@ class ExploreGate:
             "should be done instead."
         )
         if layer is Layer.AGENT:
-            name = "command:search" if words[:2] == ["tools", "search"] else first
-            if name in self.READ_ONLY_BUILTINS or words[:2] in (
-                ["skill", "search"],
-                ["skill", "load"],
-            ):
+            builtin = catalog.lookup([first, *words[1:2]])
+            if builtin is not None and catalog.traits(builtin).read_only_safe:
                 return None
             return refusal
         if layer is Layer.EXTENSION:

@@ -4,7 +4,13 @@ The snapshot before a turn starts with the turn and runs beside the first model
 request; the session's router waits for it (`ready`) before any command runs, so
 nothing the turn does can slip in first. The snapshot after a turn is taken at its
 end, before `TurnFinished` (incremental: tens of milliseconds on a 10,000-file
-folder; `benchmarks/bench_checkpoints.py`).
+folder; `benchmarks/bench_checkpoints.py`). Between the two, the hand-edit guard
+(`hand_edits.py`) notes what someone other than the agent changed.
+
+A turn's checkpoint has the session's turn number (`turn_numbers.py`). A rewind
+killed half-way is finished by the next start (`checkpoint_journal.py`): the
+session's own when it is resumed (`rewinds.py`), any other session's files when a
+session of the same folder first uses its checkpoints.
 """
 
 from __future__ import annotations
@@ -16,6 +22,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from synapse_lsp import checkpoint_journal as journal
+from synapse_lsp.agent import stages
+from synapse_lsp.agent.hand_edits import HandEdits
+from synapse_lsp.agent.turn_numbers import label
 from synapse_lsp.checkpoints import (
     Checkpoint,
     CheckpointError,
@@ -53,6 +63,7 @@ class TurnCheckpoints:
         self._notify = notify
         self._keeper: Checkpoints | None = None
         self._told: set[str] = set()  # what the user was already told (skipped files...)
+        self.guard = HandEdits(lambda: self._keeper)
 
     @property
     def disabled(self) -> str | None:
@@ -74,17 +85,38 @@ class TurnCheckpoints:
                 files=self._files,
                 env=child_env(os.environ, settings),  # git gets no secret either
             )
+            self._keeper.on_end = self.guard.on_end
+            self._finish_others(self._keeper)
         return self._keeper
 
-    def begin(self, messages: int, prompt: str, events: int) -> None:
-        """The turn starts: photograph the folder (in the background)."""
+    def _finish_others(self, keeper: Checkpoints) -> None:
+        """Rewinds of other sessions of this folder that were killed half-way: their
+        files are finished now (their conversations when they are resumed)."""
+        for other in journal.pending(keeper.git_dir):
+            if other == keeper.session_id:
+                continue  # ours: `rewinds.recover` does it when the session is resumed
+            try:
+                found = journal.recover(keeper.git_dir, other, owner=False)
+            except OSError as exc:
+                log.warning("interrupted rewind of session %s: %s", other, exc)
+                continue
+            if found is not None:
+                self._notify(Notice(f"Session {other}: {found.text()}", "warning"))
+
+    def begin(self, turn: int, messages: int, prompt: str, events: int) -> None:
+        """Turn `turn` starts: photograph the folder (in the background). A record of
+        that number or later (a session stored with an older numbering) is never
+        overwritten: the turn then takes the next free number."""
         if not self._settings().checkpoints:
             return
         keeper = self.keeper()
-        keeper.begin_turn(keeper.next_turn(), messages, prompt, events)
+        turn = max(turn, keeper.next_turn())
+        keeper.begin_turn(turn, messages, prompt, events)
+        self.guard.begin(turn)
 
     async def ready(self) -> None:
         """Before a command runs: the snapshot of the folder before the turn is taken."""
+        await stages.at("snapshot")
         keeper = self._keeper
         if keeper is None:
             return
@@ -103,10 +135,23 @@ class TurnCheckpoints:
                     "warning",
                 )
             )
+        await self.guard.agent_acts()  # the agent's command runs next: a wait ends
+
+    async def agent_acts(self) -> None:
+        """A Stop hook runs next: what changed while the model was asked is not the
+        agent's (`hand_edits.py`)."""
+        if self._keeper is not None:
+            await self._keeper.ready()
+            await self.guard.agent_acts()
+
+    async def agent_waits(self) -> None:
+        """A model request starts: the agent's commands since the last one are done."""
+        await self.guard.agent_waits()
 
     async def finish(self) -> None:
         """The turn ended: photograph what it left. Part of the turn (its end waits for
         it, bounded), so no snapshot outlives the turn that started it."""
+        await stages.at("finish")
         if self._keeper is None:
             return
         self._keeper.end_turn()
@@ -121,8 +166,26 @@ class TurnCheckpoints:
             return []
         return self.keeper().kept()
 
-    async def rewind(self, turn: int, decide: Decide | None = None) -> RewindReport:
-        return await self.keeper().rewind(turn, decide)
+    async def rewind(
+        self,
+        turn: int,
+        decide: Decide | None = None,
+        conversation: dict[str, int] | None = None,
+    ) -> RewindReport:
+        """Rewind the files (`Checkpoints.rewind`); with `conversation` (the cut the
+        session makes next) the journal stays until `rewind_done`."""
+
+        async def progress(path: str) -> None:
+            await stages.at("rewind_write", path)
+
+        return await self.keeper().rewind(
+            turn, decide, conversation=conversation, progress=progress
+        )
+
+    def rewind_done(self) -> None:
+        """The session cut its conversation: the rewind's journal goes."""
+        keeper = self.keeper()
+        journal.remove(keeper.git_dir, keeper.session_id)
 
     async def settle(self) -> None:
         if self._keeper is not None:
@@ -146,7 +209,7 @@ class TurnCheckpoints:
             return "No checkpoints yet (one is taken before each turn)."
         lines = []
         for cp in kept:
-            prompt = cp.prompt if len(cp.prompt) <= 50 else cp.prompt[:49] + "\u2026"
+            prompt = label(cp.prompt)
             if cp.after is None:
                 what = "(running or not finished)"
             elif not cp.changed and not cp.ignored_changed:
@@ -159,7 +222,7 @@ class TurnCheckpoints:
                 what = " ".join(names[:8]) + (
                     f" (+{len(names) - 8} more)" if len(names) > 8 else ""
                 )
-            lines.append(f"  turn {cp.turn}  {prompt!r}: {what}")
+            lines.append(f'  turn {cp.turn}  "{prompt}": {what}')
         return "\n".join(
             [
                 "Checkpoints (/rewind N puts the files back as they were before turn N;"

@@ -9,8 +9,8 @@ render)`. The driver
 - refuses a second turn (`SessionBusyError`, the one error each face maps to its own:
   LSP `RequestFailed` "session_busy", ACP invalid request),
 - marks the turn as running before its first await, so `cancel()` during the face's
-  own preparation (`prepare`: LSP waits for the model SDK) wins: the turn then ends
-  `cancelled` without starting,
+  own preparation (`prepare`: LSP and the REPL wait for the model SDK) wins at once:
+  the preparation is stopped and the turn ends `cancelled` without starting,
 - iterates `ChatSession.run_turn`, awaiting `render(event)` for each event, with the
   running command's live output coalesced by `OutputThrottle`,
 - cancels the chat's turn when the face's task is cancelled (shutdown, LSP
@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
+from synapse_lsp.agent import stages
 from synapse_lsp.errors import SessionBusyError
 from synapse_lsp.events import Event, ToolCallFinished, ToolOutput, TurnFinished, Usage
 
@@ -208,6 +209,7 @@ class LiveChat(Generic[F]):
         self._running = False  # from `run`'s first line to its end
         self._cancelled = False  # a cancel came for the running turn
         self._started = False  # the chat's own turn began (its events flow)
+        self._preparing: asyncio.Task[None] | None = None  # the face's `prepare`, running
         self._closing = False
 
     @property
@@ -260,8 +262,7 @@ class LiveChat(Generic[F]):
         events: AsyncIterator[Event] | None = None
         finished: TurnFinished | None = None
         try:
-            if prepare is not None:
-                await prepare()
+            await self._prepare(prepare)
             if self._cancelled:  # before the chat's turn began: it never starts
                 finished = TurnFinished("cancelled", Usage())
                 await send(finished)
@@ -295,17 +296,50 @@ class LiveChat(Generic[F]):
             self._started = False
             self._running = False
 
+    async def _prepare(self, prepare: Callable[[], Awaitable[None]] | None) -> None:
+        """The `prepare` stage and the face's preparation, in a task of their own that a
+        `cancel()` stops at once (the turn then ends `cancelled` without starting)."""
+        if prepare is None and not stages.hooked():
+            return
+
+        async def work() -> None:
+            await stages.at("prepare")
+            if prepare is not None:
+                await prepare()
+
+        task = asyncio.ensure_future(work())
+        self._preparing = task
+        try:
+            # asyncio.wait, not wait_for: Python 3.11's wait_for drops a cancel of the
+            # face's task that comes as the preparation ends.
+            await asyncio.wait({task})
+        finally:
+            self._preparing = None
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        if task.cancelled():
+            if self._cancelled:
+                return
+            raise asyncio.CancelledError
+        task.result()  # the face's error, if it failed
+
     def cancel(self) -> bool:
         """Cancel the running turn; False when none was running. A cancel before the
-        chat's turn began is kept: the turn ends `cancelled` without starting."""
+        chat's turn began is kept: the face's preparation stops, and the turn ends
+        `cancelled` without starting."""
         if not self._running:
-            if self.chat.busy:  # a turn driven elsewhere: the chat's own cancel
+            if not self.chat.busy:
+                return False
+            self.chat.cancel()  # a turn driven elsewhere: the chat's own cancel
+        else:
+            self._cancelled = True
+            if self._started:
                 self.chat.cancel()
-                return True
-            return False
-        self._cancelled = True
-        if self._started:
-            self.chat.cancel()
+            elif self._preparing is not None and not self._preparing.done():
+                self._preparing.cancel()
+        stages.cancel_seen()
         return True
 
     def cancel_request(self, request_id: Any) -> bool:

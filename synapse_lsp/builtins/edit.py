@@ -3,17 +3,72 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from synapse_lsp import catalog
 from synapse_lsp.builtins.args import ArgError, parse_args
+from synapse_lsp.builtins.tool_input import text
+from synapse_lsp.cmdline import quote
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
 from synapse_lsp.files import FileError, file_lock, read_disk_text
 
 
-class EditCommand:
+@catalog.builtin
+class EditCommand(catalog.Described):
     name = "edit"
+    traits = catalog.Traits(
+        effect=catalog.Effect.WRITE,
+        shape=catalog.Shape.EDIT,
+        verb="Edit",
+        claude_tool="Edit",
+        tool_aliases=("str_replace", "multiedit"),
+        prompt_rank=2,
+        example="Bash(command=\"edit path/to/file 'old text' 'new text'\")",
+    )
     summary = "Replace exact text in a file: the first occurrence, or every one with --all."
     usage = "edit <file> <old> <new> [--all]"
+
+    @staticmethod
+    def invocation(argv: Sequence[str], body: str | None) -> catalog.Invocation | None:
+        """Any call with a path may write it (the gate asks before usage is checked)."""
+        positional = parse_args(list(argv[1:]), options=set(), flags={"all"}).positional
+        return catalog.Invocation(writes=(positional[0],)) if positional else None
+
+    @staticmethod
+    def hook_input(
+        argv: Sequence[str], body: str | None, path: Callable[[str], str]
+    ) -> dict[str, Any] | None:
+        args = parse_args(list(argv[1:]), options=set(), flags={"all"})
+        if body is not None or len(args.positional) != 3:
+            return None
+        file_arg, old, new = args.positional
+        return {
+            "file_path": path(file_arg),
+            "old_string": old,
+            "new_string": new,
+            "replace_all": "all" in args.flags,
+        }
+
+    @staticmethod
+    def from_tool_input(args: Mapping[str, Any]) -> str | None:
+        """Claude Code's Edit (or MultiEdit's `edits`: one `edit` per change, chained)."""
+        path = text(args.get("file_path")) or text(args.get("path"))
+        edits = args.get("edits")
+        if isinstance(edits, list):
+            if path is None or not edits or not all(isinstance(e, dict) for e in edits):
+                return None
+            lines = [EditCommand.from_tool_input({"file_path": path, **e}) for e in edits]
+            if any(line is None for line in lines):
+                return None
+            return " && ".join(line for line in lines if line is not None)
+        old = args.get("old_string", args.get("old_str"))
+        new = args.get("new_string", args.get("new_str"))
+        if path is None or not isinstance(old, str) or not isinstance(new, str):
+            return None
+        line = f"edit {quote(path)} {quote(old)} {quote(new)}"
+        return line + " --all" if args.get("replace_all") is True else line
 
     def help(self) -> str:
         return f"""\

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
+from synapse_lsp import catalog
 from synapse_lsp.commands import CommandContext, CommandOutput
 from synapse_lsp.events import PlanEntry, PlanUpdated
 
@@ -49,8 +50,12 @@ def _item_data(entry: PlanEntry) -> dict[str, Any]:
     return item
 
 
-class PlanCommand:
+@catalog.builtin
+class PlanCommand(catalog.Described):
     name = "plan"
+    traits = catalog.Traits(
+        effect=catalog.Effect.STATE, shape=catalog.Shape.PLAN, prompt_rank=3, aliases=("todo",)
+    )
     summary = "Keep a visible step-by-step plan (Codex update_plan shape); alias: todo."
     usage = (
         'plan \'{"explanation": "…", "plan": [{"step": "…", "status": "pending"}]}\''

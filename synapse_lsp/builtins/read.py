@@ -6,11 +6,14 @@ import codecs
 import itertools
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
+from synapse_lsp import catalog
 from synapse_lsp.builtins.args import ArgError, non_negative_int, parse_args
+from synapse_lsp.builtins.tool_input import number, text
+from synapse_lsp.cmdline import quote
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
 
 DEFAULT_LIMIT = 2000
@@ -27,10 +30,54 @@ _HEAD_BYTES = 4 * _KEEP_CHARS
 _CHUNK = 64 * 1024
 
 
-class ReadCommand:
+@catalog.builtin
+class ReadCommand(catalog.Described):
     name = "read"
+    traits = catalog.Traits(
+        effect=catalog.Effect.READ,
+        shape=catalog.Shape.READ,
+        claude_tool="Read",
+        tool_aliases=("view",),
+        read_only_safe=True,
+        prompt_rank=0,
+        example='Bash(command="read path/to/file")',
+    )
     summary = "Print a text file's lines, numbered (--offset N skips N lines, --limit N)."
     usage = "read <file> [--offset N] [--limit N]"
+
+    @staticmethod
+    def invocation(argv: Sequence[str], body: str | None) -> catalog.Invocation | None:
+        args = parse_args(list(argv[1:]), options={"offset", "limit"})
+        if body is not None or len(args.positional) != 1:
+            return None
+        return catalog.Invocation(reads=(args.positional[0],))
+
+    @staticmethod
+    def hook_input(
+        argv: Sequence[str], body: str | None, path: Callable[[str], str]
+    ) -> dict[str, Any] | None:
+        args = parse_args(list(argv[1:]), options={"offset", "limit"})
+        if body is not None or len(args.positional) != 1:
+            return None
+        tool_input: dict[str, Any] = {"file_path": path(args.positional[0])}
+        for name in ("offset", "limit"):
+            if args.options.get(name, "").isdigit():
+                tool_input[name] = int(args.options[name])
+        return tool_input
+
+    @staticmethod
+    def from_tool_input(args: Mapping[str, Any]) -> str | None:
+        path = text(args.get("file_path")) or text(args.get("path"))
+        if path is None:
+            return None
+        line = f"read {quote(path)}"
+        start = number(args.get("offset"))  # their offset: the line number to start at
+        if start is not None and start > 1:
+            line += f" --offset {start - 1}"
+        limit = number(args.get("limit"))
+        if limit is not None:
+            line += f" --limit {limit}"
+        return line
 
     def help(self) -> str:
         return f"""\

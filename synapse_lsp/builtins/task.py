@@ -4,10 +4,13 @@ its final text. Adjacent task:* calls of one model response run concurrently
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import Protocol, cast
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, Protocol, cast
 
+from synapse_lsp import catalog
 from synapse_lsp.builtins.args import ArgError, parse_args
+from synapse_lsp.builtins.tool_input import text
+from synapse_lsp.cmdline import quote
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
 
 _OPTIONS = frozenset({"prompt", "description", "model", "max-turns"})
@@ -57,10 +60,40 @@ TASK_TYPES: dict[str, str] = {
 }
 
 
-class TaskCommand:
+@catalog.builtin
+class TaskCommand(catalog.Described):
     name = "task"
+    traits = catalog.Traits(
+        effect=catalog.Effect.RUN,
+        shape=catalog.Shape.TASK,
+        claude_tool="Task",
+        prompt_rank=4,
+        prefixed=True,
+        starts_agent=True,
+        example="Bash(command=\"task:explore --prompt '…' --description '…'\")",
+    )
     summary = "Run a sub-agent of the given type on a prompt; prints its final answer."
     usage = 'task:<type> -p/--prompt "…" -d/--description "…" [--model M] [--max-turns N]'
+
+    @staticmethod
+    def invocation(argv: Sequence[str], body: str | None) -> catalog.Invocation | None:
+        subtype = argv[0].partition(":")[2] if argv else ""
+        words = long_options(list(argv[1:]))
+        description = None
+        for index, word in enumerate(words):
+            if word == "--description" and index + 1 < len(words):
+                description = words[index + 1]
+        return catalog.Invocation(subtype=subtype or None, description=description)
+
+    @staticmethod
+    def from_tool_input(args: Mapping[str, Any]) -> str | None:
+        prompt = text(args.get("prompt"))
+        if prompt is None:
+            return None
+        kind = text(args.get("subagent_type")) or "general"
+        kind = {"general-purpose": "general", "Explore": "explore"}.get(kind, kind)
+        description = text(args.get("description")) or "sub-task"
+        return f"task:{kind} --prompt {quote(prompt)} --description {quote(description)}"
 
     def help(self) -> str:
         types = "\n".join(f"  task:{name:<14} {text}" for name, text in TASK_TYPES.items())

@@ -10,9 +10,12 @@ command the model used. `content` becomes the step; `activeForm` is kept with it
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, cast
 
+from synapse_lsp import catalog
 from synapse_lsp.builtins.plan import STATUSES, PlanState, Status, render, store_plan
+from synapse_lsp.cmdline import quote
 from synapse_lsp.commands import CommandContext, CommandOutput
 from synapse_lsp.events import PlanEntry
 
@@ -25,10 +28,28 @@ class TodoError(ValueError):
     """Wrong usage of TodoWrite; the message says what is allowed."""
 
 
-class TodoWriteCommand:
+@catalog.builtin
+class TodoWriteCommand(catalog.Described):
     name = "TodoWrite"
+    traits = catalog.Traits(
+        effect=catalog.Effect.STATE,
+        shape=catalog.Shape.PLAN,
+        claude_tool="TodoWrite",
+        example=(
+            'Bash(command="TodoWrite \'{\\"todos\\": [{\\"content\\": \\"first step\\", '
+            '\\"activeForm\\": \\"Doing the first step\\", \\"status\\": \\"pending\\"}]}\'")'
+        ),
+    )
     summary = "Set the plan in Claude Code's TodoWrite shape (the same plan as `plan`)."
     usage = 'TodoWrite \'{"todos": [{"content": "…", "activeForm": "…", "status": "pending"}]}\''
+
+    @staticmethod
+    def from_tool_input(args: Mapping[str, Any]) -> str | None:
+        """The same input as a `TodoWrite` command: its shape is accepted as it is (the
+        command validates it and says what is wrong)."""
+        if not isinstance(args.get("todos"), list):
+            return None
+        return f"TodoWrite {quote(json.dumps({'todos': args['todos']}, ensure_ascii=False))}"
 
     def help(self) -> str:
         return f"""\

@@ -2,15 +2,58 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from synapse_lsp import catalog
 from synapse_lsp.builtins.args import ArgError
+from synapse_lsp.builtins.tool_input import heredoc, text
+from synapse_lsp.cmdline import quote
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
 from synapse_lsp.files import FileError
 
 
-class WriteCommand:
+@catalog.builtin
+class WriteCommand(catalog.Described):
     name = "write"
+    traits = catalog.Traits(
+        effect=catalog.Effect.WRITE,
+        shape=catalog.Shape.EDIT,
+        verb="Write",
+        claude_tool="Write",
+        prompt_rank=1,
+        pipe_sink=True,
+        example="Bash(command=\"write path/to/file <<'EOF'\\n…\\nEOF\")",
+    )
     summary = "Create or overwrite a file with the given content; parent directories are created."
     usage = "write <file> <content>"
+
+    @staticmethod
+    def invocation(argv: Sequence[str], body: str | None) -> catalog.Invocation | None:
+        """Any call with a path may write it (`cmd | write f` has no content of its own
+        until the pipe gives it)."""
+        given = split_args(list(argv[1:]))
+        return catalog.Invocation(writes=(given[0],)) if given else None
+
+    @staticmethod
+    def hook_input(
+        argv: Sequence[str], body: str | None, path: Callable[[str], str]
+    ) -> dict[str, Any] | None:
+        given = split_args(list(argv[1:]))  # write's own rule: content may start with "-"
+        if len(given) == 2 and body is None or len(given) == 1 and body is not None:
+            content = given[1] if body is None else body
+            return {"file_path": path(given[0]), "content": content}
+        return None
+
+    @staticmethod
+    def from_tool_input(args: Mapping[str, Any]) -> str | None:
+        path = text(args.get("file_path")) or text(args.get("path"))
+        content = args.get("content")
+        if path is None or not isinstance(content, str):
+            return None
+        if "\n" in content.rstrip("\n"):
+            return heredoc(f"write {quote(path)}", content)
+        return f"write {quote(path)} -- {quote(content)}"
 
     def help(self) -> str:
         return f"""\

@@ -15,7 +15,7 @@ import asyncio
 from typing import Any, Protocol, TextIO
 
 from synapse_lsp.config import NETWORK_MODES, SANDBOX_MODES
-from synapse_lsp.permissions import ALLOW_ONCE, DENY
+from synapse_lsp.question import ALLOW_ONCE, DENY, Question
 
 
 def add_permission_flags(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +44,7 @@ def face_settings(args: argparse.Namespace) -> dict[str, Any]:
     return values
 
 
-async def yes_asker(message: str, actions: tuple[str, ...]) -> str | None:
+async def yes_asker(question: Question) -> str | None:
     """`--yes`: every question is answered "Allow once" (never remembered)."""
     return ALLOW_ONCE
 
@@ -62,23 +62,25 @@ class Answering(Protocol):
 
 
 class TerminalQuestions:
-    """The REPL's permission questions (`permissions.Asker`): asked in the terminal
-    during a turn, answered by number (Enter alone = Deny); lines typed meanwhile are
-    the answer, not queued prompts. Without a terminal nothing can be asked: the gate
-    denies, saying so."""
+    """The REPL's permission questions (`question.Asker`): asked in the terminal
+    during a turn, rendered from the question's data (its prose, then its options
+    numbered), answered by number or a title's start (Enter alone = Deny); lines typed
+    meanwhile are the answer, not queued prompts. Without a terminal nothing can be
+    asked: the gate denies, saying so."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.typeahead: Answering | None = None  # set while a turn runs in a terminal
         self._lock = asyncio.Lock()
 
-    async def ask(self, message: str, actions: tuple[str, ...]) -> str | None:
+    async def ask(self, question: Question) -> str | None:
         typeahead = self.typeahead
         if typeahead is None:
             raise RuntimeError("no terminal to ask in")
+        actions = question.actions  # the buttons: a hidden option is never offered here
         async with self._lock:  # one question at a time
             choices = "  ".join(f"[{i}] {title}" for i, title in enumerate(actions, 1))
-            self.out.write(f"\n{message}\n{choices}\n")
+            self.out.write(f"\n{question.message}\n{choices}\n")
             while True:
                 self.out.write(f"Answer 1-{len(actions)} (Enter = Deny)> ")
                 self.out.flush()

@@ -26,6 +26,7 @@ import tty
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
+from synapse_lsp.agent.turn_numbers import BANG_NOTE_HEAD
 from synapse_lsp.cli.render import plain
 from synapse_lsp.cmdline import quote
 
@@ -83,8 +84,8 @@ class BangLog:
         if not self._ran:
             return ""
         lines = [
-            "[Before this message the user ran these commands themselves in this session's "
-            "shell (your commands run in the same shell, with its directory and environment):"
+            f"{BANG_NOTE_HEAD} in this session's shell (your commands run in the same "
+            "shell, with its directory and environment):"
         ]
         if self._dropped:
             lines.append(f"({self._dropped} earlier command(s) not listed)")

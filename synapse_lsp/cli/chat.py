@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from synapse_lsp import __version__
+from synapse_lsp.cli import stop_signals
 from synapse_lsp.cli.asking import (
     TerminalQuestions,
     add_permission_flags,
     face_settings,
     yes_asker,
 )
+from synapse_lsp.cli.oneshot import DeferredStart
 from synapse_lsp.cli.preload import after_import, start_sdk_import
 from synapse_lsp.cli.render import DEFAULT_OUTPUT_LINES, Renderer, Style
 from synapse_lsp.cli.startup import (
@@ -146,6 +148,7 @@ class Runtime:
     quiet: tuple[str, ...] = ()
     questions: TerminalQuestions = field(default_factory=lambda: TerminalQuestions(sys.stdout))
     face: dict[str, Any] = field(default_factory=dict)  # the face layer main() set (flags)
+    deferred: DeferredStart | bool = False  # -p: start the tools after the request (oneshot)
 
     async def start(self, *, demo: bool, allow_demo_fallback: bool) -> None:
         from synapse_lsp.core import Workspace
@@ -164,12 +167,18 @@ class Runtime:
         )  # fmt: skip
         if self.workspace.trust_notice:
             self.notes.append(self.workspace.trust_notice)
+        if self.deferred:  # chat -p: the first request goes out first (cli/oneshot.py)
+            self.router = await self.workspace.prepare()
+            self.deferred = DeferredStart(self.workspace, self.model, self.quiet)
+            return
         self.router = await self.workspace.start()
         assert self.workspace.shell is not None
         status = self.workspace.shell.sandbox
         self.sandbox_line = status.describe()
         self.sandbox_warning = status.reason is not None
         await self.workspace.registry_ready()
+        if self.workspace.registry is not None:  # the REPL's loop idles while you type:
+            await self.workspace.registry.wait_for_pending(float("inf"))  # connect them now
         if self.workspace.registry_error is not None:
             self.notes.append(self.workspace.registry_error)
 
@@ -204,12 +213,10 @@ class Runtime:
         self.session = session
         if current is not None:
             await current.close()
-        from synapse_lsp.agent.pricing import cost_line
+        from synapse_lsp.agent.recap import recap
 
-        spent = (
-            f"\n{cost_line('So far', session.session_cost())}" if session.usage.input_tokens else ""
-        )
-        return session.title + spent + (f"\n{READ_ONLY_NOTE}" if session.read_only else "")
+        note = f"\n{READ_ONLY_NOTE}" if session.read_only else ""
+        return f"{session.title}\n{recap(session)}{note}"  # turns, last exchange, usage
 
     def bang_router(self) -> BashRouter:
         """The session's router for the user's own `!` lines: its shell and sandbox,
@@ -324,6 +331,8 @@ class Runtime:
             self.router, self.settings, model=self.model, store=self.store,
             workspace_root=self.cwd,
         )  # fmt: skip
+        if isinstance(self.deferred, DeferredStart):
+            self.deferred.attach(self.session)
         return self.session
 
     def resume_now(self, session_id: str) -> ChatSession:
@@ -334,6 +343,8 @@ class Runtime:
             self.store, session_id, self.router, self.settings, model=self.model,
             workspace_root=self.cwd,
         )  # fmt: skip
+        if isinstance(self.deferred, DeferredStart):
+            self.deferred.attach(self.session)
         return self.session
 
     async def close(self) -> None:
@@ -442,6 +453,7 @@ def _output_lines(flag: int | None) -> tuple[int, str | None]:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    stop_signals.for_chat(args.prompt is not None)  # -p: SIGINT/SIGTERM are a cancel
     cwd = (args.cwd or Path.cwd()).resolve()
     if not cwd.is_dir():
         print(f"synapse chat: --cwd {cwd}: not a directory", file=sys.stderr)
@@ -504,7 +516,7 @@ def main(argv: list[str]) -> int:
         except SynapseError as exc:
             print(f"synapse chat: {exc.message}", file=sys.stderr)
             return 2
-    runtime = Runtime(settings, cwd, store, face=overrides, quiet=quiet)
+    runtime = Runtime(settings, cwd, store, face=overrides, quiet=quiet, deferred=one_shot)
     if args.yes:
         runtime.ask = yes_asker
     elif one_shot:
@@ -522,7 +534,8 @@ def main(argv: list[str]) -> int:
     loop = asyncio.new_event_loop()
     try:
         try:
-            loop.run_until_complete(runtime.start(demo=args.demo, allow_demo_fallback=not one_shot))
+            start = runtime.start(demo=args.demo, allow_demo_fallback=not one_shot)
+            loop.run_until_complete(stop_signals.start(start))  # a signal: exit 130 / 143
             if args.resume:
                 if runtime.resume_now(args.resume).read_only:
                     runtime.notes.append(READ_ONLY_NOTE)
@@ -552,7 +565,7 @@ def main(argv: list[str]) -> int:
                     file=sys.stderr,
                 )
                 return 1
-            return EXIT_CODES.get(reason, 1)
+            return stop_signals.exit_code(EXIT_CODES.get(reason, 1))
         if sys.stdin.isatty():
             with contextlib.suppress(ImportError):
                 import readline  # noqa: F401  (line editing and history for input())

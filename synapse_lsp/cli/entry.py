@@ -75,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         try:
             code = _main(argv)
+        except KeyboardInterrupt:  # chat: Ctrl-C before its handler was installed
+            if not as_program_chat:
+                raise
+            code = 130
         except SystemExit as exc:  # argparse's help or usage error
             if not as_program_chat:
                 raise
@@ -88,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stdout.flush()
             _fast_teardown()
         if as_program_chat:
+            from synapse_lsp.cli import stop_signals
+
             # Also ends the SDK import thread (cli/preload.py) mid-import, if it runs.
-            _exit_now(code)
+            _exit_now(stop_signals.exit_code(code))  # a signal while closing: 130 / 143
         return code
     except BrokenPipeError:
         if not _stdout_closed():
@@ -158,6 +164,10 @@ def _main(argv: list[str] | None) -> int:
         from synapse_lsp.cli.preload import start_sdk_import, wants_model
 
         if wants_model(args[1:]):
+            from synapse_lsp.cli import stop_signals
+
+            # SIGINT/SIGTERM are a cancel from here on (chat -p; the REPL removes it).
+            stop_signals.install()
             start_sdk_import()  # before importing the chat face: it overlaps everything
     module = importlib.import_module(entry[0])
     result: int = module.main(args[1:])

@@ -1,12 +1,19 @@
 """Import the model SDK in the background, as early as the process knows it will talk
 to a model: `anthropic` takes most of a second to import, and everything else the
-first request needs (settings, the shell, the system prompt) is done meanwhile."""
+first request needs (settings, the shell, the system prompt) is done meanwhile.
+
+A turn waits for it with `await sdk_ready()`, off the event loop: importing it on the
+loop's thread while this one imports it would block the loop (and with it a cancel)
+until the import ends.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 from collections.abc import Callable
+
+from synapse_lsp.agent import stages
 
 _started = threading.Event()
 _lock = threading.Lock()
@@ -17,6 +24,7 @@ _after: list[Callable[[], None]] = []
 def _import_sdk() -> None:
     global _imported
     with contextlib.suppress(Exception):
+        stages.at_sync("sdk_import")  # tests stop here (agent/stages.py)
         import anthropic  # noqa: F401
     with _lock:
         _imported = True
@@ -35,6 +43,29 @@ def after_import(hook: Callable[[], None]) -> None:
             _after.append(hook)
             return
     threading.Thread(target=hook, name="synapse-prepare", daemon=True).start()
+
+
+async def sdk_ready() -> None:
+    """Wait, without blocking the event loop, for the background import (if one runs):
+    a cancel of the waiting task ends the wait at once."""
+    import asyncio
+
+    with _lock:
+        if not _started.is_set() or _imported:
+            return
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        def woken() -> None:  # in the import thread
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(wake)
+
+        _after.append(woken)
+    await done
 
 
 def start_sdk_import() -> None:

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
-from synapse_lsp import cmdline
+from synapse_lsp import catalog, cmdline
 
 if TYPE_CHECKING:
     from synapse_lsp.events import Event
@@ -336,7 +336,8 @@ class Renderer:
             note = " (restarting the shell)" if event.restart else ""
             parent = event.parent_tool_call_id
             label = ""
-            if parent is None and event.command.lstrip().startswith("task:"):
+            starts = catalog.traits_of(cmdline.first_word(event.command.lstrip()))
+            if parent is None and starts is not None and starts.starts_agent:
                 self.subagents[event.tool_call_id] = task_description(event.command)
             elif parent in self.subagents and len(self.subagents) > 1:
                 label = self.subagents[parent]

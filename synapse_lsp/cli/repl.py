@@ -1,14 +1,16 @@
 """The interactive loop of `synapse chat` (SPEC §9).
 
-A `You (N)>` prompt (N counts the prompts sent to the model), the answer streamed,
+A `You (N)>` prompt (N: the turn the prompt starts, as `/checkpoints` and `/rewind N`
+name it; agent/turn_numbers.py: it goes on after `/resume`), the answer streamed,
 each command shown by its title and command line with the first and last lines of
 its output dimmed, its exit status and duration (render.py), a separator between
 turns. Ctrl-C cancels the running turn, not the program. In a terminal, lines typed
 during a turn are queued as the next prompt (and shown as queued); `/exit` typed then
-is honoured at once. A line starting with `!` runs in the chat session's own shell,
-with the terminal attached (bang.py); the next prompt tells the model what the user
-ran. Slash commands come from the one table (agent/slash.py): case-insensitive, with
-aliases.
+is honoured at once. After a cancel, queued lines are not sent: each waits at the next
+prompt, already typed and editable, until the user presses Enter (`held`). A line
+starting with `!` runs in the chat session's own shell, with the terminal attached
+(bang.py); the next prompt tells the model what the user ran. Slash commands come
+from the one table (agent/slash.py): case-insensitive, with aliases.
 """
 
 from __future__ import annotations
@@ -48,9 +50,10 @@ class ReplHost(SlashHost, Protocol):
 
 HELP_INTRO = """\
 Type a request and press Enter; lines typed while the agent works are queued as the
-next request. A line starting with ! runs in the session's shell with this terminal
-(e.g. !git status, !cd src, !vim f); the agent is told what you ran with your next
-request. Ctrl-C cancels a running turn; Ctrl-D or /exit leaves."""
+next request (after Ctrl-C they wait at the prompt until Enter). A line starting
+with ! runs in the session's shell with this terminal (e.g. !git status, !cd src,
+!vim f); the agent is told what you ran with your next request. Ctrl-C cancels a
+running turn; Ctrl-D or /exit leaves."""
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -114,11 +117,16 @@ async def run_turn(
     questions: TerminalQuestions | None = None,
 ) -> str:
     """Run one turn through the one turn driver (agent/turns.py), printing it; Ctrl-C
-    cancels it. Returns the stop reason."""
+    cancels it (`chat -p`: its SIGINT/SIGTERM handler, cli/stop_signals.py). Returns the
+    stop reason. The turn first waits for the model SDK's background import (off the loop,
+    so a cancel meanwhile ends the turn before it starts)."""
     from synapse_lsp.agent.turns import LiveChat
+    from synapse_lsp.cli import stop_signals
+    from synapse_lsp.cli.preload import sdk_ready
     from synapse_lsp.events import Event
 
     loop = asyncio.get_running_loop()
+    stops = stop_signals.installed()  # chat -p's (None in the REPL)
     # A terminal shows live output as it comes: no output throttle.
     live = LiveChat(session, None, throttle=None)
 
@@ -127,8 +135,9 @@ async def run_turn(
 
     handler_set = False
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-        loop.add_signal_handler(signal.SIGINT, live.cancel)
-        handler_set = True
+        if stops is None:
+            loop.add_signal_handler(signal.SIGINT, live.cancel)
+            handler_set = True
     reading = False
     if typeahead is not None:
         typeahead.cancel = live.cancel
@@ -138,7 +147,8 @@ async def run_turn(
     if questions is not None and reading:
         questions.typeahead = typeahead
     try:
-        finished = await live.run(text, None, render)
+        with stops.while_running(loop, live.cancel) if stops else contextlib.nullcontext():
+            finished = await live.run(text, None, render, prepare=sdk_ready)
     finally:
         if questions is not None:
             questions.typeahead = None
@@ -163,6 +173,7 @@ def interactive(
     lends it to `!` commands and reads lines typed during a turn; from a pipe, lines
     are read one at a time, in order."""
     out = sys.stdout
+    held: deque[str] = deque()  # queued lines a cancel stopped: each waits for Enter
     style = Style.for_stream(out, output_lines)
     renderer = Renderer(out, out, one_shot=False, style=style, quiet=runtime.quiet)
     terminal = can_attach() if terminal is None else terminal
@@ -174,18 +185,22 @@ def interactive(
     out.write(f"Synapse chat \u2014 session {runtime.session.id}. /help for help.\n")
     if runtime.sandbox_line:
         out.write(style.dim(f"Sandbox: {runtime.sandbox_line}") + "\n")
+    if runtime.session.turns:  # resumed: where the conversation is
+        from synapse_lsp.agent.recap import recap
+
+        out.write(style.dim(recap(runtime.session)) + "\n")
     out.flush()
-    count = 1  # the number of the next prompt sent to the model
     echoed = _isatty(sys.stdin)  # a terminal echoes what is typed
     while True:
-        prompt = f"You ({count})> "
+        assert runtime.session is not None
+        prompt = f"You ({runtime.session.turns + 1})> "  # the turn this prompt starts
         if queued:
             line = queued.popleft()
             out.write(f"{prompt}{line}\n")
             out.flush()
         else:
             try:
-                line = read(prompt)
+                line = held_line(read, prompt, held.popleft(), out, style) if held else read(prompt)
                 if not echoed:  # from a pipe: the transcript shows what was read
                     out.write(line + "\n")
                     out.flush()
@@ -224,11 +239,34 @@ def interactive(
             continue
         assert runtime.session is not None
         note = told.take()
-        count += 1
         prompt_text = text + ("\n\n" + note if note else "")
-        loop.run_until_complete(
+        reason = loop.run_until_complete(
             run_turn(runtime.session, prompt_text, renderer, typeahead, runtime.questions)
         )
         renderer.separator()
         if typeahead is not None and typeahead.exit:
             return 0
+        if reason == "cancelled" and queued:  # not sent: they may repeat what was stopped
+            held.extend(queued)
+            queued.clear()
+
+
+def held_line(read: Callable[[str], str], prompt: str, text: str, out: TextIO, style: Style) -> str:
+    """Read the next prompt with `text` (typed during a cancelled turn) already in it:
+    editable with line editing (readline), else shown, and sent as it is on a bare Enter."""
+    readline = sys.modules.get("readline")
+    hook = getattr(readline, "set_pre_input_hook", None)
+    if read is not input or hook is None:
+        out.write(style.dim(f"(typed during the cancelled turn: {text} - Enter sends it)") + "\n")
+        out.flush()
+        return read(prompt).strip() or text
+
+    def fill() -> None:
+        readline.insert_text(text)  # type: ignore[union-attr]
+        readline.redisplay()  # type: ignore[union-attr]
+
+    hook(fill)
+    try:
+        return read(prompt)
+    finally:
+        hook(None)

@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from synapse_lsp import secrets as secret_rules
 from synapse_lsp.config import Settings
+from synapse_lsp.extensions.mcp_import import import_mcp_sdk
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 
 CONFIG_NAME = "mcp_servers.json"
 DEFAULT_CONNECT_TIMEOUT = 30.0
+CLOSE_GRACE = 0.02  # closing for good (exit): a stdio server's end of input -> SIGTERM
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _SERVER_KEYS = {
     "type",
@@ -343,6 +345,7 @@ class McpServer:
         self.tools: list[ToolSpec] = []
         self.skipped_tools: list[str] = []
         self.connect_seconds: float | None = None
+        self.stop_grace: float | None = None  # end of input -> SIGTERM (None: 2 s)
         self._client: Client | None = None
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
@@ -509,6 +512,7 @@ class McpServer:
         try:
             from contextlib import AsyncExitStack
 
+            await import_mcp_sdk()  # off the event loop (mcp_import.py)
             from mcp import Client
 
             async with AsyncExitStack() as stack:
@@ -526,7 +530,8 @@ class McpServer:
                     )
                     from synapse_lsp.extensions.mcp_stdio import stdio_transport
 
-                    target: Any = _watch_end(stdio_transport(params, errlog), self._ended)
+                    transport = stdio_transport(params, errlog, lambda: self.stop_grace)
+                    target: Any = _watch_end(transport, self._ended)
                 else:
                     import httpx2
                     from mcp.client.streamable_http import streamable_http_client
@@ -742,4 +747,7 @@ class McpManager:
         return [t for s in self.servers.values() if s.state == "ready" for t in s.tools]
 
     async def close(self) -> None:
+        """Every server at once, each with a short grace before its signal."""
+        for server in self.servers.values():
+            server.stop_grace = CLOSE_GRACE
         await asyncio.gather(*(s.stop() for s in self.servers.values()), return_exceptions=True)

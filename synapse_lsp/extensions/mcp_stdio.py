@@ -9,8 +9,9 @@ and surfaced to the session as an error, never buffered without bound.
 
 Everything else follows the SDK's transport: the server starts in its own session
 (process group) with the SDK's minimal inherited environment plus the config's
-`env`; its stderr goes to `errlog`; shutdown closes stdin, waits, then ends the
-process group (SIGTERM, then SIGKILL), all shielded from the caller's cancellation.
+`env`; its stderr goes to `errlog`; shutdown closes stdin, waits (`grace()`: 2 s, or
+the short grace of a manager closing for good), then ends the process group
+(SIGTERM, then SIGKILL), all shielded from the caller's cancellation.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
 
 import anyio
@@ -39,9 +40,12 @@ _FLUSH = 0.5
 
 @contextlib.asynccontextmanager
 async def stdio_transport(
-    server: StdioServerParameters, errlog: IO[str]
+    server: StdioServerParameters,
+    errlog: IO[str],
+    grace: Callable[[], float | None] = lambda: None,
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """(read stream, write stream) for `mcp.Client`, like `mcp.client.stdio.stdio_client`."""
+    """(read stream, write stream) for `mcp.Client`, like `mcp.client.stdio.stdio_client`;
+    `grace()` is read at shutdown: seconds from end of input to SIGTERM (None: 2 s)."""
     process = await anyio.open_process(
         [server.command, *server.args],
         env=get_default_environment() | (server.env or {}),
@@ -87,7 +91,7 @@ async def stdio_transport(
                 write_stream.close()
                 with anyio.move_on_after(_FLUSH):
                     await writer_done.wait()
-                await _stop(process)
+                await _stop(process, grace())
                 for stream in (read_stream, write_stream, read_writer, write_reader):
                     await stream.aclose()
                 await anyio.lowlevel.checkpoint()
@@ -146,12 +150,13 @@ async def _drain(process: Process) -> None:
             await process.stdout.receive()
 
 
-async def _stop(process: Process) -> None:
-    """Close stdin, wait, then end the server's process group (SIGTERM, then SIGKILL)."""
+async def _stop(process: Process, grace: float | None = None) -> None:
+    """Close stdin, wait `grace` seconds (None: `_TERM_GRACE`), then end the server's
+    process group (SIGTERM, then SIGKILL after `_TERM_GRACE`)."""
     assert process.stdin is not None and process.stdout is not None
     with contextlib.suppress(Exception):
         await process.stdin.aclose()
-    if not await _exited(process, _TERM_GRACE):
+    if not await _exited(process, _TERM_GRACE if grace is None else grace):
         with contextlib.suppress(Exception):
             await terminate_posix_process_tree(process, _TERM_GRACE)
         if not await _exited(process, _TERM_GRACE):

@@ -225,10 +225,12 @@ class ExtensionRegistry:
             return None
         return trust.withheld_servers_note(root, reason)
 
-    async def wait_for_pending(self, limit: float) -> None:
-        """Wait for the servers still connecting, up to their connectTimeout and `limit`
-        seconds (a search at session start must not find nothing)."""
-        pending = [s for s in self.mcp.servers.values() if s.state in ("connecting", "idle")]
+    async def wait_for_pending(self, limit: float, named_in: str | None = None) -> None:
+        """Wait for the servers still connecting (those a command line `named_in` names,
+        `mcp:NAME:`), up to their connectTimeout and `limit` seconds (a search at
+        session start must not find nothing; a line calling one must not fail)."""
+        pending = [s for s in self.mcp.servers.values() if s.state in ("connecting", "idle")
+                   and (named_in is None or f"mcp:{s.name}:" in named_in)]  # fmt: skip
         if not pending:
             return
         bound = min(limit, max(s.config.connect_timeout for s in pending))

@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from synapse_lsp import catalog
 from synapse_lsp.builtins.args import ArgError, non_negative_int, parse_args
 from synapse_lsp.commands import CommandContext, CommandOutput
 
@@ -345,8 +346,23 @@ class WaitsForServers(Protocol):
     async def wait_for_pending(self, limit: float) -> None: ...
 
 
-class CommandSearchCommand:
+def search_invocation(argv: Sequence[str], body: str | None) -> catalog.Invocation | None:
+    """A search built-in's call: what it looks for (its words), no file touched."""
+    words = parse_args(list(argv[1:]), options={"type", "limit"}, flags={"regex"}).positional
+    return catalog.Invocation(query=" ".join(words) if words else None)
+
+
+@catalog.builtin
+class CommandSearchCommand(catalog.Described):
     name = "command:search"
+    traits = catalog.Traits(
+        effect=catalog.Effect.READ,
+        shape=catalog.Shape.SEARCH,
+        read_only_safe=True,
+        prompt_rank=5,
+        aliases=("tools search",),
+    )
+    invocation = staticmethod(search_invocation)
     summary = "Find extension commands (mcp:*, skill:*) by keyword or regular expression."
     usage = "command:search [<keyword|glob|regex>] [--type mcp|skill] [--regex] [--limit N]"
 

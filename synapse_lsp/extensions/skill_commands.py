@@ -22,9 +22,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, Protocol
 
+from synapse_lsp import catalog
 from synapse_lsp.builtins.args import ArgError, non_negative_int, parse_args
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
-from synapse_lsp.extensions.search import query_mode
+from synapse_lsp.extensions.search import query_mode, search_invocation
 from synapse_lsp.extensions.skills import (
     MAX_VERSIONS,
     SAFE_NAME,
@@ -84,8 +85,17 @@ def _regex_score(skill: SkillInfo, pattern: re.Pattern[str]) -> int:
     return 1 if pattern.search(text) else 0
 
 
-class SkillSearchCommand:
+@catalog.builtin
+class SkillSearchCommand(catalog.Described):
     name = "skill:search"
+    traits = catalog.Traits(
+        effect=catalog.Effect.READ,
+        shape=catalog.Shape.SEARCH,
+        read_only_safe=True,
+        prompt_rank=6,
+        aliases=("skill search",),
+    )
+    invocation = staticmethod(search_invocation)
     summary = "Find skills by what they do (name, description, tags, SKILL.md text)."
     usage = 'skill:search ["<what you need>"] [--regex] [--limit N]'
 
@@ -153,8 +163,17 @@ Examples:
         )
 
 
-class SkillLoadCommand:
+@catalog.builtin
+class SkillLoadCommand(catalog.Described):
     name = "skill:load"
+    traits = catalog.Traits(
+        effect=catalog.Effect.READ,
+        shape=catalog.Shape.TOOL,
+        verb="Load skill",
+        read_only_safe=True,
+        prompt_rank=7,
+        aliases=("skill load",),
+    )
     summary = "Print a skill's SKILL.md and list its commands."
     usage = "skill:load <name>"
 
@@ -194,8 +213,15 @@ Example:
         return CommandOutput("\n".join(lines) + "\n", data={"skill": skill.name})
 
 
-class SkillReinforceCommand:
+@catalog.builtin
+class SkillReinforceCommand(catalog.Described):
     name = "skill:reinforce"
+    traits = catalog.Traits(
+        effect=catalog.Effect.RUN,
+        shape=catalog.Shape.TOOL,
+        prompt_rank=8,
+        aliases=("skill reinforce",),
+    )
     summary = "After a task: have a skill sub-agent improve or create a skill from it."
     usage = 'skill:reinforce "<what was done and what worked>" [--skill NAME]'
 
@@ -398,8 +424,10 @@ def _store_error(name: str, exc: SkillStoreError) -> CommandOutput:
     )
 
 
-class SkillListCommand:
+@catalog.builtin
+class SkillListCommand(catalog.Described):
     name = "skill:list"
+    traits = catalog.Traits(effect=catalog.Effect.READ)
     summary = "List the installed skills: description, domain, tags, commands, versions."
     usage = "skill:list"
 
@@ -429,8 +457,10 @@ Example:
         return CommandOutput(list_text(skills, root), data={"skills": sorted(skills)})
 
 
-class SkillInfoCommand:
+@catalog.builtin
+class SkillInfoCommand(catalog.Described):
     name = "skill:info"
+    traits = catalog.Traits(effect=catalog.Effect.READ)
     summary = "Show a skill's metadata (description, domain, tags, tools), commands, versions."
     usage = "skill:info <name>"
 
@@ -507,8 +537,10 @@ def _not_found(command: str, wanted: str, source: SkillSource) -> CommandOutput:
     )
 
 
-class SkillImportCommand:
+@catalog.builtin
+class SkillImportCommand(catalog.Described):
     name = "skill:import"
+    traits = catalog.Traits(effect=catalog.Effect.RUN)
     summary = "Install a skill from a folder, .zip or .tar.gz (checked; previous version kept)."
     usage = "skill:import <folder|archive.zip|archive.tar.gz> [--name NAME]"
 
@@ -563,8 +595,10 @@ Examples:
         return CommandOutput("\n".join(lines) + "\n", data=data)
 
 
-class SkillRollbackCommand:
+@catalog.builtin
+class SkillRollbackCommand(catalog.Described):
     name = "skill:rollback"
+    traits = catalog.Traits(effect=catalog.Effect.RUN)
     summary = "Restore a kept version of a skill (the newest by default); undoable."
     usage = "skill:rollback <name> [version]"
 
@@ -615,8 +649,10 @@ Examples:
         )
 
 
-class SkillDeleteCommand:
+@catalog.builtin
+class SkillDeleteCommand(catalog.Described):
     name = "skill:delete"
+    traits = catalog.Traits(effect=catalog.Effect.RUN)
     summary = "Remove a skill and its commands (kept as a version: skill:rollback restores it)."
     usage = "skill:delete <name>"
 

@@ -114,6 +114,7 @@ class EditorFiles:
         # unasked): `reconcile` saves the others before a command reads the disk.
         self._agent_changed: dict[Path, bool] = {}
         self._agent_text: dict[Path, str] = {}  # what the agent's last edit left there
+        self._sending: dict[Path, str] = {}  # an edit sent, not answered: its text
         self._told_cannot_save = False
 
     # -- client capabilities
@@ -462,6 +463,8 @@ class EditorFiles:
         from pygls.exceptions import JsonRpcException
 
         params = types.ApplyWorkspaceEditParams(edit=edit, label=label)
+        real = Path(os.path.realpath(path))
+        self._sending[real] = after  # its didChange may come before the editor's answer
         try:
             # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel that comes
             # as the editor answers, and the cancelled turn would go on.
@@ -476,13 +479,22 @@ class EditorFiles:
             raise FileError(
                 f"{path}: the editor refused the edit ({exc.message}); nothing was written"
             ) from None
+        finally:
+            self._sending.pop(real, None)
         if result is None or not result.applied:
             reason = (result.failure_reason if result is not None else None) or "no reason given"
             raise FileError(f"{path}: the editor refused the edit ({reason}); nothing was written")
-        real = Path(os.path.realpath(path))
         self._shadows[real] = _Shadow(after, version)
         doc = self._document(path)
         if doc is not None and doc.version != version:
             del self._shadows[real]  # already reported
         elif doc is not None:
             await self._wait_synced(path)
+
+
+def agent_wrote(files: EditorFiles, path: Path, text: str) -> bool:
+    """`text` is what an edit of the agent's leaves in `path` (the editor's echo)."""
+    real = Path(os.path.realpath(path))
+    shadow = files._shadows.get(real)
+    ours = (files._agent_text.get(real), files._sending.get(real), shadow and shadow.text)
+    return any(isinstance(t, str) and _same(t, text) for t in ours)

@@ -9,6 +9,7 @@ running), so any client that syncs documents gets them without code of its own.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -16,14 +17,17 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 
 from synapse_lsp.agent.feedback import Problem
-from synapse_lsp.files import uri_to_path
+from synapse_lsp.files import FileError, read_disk_text, uri_to_path
 from synapse_lsp.lsp.names import DIAGNOSTICS_NOTIFICATION
 from synapse_lsp.lsp.wire import ArgumentError, from_wire
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pygls.workspace import Workspace
 
     from synapse_lsp.agent.feedback import EditorFeedback
+    from synapse_lsp.lsp.editor_files import EditorFiles
     from synapse_lsp.lsp.sessions import ChatSessions
 
 log = logging.getLogger(__name__)
@@ -89,13 +93,23 @@ def diagnostics_reported(chats: ChatSessions, raw: Any) -> None:
         )
 
 
-def document_changed(chats: ChatSessions, workspace: Workspace, uri: str) -> None:
-    """A `didChange`: the user's change of a file the agent edited (ignored by a session
-    while one of its tool calls runs: then it is the agent's own edit or command)."""
-    if not chats.live:
-        return
-    path = uri_to_path(uri)
+def document_changed(
+    chats: ChatSessions,
+    workspace: Workspace,
+    files: EditorFiles,
+    params: lsp.DidChangeTextDocumentParams | lsp.DidSaveTextDocumentParams,
+) -> None:
+    """A `didChange` or `didSave`: during a turn, the user's own change is noted for
+    rewinds (`hand_edit`); a `didChange` of a file the agent edited is also the user's
+    change noted to the model (ignored by a session while one of its tool calls runs:
+    then it is the agent's own edit or command)."""
+    uri = params.text_document.uri
+    path = uri_to_path(uri) if chats.live else None
     if path is None:
+        return
+    saved = isinstance(params, lsp.DidSaveTextDocumentParams)
+    hand_edit(chats, workspace, files, uri, path, saved=saved)
+    if saved:
         return
     watching = [(sid, f) for sid, f in _feedbacks(chats, None) if f.touches(path)]
     if not watching:
@@ -104,3 +118,31 @@ def document_changed(chats: ChatSessions, workspace: Workspace, uri: str) -> Non
     for sid, feedback in watching:
         if feedback.user_changed(path, text):
             log.info("editor feedback: the user changed %s (session %s)", path, sid)
+
+
+def hand_edit(
+    chats: ChatSessions,
+    workspace: Workspace,
+    files: EditorFiles,
+    uri: str,
+    path: Path,
+    *,
+    saved: bool,
+) -> None:
+    """A buffer's text changed (or was saved) while a turn runs: unless it is the
+    agent's own edit (echoed by the editor, or saved for it) or a change to what is on
+    disk (a reload), it is the user's, and a rewind of the turn asks before putting
+    that file back (`agent/hand_edits.py`)."""
+    guards = [g for live in chats.live.values() if (g := live.chat.checkpoints.guard).watching]
+    if not guards:
+        return
+    from synapse_lsp.lsp.editor_files import agent_wrote
+
+    text = workspace.get_text_document(uri).source
+    if agent_wrote(files, path, text):
+        return
+    with contextlib.suppress(FileError, OSError):
+        if not saved and read_disk_text(path).rstrip("\r\n") == text.rstrip("\r\n"):
+            return  # the buffer took the disk's text (a reload): not typed by the user
+    for guard in guards:
+        guard.editor_changed(path)

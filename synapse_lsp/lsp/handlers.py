@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pygls.exceptions import JsonRpcException
 
 from synapse_lsp import __version__
+from synapse_lsp.agent.turn_numbers import label
 from synapse_lsp.errors import SynapseError
 from synapse_lsp.lsp.protocol import (
     COMMANDS,
@@ -211,6 +212,7 @@ async def session_prompt(ls: Host, params: SessionPromptParams) -> SessionPrompt
 
 
 _STATUS = {"A": "added", "M": "modified", "D": "deleted", "T": "modified"}
+PICKER_LABEL = 200  # characters of a checkpoint's label (the pickers cut it further)
 
 
 @handler(SESSION_CHECKPOINTS)
@@ -221,7 +223,7 @@ async def session_checkpoints(
     infos = [
         CheckpointInfo(
             turn=cp.turn,
-            prompt=cp.prompt,
+            prompt=label(cp.prompt, PICKER_LABEL),  # the user's own words, one line
             started_at=cp.started_at,
             finished=cp.after is not None,
             changed=[
@@ -243,19 +245,23 @@ async def session_checkpoints(
 async def session_rewind(ls: Host, params: SessionRewindParams) -> SessionRewindResult:
     from synapse_lsp.errors import SessionBusyError
 
-    chat = ls.chats.get(params.session_id, SESSION_REWIND).chat
+    live = ls.chats.get(params.session_id, SESSION_REWIND)
+    chat = live.chat
 
     async def decide(path: str) -> bool:
         if params.on_conflict != "ask":
             return params.on_conflict == "overwrite"
         answer = await ls.ask_user(
-            f"Rewind: {path} changed after the agent's turn (by you or another session). "
-            "Put back the version from before the turn anyway?",
+            f"Rewind: {path} was changed by you or another program (not only by the "
+            "agent) during or after the turn. Put back the version from before the turn "
+            "anyway?",
             ("Restore it", "Keep current"),
         )
         return answer == "Restore it"
 
     try:
+        if live.running:  # a turn being prepared counts as running too
+            raise SessionBusyError("A turn is running: rewind after it ends (or cancel it).")
         report = await chat.rewind(params.turn, truncate=params.truncate, decide=decide)
     except SessionBusyError as exc:
         raise request_failed(exc.message, "session_busy") from None

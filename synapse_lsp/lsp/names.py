@@ -19,6 +19,11 @@ DIAGNOSTICS_NOTIFICATION = "synapse/diagnostics"
 # reads the disk, `{"uris": [...]}` -> `{"saved": [...]}`; offered by a client with
 # `capabilities.experimental.synapse.saveDocuments: true` (docs/protocol.md)
 SAVE_DOCUMENTS = "synapse/saveDocuments"
+# server -> client request: a permission question as data (RequestPermissionParams) ->
+# `{"optionId": ...}`; offered by a client with
+# `capabilities.experimental.synapse.requestPermission: true`, else the question is a
+# `window/showMessageRequest` (docs/protocol.md)
+REQUEST_PERMISSION = "synapse/requestPermission"
 
 SESSION_NEW = "synapse.session.new"
 SESSION_LIST = "synapse.session.list"

@@ -628,3 +628,37 @@ class SaveDocumentsParams(Wire):
 @attrs.define(kw_only=True)
 class SaveDocumentsResult(Wire):
     saved: list[str]  # the documents the client saved
+
+
+# What a permission option does (ACP's kinds): allow or deny, this once or from now on
+PermissionOptionKind: TypeAlias = Literal[
+    "allow_once", "allow_always", "reject_once", "reject_always"
+]
+
+
+@attrs.define(kw_only=True)
+class PermissionOption(Wire):
+    option_id: str  # stable: allow_once, allow_with_path, allow_session, allow_always, reject_once
+    title: str  # the button's text
+    kind: PermissionOptionKind
+
+
+@attrs.define(kw_only=True)
+class RequestPermissionParams(Wire):
+    """The params of `synapse/requestPermission` (server -> client request): the permission
+    gate's question as data (`question.Question`). `toolCallId` names the running tool
+    call it is about, as its `tool_call` update did (null: no chat turn's call runs the
+    line); `message` is the same question as prose, to show, never to parse."""
+
+    tool_call_id: str | None
+    command: str  # the line, escapes shown as escapes (shortened past 2,000 characters)
+    cwd: str
+    steps: list[str]  # its simple commands, each judged as if typed alone
+    reason: str
+    options: list[PermissionOption]  # the buttons, in order
+    message: str
+
+
+@attrs.define(kw_only=True)
+class RequestPermissionResult(Wire):
+    option_id: str | None = None  # the option chosen; null: dismissed (denied)

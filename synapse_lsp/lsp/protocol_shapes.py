@@ -43,11 +43,13 @@ ROOTS: dict[Direction, list[type[Wire]]] = {
         *(c.params for c in protocol.COMMANDS.values()),
         protocol.DiagnosticsParams,
         protocol.SaveDocumentsResult,
+        protocol.RequestPermissionResult,
     ],
     "server": [
         *(c.result for c in protocol.COMMANDS.values()),
         protocol.SessionUpdateNotification,
         protocol.SaveDocumentsParams,
+        protocol.RequestPermissionParams,
     ],
 }
 # LSP's own types in Synapse's messages, by the names the clients give them.

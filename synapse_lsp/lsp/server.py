@@ -5,9 +5,9 @@ lifecycle (warm-up, settings, shutdown), the workspace folders, the LSP
 features it answers and `main()`. The `synapse.*` commands are handlers.py
 over protocol.py's types, chat sessions sessions.py, turns streamed as
 `synapse/sessionUpdate` by updates.py, edits sent as `workspace/applyEdit` by
-editor_files.py, permission asks through `window/showMessageRequest`
-(permissions.py). The model SDK, MCP and even the router are imported on first
-use so the server answers `initialize` about as fast as a bare pygls server.
+editor_files.py, permission questions by questions.py. The model SDK, MCP and even
+the router are imported on first use so the server answers `initialize` about as
+fast as a bare pygls server.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from synapse_lsp.lsp.names import (
     TRUST_OPTION,
     invalid,
 )
+from synapse_lsp.lsp.questions import asker
 from synapse_lsp.lsp.sessions import ChatSessions, as_uri
 from synapse_lsp.lsp.stdio import PipeWriter, connect_stdio
 from synapse_lsp.lsp.wire import ArgumentError, converter, json_type
@@ -255,6 +256,7 @@ class SynapseServer(LanguageServer):
         self.feature(types.TEXT_DOCUMENT_DID_OPEN)(_on_document)
         self.feature(types.TEXT_DOCUMENT_DID_CHANGE)(_on_document)
         self.feature(types.TEXT_DOCUMENT_DID_CLOSE)(_on_document)
+        self.feature(types.TEXT_DOCUMENT_DID_SAVE)(_on_document)  # the user's hand edits
         self.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)(_on_folders)
         self.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(_on_configuration)
         self.feature(TRUST_NOTIFICATION)(_on_trust)
@@ -376,7 +378,7 @@ class SynapseServer(LanguageServer):
             path,
             self.live_settings.for_folder(path),
             lambda: self.files,
-            self.ask_user,
+            asker(self),  # the gate's questions: typed, or as prose (`ask_user`)
             progress=self.work_progress,
             mcp_imported=lambda: self.warmed("mcp"),
             trusted=self.face_trust,
@@ -593,11 +595,14 @@ async def _on_shutdown(ls: SynapseServer, params: Any) -> None:
 
 
 def _on_document(ls: SynapseServer, params: Any) -> None:
-    ls.files.documents_changed(params.text_document.uri)
-    if isinstance(params, types.DidChangeTextDocumentParams) and ls.chats.live:
-        from synapse_lsp.lsp import feedback
+    changed = types.DidChangeTextDocumentParams | types.DidSaveTextDocumentParams
+    try:
+        if isinstance(params, changed) and ls.chats.live:  # before the edit's shadow goes
+            from synapse_lsp.lsp import feedback
 
-        feedback.document_changed(ls.chats, ls.workspace, params.text_document.uri)
+            feedback.document_changed(ls.chats, ls.workspace, ls.files, params)
+    finally:
+        ls.files.documents_changed(params.text_document.uri)
 
 
 def _on_diagnostics(ls: SynapseServer, params: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -72,6 +73,9 @@ class ChatSessions:
         self._warmed = warmed
         self._store: SessionStore | None = None
         self.live: dict[str, EditorChat] = {}
+        # `$/cancelRequest` ids no running turn matched: a prompt whose handler has not
+        # begun yet (the cancel came in the same read) ends at once when it does.
+        self._cancelled_ids: deque[Any] = deque(maxlen=64)
 
     @property
     def store(self) -> SessionStore:
@@ -246,7 +250,7 @@ class ChatSessions:
         """Run one turn, streaming its updates; resolves after they are flushed."""
         live = self.get(session_id, command)
         from synapse_lsp.errors import SessionBusyError
-        from synapse_lsp.events import TurnFinished
+        from synapse_lsp.events import TurnFinished, Usage
         from synapse_lsp.lsp.updates import event_to_update, user_message
 
         stream = live.face.stream
@@ -265,6 +269,9 @@ class ChatSessions:
             if isinstance(event, TurnFinished):
                 await stream.flush()
 
+        if request_id is not None and request_id in self._cancelled_ids:
+            self._cancelled_ids.remove(request_id)
+            return TurnFinished("cancelled", Usage())
         try:
             return await live.run(text, context, render, request_id=request_id, prepare=prepare)
         except SessionBusyError:
@@ -279,10 +286,14 @@ class ChatSessions:
         return self.get(session_id, command).cancel()
 
     def request_cancelled(self, request_id: Any) -> None:
-        """`$/cancelRequest`: a cancelled prompt request cancels its turn."""
+        """`$/cancelRequest`: a cancelled prompt request cancels its turn (kept for a
+        prompt whose handler has not begun yet)."""
+        matched = False
         for live in self.live.values():
             with contextlib.suppress(Exception):
-                live.cancel_request(request_id)
+                matched = live.cancel_request(request_id) or matched
+        if not matched:
+            self._cancelled_ids.append(request_id)
 
     def forget(self, ws: WorkspaceContext) -> None:
         """The folder is going away (it closes its own sessions)."""

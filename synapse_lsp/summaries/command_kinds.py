@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from synapse_lsp import cmdline
+from synapse_lsp import catalog, cmdline
 from synapse_lsp.summaries.codex import (
     Edit,
     Fetch,
@@ -157,10 +157,6 @@ _WRITE_FLAGS = frozenset(
      "--upload-file", "--post-data", "--post-file"}
 )  # fmt: skip
 
-# Our Agent Shell (SPEC §4) and Extension Shell (§5) commands.
-_ALIASES = {("tools", "search"): "command:search", ("skill", "search"): "skill:search",
-            ("skill", "load"): "skill:load", ("skill", "reinforce"): "skill:reinforce"}  # fmt: skip
-
 
 def upgrade_stage(tokens: list[str]) -> ParsedCommand | None:
     """A better summary for one stage Codex calls unknown, or None to keep `unknown`."""
@@ -265,34 +261,16 @@ def _fetch(cmd: str, args: list[str]) -> Fetch | None:
     return Fetch(cmd, url) if url is not None else None
 
 
-def own_command(tokens: list[str]) -> ParsedCommand | None:
-    """Summaries of Synapse's own commands (`tokens` as the router would split them)."""
+def own_command(tokens: list[str], body: str | None = None) -> ParsedCommand | None:
+    """Summaries of Synapse's own commands (`tokens` as the router would split them;
+    `body`, a heredoc's text): a built-in as its catalog entry describes it, an
+    extension command (`mcp:<server>:<tool>`, `skill:<skill>:<tool>`) as a tool."""
     cmd = shlex_join(tokens)
+    argv = catalog.normalized(tokens)
+    builtin = catalog.lookup(argv)
+    if builtin is not None:
+        return _builtin_summary(cmd, argv, catalog.traits(builtin).shape, body)
     head = tokens[0]
-    if len(tokens) >= 2 and (head, tokens[1]) in _ALIASES:
-        tokens = [_ALIASES[(head, tokens[1])], *tokens[2:]]
-        head = tokens[0]
-    args = tokens[1:]
-    if head == "read":
-        operands = _builtin_operands(args, {"--offset", "--limit"}, set())
-        if operands is not None and len(operands) == 1:
-            return Read(cmd, short_display_path(operands[0]), operands[0])
-        return None
-    if head in ("edit", "write"):
-        operands = _builtin_operands(args, set(), {"--all"} if head == "edit" else set())
-        if operands:
-            return Edit(cmd, short_display_path(operands[0]), operands[0])
-        return None
-    if head in ("plan", "todo"):
-        return Plan(cmd)
-    if head in ("command:search", "skill:search"):
-        operands = _builtin_operands(args, {"--type", "--limit"}, set())
-        query = " ".join(operands) if operands else None
-        return Search(cmd, query, None)
-    if head.startswith("task:") and len(head) > 5:
-        return Task(cmd, head[5:], _option(args, "--description"))
-    if head in ("skill:load", "skill:reinforce"):
-        return Tool(cmd, "skill", head.partition(":")[2])
     if head.startswith(("mcp:", "skill:")) and head.count(":") >= 2:
         source, _, name = head.rpartition(":")
         if name and source.partition(":")[2]:
@@ -300,36 +278,26 @@ def own_command(tokens: list[str]) -> ParsedCommand | None:
     return None
 
 
-def _builtin_operands(args: list[str], valued: set[str], flags: set[str]) -> list[str] | None:
-    """Positionals of a built-in call, or None if it uses an option the built-in lacks."""
-    out: list[str] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            out.extend(args[i + 1 :])
-            break
-        name = arg.partition("=")[0]
-        if arg.startswith("--") and name in valued:
-            i += 1 if "=" in arg else 2
-            continue
-        if arg in flags:
-            i += 1
-            continue
-        if arg.startswith("--") or (arg.startswith("-") and len(arg) == 2 and arg != "-"):
-            return None
-        out.append(arg)
-        i += 1
-    return out
-
-
-def _option(args: list[str], name: str) -> str | None:
-    for index, arg in enumerate(args):
-        if arg == name and index + 1 < len(args):
-            return args[index + 1]
-        if arg.startswith(name + "="):
-            return arg.partition("=")[2]
-    return None
+def _builtin_summary(
+    cmd: str, argv: list[str], shape: catalog.Shape, body: str | None
+) -> ParsedCommand | None:
+    call = catalog.invocation(argv, body)
+    if call is None or shape is catalog.Shape.NONE:
+        return None
+    if shape is catalog.Shape.READ and call.reads:
+        return Read(cmd, short_display_path(call.reads[0]), call.reads[0])
+    if shape is catalog.Shape.EDIT and call.writes:
+        return Edit(cmd, short_display_path(call.writes[0]), call.writes[0])
+    if shape in (catalog.Shape.READ, catalog.Shape.EDIT):
+        return None
+    if shape is catalog.Shape.PLAN:
+        return Plan(cmd)
+    if shape is catalog.Shape.SEARCH:
+        return Search(cmd, call.query, None)
+    if shape is catalog.Shape.TASK:
+        return Task(cmd, call.subtype, call.description) if call.subtype else None
+    source, _, name = argv[0].partition(":")
+    return Tool(cmd, source, name)
 
 
 # ------------------------------------------------ scripts outside the safe subset
@@ -372,23 +340,24 @@ def _own_command_line(script: str) -> ParsedCommand | None:
         argv = cmdline.split_argv(head)
     except ValueError:
         return None
-    return own_command(argv) if argv else None
+    return own_command(argv, heredoc[1] if heredoc is not None else None) if argv else None
 
 
 def _starts_like_ours(script: str) -> bool:
     """Cheap pre-check before the quote-aware first word."""
     text = script.lstrip()
-    return text.startswith(_OUR_STARTS) or text[:1] in ("'", '"')
+    return (
+        catalog.starts_like_one(text)
+        or text.startswith(_EXTENSION_STARTS)
+        or text[:1] in ("'", '"')
+    )
 
 
-_OUR_STARTS = ("read", "write", "edit", "plan", "todo", "tools", "skill", "mcp:", "task:",
-               "command:")  # fmt: skip
+_EXTENSION_STARTS = ("mcp:", "skill:")
 
 
 def _looks_like_ours(word: str) -> bool:
-    return word in ("read", "write", "edit", "plan", "todo", "tools", "skill") or (
-        word.startswith(("mcp:", "skill:", "task:", "command:"))
-    )
+    return catalog.may_start(word) or word.startswith(_EXTENSION_STARTS)
 
 
 def _strip_harmless_redirects(script: str, parsed: Parsed | None) -> str | None:

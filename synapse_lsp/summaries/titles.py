@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from synapse_lsp import cmdline
+from synapse_lsp import catalog, cmdline
 from synapse_lsp.summaries.codex import (
     Edit,
     Fetch,
@@ -96,7 +96,8 @@ def kind_of(parsed: ParsedCommand) -> str:
     if isinstance(parsed, Fetch):
         return "fetch"
     if isinstance(parsed, Tool):
-        return "read" if (parsed.source, parsed.name) == ("skill", "load") else "other"
+        found = _builtin(parsed.cmd)
+        return "read" if found is not None and found.effect is catalog.Effect.READ else "other"
     if isinstance(parsed, Noop):
         return "other"
     return "execute"  # Unknown, Test, Lint
@@ -141,8 +142,8 @@ def _one_title(item: ParsedCommand) -> str:
         targets = f" {', '.join(item.targets)}" if item.targets else ""
         return f"{verb}{targets} with {item.tool}"
     if isinstance(item, Edit):
-        verb = "Write" if item.cmd.startswith("write") else "Edit"
-        return f"{verb} {item.name}"
+        found = _builtin(item.cmd)
+        return f"{found.verb if found is not None and found.verb else 'Edit'} {item.name}"
     if isinstance(item, Tool):
         return _tool_title(item)
     if isinstance(item, Task):
@@ -157,11 +158,18 @@ def _one_title(item: ParsedCommand) -> str:
     return f"Run {_code(shorten_command(item.cmd))}"
 
 
+def _builtin(cmd: str) -> catalog.Traits | None:
+    """The traits of the built-in a summary's command calls (alias included), if any."""
+    found = catalog.lookup(cmd.split(maxsplit=2)[:2])
+    return catalog.traits(found) if found is not None else None
+
+
 def _tool_title(item: Tool) -> str:
+    found = _builtin(item.cmd)
+    if found is not None and found.verb:  # `Load skill pdf`
+        words = catalog.normalized(item.cmd.split())  # `skill load pdf` too
+        return f"{found.verb} {_code(words[1])}" if len(words) > 1 else found.verb
     if item.source == "skill":
-        if item.name == "load":
-            words = item.cmd.split()
-            return f"Load skill {_code(words[1])}" if len(words) > 1 else "Load skill"
         return f"skill: {item.name}"
     namespace, _, server = item.source.partition(":")
     return f"{namespace} {server}: {item.name}"

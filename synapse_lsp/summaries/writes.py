@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import re
 
-from synapse_lsp import bashparse, cmdline
+from synapse_lsp import bashparse, catalog, cmdline
 
 # Commands that change files whatever their arguments.
 FILE_CHANGERS = frozenset(
     {
         "cp", "mv", "rm", "rmdir", "mkdir", "touch", "ln", "chmod", "chown", "chgrp",
         "truncate", "install", "shred", "unlink", "mktemp", "rsync", "scp", "patch",
-        "mkfifo", "mknod", "write", "edit", "split", "csplit",
+        "mkfifo", "mknod", "split", "csplit",
     }
 )  # fmt: skip
 # Prefixes that run the rest of the words as a command.
@@ -96,6 +96,9 @@ def _writes(command: bashparse.Command) -> bool:
     args = words[1:]
     if name in FILE_CHANGERS:
         return True
+    builtin = catalog.traits_of(name)
+    if builtin is not None and builtin.effect is catalog.Effect.WRITE:
+        return True  # `write`, `edit`
     if any(a in ("--fix", "--write", "--in-place", "--inplace") or a.startswith("--fix=")
            for a in args):  # fmt: skip
         return True

@@ -15,6 +15,7 @@ from synapse_lsp import bashparse
 from synapse_lsp.commands import Layer, Step
 from synapse_lsp.config import Settings
 from synapse_lsp.permissions import ALLOW_ONCE, DENY, AskingGate
+from synapse_lsp.question import Question
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
 
@@ -26,7 +27,8 @@ class Recorder:
         self.answer = answer
         self.questions: list[tuple[str, tuple[str, ...]]] = []
 
-    async def __call__(self, message: str, actions: tuple[str, ...]) -> str | None:
+    async def __call__(self, question: Question) -> str | None:
+        message, actions = question.message, question.actions
         self.questions.append((message, actions))
         return self.answer
 
@@ -244,8 +246,8 @@ async def test_a_line_bash_cannot_parse_is_its_syntax_error_not_a_question(
 
     asked: list[str] = []
 
-    async def ask(message: str, actions: tuple[str, ...]) -> str | None:
-        asked.append(message)
+    async def ask(question: Question) -> str | None:
+        asked.append(question.message)
         return None
 
     settings = Settings(synapse_home=tmp_path / "home", sandbox="full-access")

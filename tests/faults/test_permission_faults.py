@@ -17,6 +17,7 @@ from synapse_lsp.cmdline import simple_commands
 from synapse_lsp.commands import FailureCategory, Layer
 from synapse_lsp.config import Settings
 from synapse_lsp.permissions import DENY, AskingGate
+from synapse_lsp.question import Question
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
 
@@ -28,8 +29,8 @@ class Recorder:
         self.answer = answer
         self.questions: list[str] = []
 
-    async def __call__(self, message: str, actions: tuple[str, ...]) -> str | None:
-        self.questions.append(message)
+    async def __call__(self, question: Question) -> str | None:
+        self.questions.append(question.message)
         return self.answer
 
 
@@ -133,7 +134,7 @@ async def test_an_unanswered_question_is_denied_after_the_wait(
 ) -> None:
     never = asyncio.Event()
 
-    async def silent(message: str, actions: tuple[str, ...]) -> str | None:
+    async def silent(question: Question) -> str | None:
         await never.wait()
         return None
 

@@ -165,8 +165,11 @@ def test_synapse_trust_revoke_forgets(tmp_path: Path) -> None:
 # ------------------------------------------------------------------- the REPL
 
 
-def repl_on_a_tty(folder: Path, env: dict[str, str], answer: str) -> tuple[str, str]:
-    """`synapse chat` with a terminal on stdin: answer the first question, then /exit."""
+def repl_on_a_tty(
+    folder: Path, env: dict[str, str], answer: str, started: Path | None = None
+) -> tuple[str, str]:
+    """`synapse chat` with a terminal on stdin: answer the first question, then /exit
+    (once `started` exists, when given: MCP servers start in the background)."""
     import pty
 
     master, slave = pty.openpty()
@@ -179,6 +182,8 @@ def repl_on_a_tty(folder: Path, env: dict[str, str], answer: str) -> tuple[str, 
     try:
         os.write(master, answer.encode())
         time.sleep(0.5)
+        if started is not None:
+            wait_for(started)
         os.write(master, b"/exit\n")
         out, err = proc.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -193,13 +198,13 @@ def repl_on_a_tty(folder: Path, env: dict[str, str], answer: str) -> tuple[str, 
 def test_the_repl_asks_once_and_remembers_yes(tmp_path: Path) -> None:
     folder, marker = marked_folder(tmp_path)
     home = tmp_path / "home"
-    out, err = repl_on_a_tty(folder, clean_env(home), "y\n")
+    out, err = repl_on_a_tty(folder, clean_env(home), "y\n", started=marker)
     assert "Trust " in out and "mcp_servers.json" in out, (out, err)
     assert trust.remembered(home, folder) is True
     assert wait_for(marker), (out, err)
     assert "not trusted" not in err
     marker.unlink()
-    out, err = repl_on_a_tty(folder, clean_env(home), "/help\n")  # not asked again
+    out, err = repl_on_a_tty(folder, clean_env(home), "/help\n", started=marker)  # not asked again
     assert "Trust " not in out, out
     assert wait_for(marker)
 

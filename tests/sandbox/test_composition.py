@@ -26,6 +26,7 @@ from synapse_lsp import sandbox
 from synapse_lsp.config import Settings
 from synapse_lsp.core import Workspace
 from synapse_lsp.permissions import ALLOW_ONCE, DENY
+from synapse_lsp.question import Question
 
 MCP_SERVER = Path(__file__).resolve().parents[1] / "mcp_servers" / "demo_server.py"
 MODES = ("read-only", "workspace-write", "full-access", "fallback")
@@ -114,9 +115,10 @@ class Answers:
         self.asked: list[str] = []
         self.deny = False
 
-    async def __call__(self, question: str, options: tuple[str, ...]) -> str | None:
-        self.asked.append(question)
-        if self.deny or "Re-run it outside the sandbox" in question or ALLOW_ONCE not in options:
+    async def __call__(self, question: Question) -> str | None:
+        self.asked.append(question.message)
+        rerun = "Re-run it outside the sandbox" in question.message
+        if self.deny or rerun or ALLOW_ONCE not in question.actions:
             return DENY
         return ALLOW_ONCE
 

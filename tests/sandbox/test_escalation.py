@@ -15,6 +15,7 @@ from synapse_lsp import permission_rules
 from synapse_lsp.commands import FailureCategory
 from synapse_lsp.config import Settings
 from synapse_lsp.permissions import ALLOW_ONCE, ALLOW_SESSION, ALLOW_WITH_PATH, DENY, AskingGate
+from synapse_lsp.question import Question
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
 
@@ -24,7 +25,8 @@ class Recorder:
         self.answers = list(answers)
         self.questions: list[tuple[str, tuple[str, ...]]] = []
 
-    async def __call__(self, message: str, actions: tuple[str, ...]) -> str | None:
+    async def __call__(self, question: Question) -> str | None:
+        message, actions = question.message, question.actions
         self.questions.append((message, actions))
         return self.answers.pop(0) if self.answers else DENY
 
@@ -115,7 +117,8 @@ async def test_always_run_outside_remembers_one_prefix_not_the_line(
 ) -> None:
     asked: list[tuple[str, tuple[str, ...]]] = []
 
-    async def always(message: str, actions: tuple[str, ...]) -> str | None:
+    async def always(question: Question) -> str | None:
+        message, actions = question.message, question.actions
         asked.append((message, actions))
         return next(a for a in actions if a.startswith("Always run"))
 

@@ -17,6 +17,7 @@ import pytest
 from synapse_lsp.config import Settings
 from synapse_lsp.core import Workspace
 from synapse_lsp.permissions import ALLOW_ONCE
+from synapse_lsp.question import Question
 from tests.test_wrapper_sockets import pids, project, started
 
 pytestmark = pytest.mark.skipif(
@@ -75,7 +76,7 @@ async def test_read_only_refuses_through_the_sessions_own_socket(tmp_path: Path)
     """Two folders with a server `db`, one read-only: its `$(mcp:db:pid)` is refused
     (nobody can be asked from inside a command), the other's runs."""
 
-    async def allow(message: str, actions: tuple[str, ...]) -> str | None:
+    async def allow(question: Question) -> str | None:
         return ALLOW_ONCE
 
     home = tmp_path / "home"

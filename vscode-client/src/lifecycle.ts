@@ -61,6 +61,12 @@ export function problemMessage(p: StartProblem): string {
   }
 }
 
+/** An error's message (anything thrown), for notifications and the log. */
+export function errorMessage(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
 /** A few words for the status bar text. */
 export function problemLabel(kind: ProblemKind | null): string {
   switch (kind) {

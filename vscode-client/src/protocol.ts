@@ -23,6 +23,13 @@ export const DIAGNOSTICS_NOTIFICATION = 'synapse/diagnostics';
  * `capabilities.experimental.synapse.saveDocuments: true` (docs/protocol.md)
  */
 export const SAVE_DOCUMENTS_REQUEST = 'synapse/saveDocuments';
+/**
+ * server -> client request: a permission question as data (RequestPermissionParams) ->
+ * `{"optionId": ...}`; offered by a client with
+ * `capabilities.experimental.synapse.requestPermission: true`, else the question is a
+ * `window/showMessageRequest` (docs/protocol.md)
+ */
+export const REQUEST_PERMISSION_REQUEST = 'synapse/requestPermission';
 
 export const Commands = {
   sessionNew: 'synapse.session.new',
@@ -557,6 +564,41 @@ export interface SaveDocumentsParams {
 export interface SaveDocumentsResult {
   /** the documents the client saved */
   saved: string[];
+}
+
+/** What a permission option does (ACP's kinds): allow or deny, this once or from now on */
+export type PermissionOptionKind = 'allow_once' | 'allow_always' | 'reject_once' | 'reject_always';
+
+export interface PermissionOption {
+  /** stable: allow_once, allow_with_path, allow_session, allow_always, reject_once */
+  optionId: string;
+  /** the button's text */
+  title: string;
+  kind: PermissionOptionKind;
+}
+
+/**
+ * The params of `synapse/requestPermission` (server -> client request): the permission
+ * gate's question as data (`question.Question`). `toolCallId` names the running tool
+ * call it is about, as its `tool_call` update did (null: no chat turn's call runs the
+ * line); `message` is the same question as prose, to show, never to parse.
+ */
+export interface RequestPermissionParams {
+  toolCallId: string | null;
+  /** the line, escapes shown as escapes (shortened past 2,000 characters) */
+  command: string;
+  cwd: string;
+  /** its simple commands, each judged as if typed alone */
+  steps: string[];
+  reason: string;
+  /** the buttons, in order */
+  options: PermissionOption[];
+  message: string;
+}
+
+export interface RequestPermissionResult {
+  /** the option chosen; null: dismissed (denied) */
+  optionId?: string;
 }
 // END GENERATED protocol
 

@@ -88,10 +88,15 @@ export interface ChangedFile {
   created: boolean;
 }
 
-/** The server's `window/showMessageRequest` permission question, shown in the card too. */
+/**
+ * The server's permission question (`synapse/requestPermission`), shown in the card of
+ * the tool call it names by id. `id` is this client's own (an answer finds it by that).
+ */
 export interface PermissionQuestion {
   id: string;
+  /** The question as prose, to show (never parsed). */
   message: string;
+  /** The buttons' titles, in order. */
   actions: string[];
 }
 
@@ -148,6 +153,11 @@ export interface ChatState {
   activeSessionId: string | null;
   byId: Record<string, SessionState>;
   server: { phase: ServerPhase; message: string | null };
+  /**
+   * Questions about tool calls not announced yet, by tool call id: the server may ask
+   * before the call's `tool_call` update arrives; the card shows it when it does.
+   */
+  waitingQuestions?: Record<string, PermissionQuestion>;
 }
 
 export type Action =
@@ -163,7 +173,7 @@ export type Action =
   | { type: 'promptFailed'; sessionId: string; message: string; busy: boolean; text: string }
   | { type: 'cancelRequested'; sessionId: string }
   | { type: 'server'; phase: ServerPhase; message?: string | null }
-  | { type: 'permissionAsked'; sessionId: string; toolCallId: string; question: PermissionQuestion }
+  | { type: 'permissionAsked'; toolCallId: string; question: PermissionQuestion }
   | { type: 'permissionAnswered'; id: string };
 
 /** What an `apply` changed; a renderer patches only these. */
@@ -200,6 +210,7 @@ export function initialState(): ChatState {
     activeSessionId: null,
     byId: {},
     server: { phase: 'starting', message: null },
+    waitingQuestions: {},
   };
 }
 
@@ -378,15 +389,23 @@ export function apply(state: ChatState, action: Action): Change {
       break;
     }
     case 'permissionAsked': {
-      const session = state.byId[action.sessionId];
-      const tool = session?.tools[action.toolCallId];
-      if (!session || !tool || isTerminal(tool.status)) break;
-      tool.question = { ...action.question, actions: [...action.question.actions] };
+      const question = { ...action.question, actions: [...action.question.actions] };
+      const target = questionTarget(state, action.toolCallId);
+      if (!target) {
+        (state.waitingQuestions ??= {})[action.toolCallId] = question;
+        break;
+      }
+      const tool = state.byId[target.sessionId].tools[action.toolCallId];
+      if (isTerminal(tool.status)) break;
+      tool.question = question;
       change.items.add(tool.rootKey);
-      change.sessionId = action.sessionId;
+      change.sessionId = target.sessionId;
       break;
     }
     case 'permissionAnswered': {
+      for (const [callId, waiting] of Object.entries(state.waitingQuestions ?? {})) {
+        if (waiting.id === action.id) delete state.waitingQuestions?.[callId];
+      }
       for (const session of Object.values(state.byId)) {
         for (const tool of Object.values(session.tools)) {
           if (tool.question?.id === action.id) {
@@ -492,6 +511,12 @@ function applyUpdate(state: ChatState, params: SessionUpdateParams, change: Chan
       if (update.kind !== undefined) tool.kind = update.kind;
       if (update.rawInput?.command !== undefined) tool.command = String(update.rawInput.command);
       if (update.rawInput?.restart !== undefined) tool.restart = Boolean(update.rawInput.restart);
+      const waiting = state.waitingQuestions?.[update.toolCallId];
+      if (waiting) {
+        // Asked before this update arrived: the card shows it now.
+        delete state.waitingQuestions?.[update.toolCallId];
+        if (!isTerminal(tool.status)) tool.question = waiting;
+      }
       if (update.locations) tool.locations = update.locations;
       if (!tool.title) tool.title = tool.command || 'Tool call';
       // A late `tool_call` (after its end) must not bring a finished card back to life.
@@ -781,34 +806,16 @@ export function busySessions(state: ChatState): number {
   return Object.values(state.byId).filter((s) => s.running).length;
 }
 
-/** The command line a permission question is about (docs/protocol.md, Permissions). */
-export function questionCommand(message: string): string | null {
-  const m = /^Synapse wants to run:\n {2}([\s\S]*?)\nin [^\n]*\n\([^\n]*\)$/.exec(message);
-  return m ? m[1] : null;
-}
-
 /**
- * The tool call a permission question is about: a running call whose command is
- * the question's (the server shortens lines over 2,000 characters), the latest
- * one if several; else the latest running call; null if none runs.
+ * The tool call a permission question is about, found by the id the question names
+ * (`RequestPermissionParams.toolCallId`); null when no session has it (yet).
  */
-export function questionTarget(state: ChatState, message: string): { sessionId: string; toolCallId: string } | null {
-  const line = questionCommand(message);
-  const shortened = line ? /^([\s\S]*)… \(\d+ characters\)$/.exec(line) : null;
-  const matches = (command: string): boolean =>
-    line !== null && (command.trim() === line.trim() || (shortened !== null && command.trim().startsWith(shortened[1])));
-  let exact: { sessionId: string; toolCallId: string } | null = null;
-  let latest: { sessionId: string; toolCallId: string } | null = null;
+export function questionTarget(state: ChatState, toolCallId: string | null): { sessionId: string; toolCallId: string } | null {
+  if (toolCallId === null) return null;
   for (const session of Object.values(state.byId)) {
-    if (!session.running) continue;
-    for (const tool of Object.values(session.tools)) {
-      if (isTerminal(tool.status)) continue;
-      const ref = { sessionId: session.sessionId, toolCallId: tool.id };
-      latest = ref;
-      if (matches(tool.command)) exact = ref;
-    }
+    if (session.tools[toolCallId]) return { sessionId: session.sessionId, toolCallId };
   }
-  return exact ?? latest;
+  return null;
 }
 
 /**

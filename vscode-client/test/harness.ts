@@ -30,7 +30,14 @@ import {
 } from 'vscode-languageserver-protocol/node';
 
 import { resolveServer, type ServerLaunch } from '../src/launch';
-import { SESSION_UPDATE_METHOD, serverSettings, type SessionUpdateParams } from '../src/protocol';
+import {
+  REQUEST_PERMISSION_REQUEST,
+  SESSION_UPDATE_METHOD,
+  serverSettings,
+  type RequestPermissionParams,
+  type RequestPermissionResult,
+  type SessionUpdateParams,
+} from '../src/protocol';
 
 export const CLIENT_DIR = process.env.SYNAPSE_CLIENT_DIR || path.resolve(__dirname, '..');
 export const REPO_ROOT = path.resolve(CLIENT_DIR, '..');
@@ -110,6 +117,11 @@ export interface ClientOptions {
   settings?: Record<string, unknown>;
   /** Answer to permission questions (default: the first action). */
   onShowMessageRequest?: (params: ShowMessageRequestParams) => MessageActionItem | null;
+  /**
+   * With it, the client offers `synapse/requestPermission` (as the extension does) and
+   * answers the permission questions, sent as data, with it.
+   */
+  onRequestPermission?: (params: RequestPermissionParams) => RequestPermissionResult;
   /** Answer to workspace/applyEdit (default: not applied, so the server writes nothing). */
   onApplyEdit?: (params: ApplyWorkspaceEditParams) => { applied: boolean; failureReason?: string };
   /** Whether to advertise workspace.applyEdit (default false: the server writes to disk). */
@@ -128,6 +140,7 @@ export interface LspClient {
   stderr(): string;
   logs: string[];
   messageRequests: ShowMessageRequestParams[];
+  permissionRequests: RequestPermissionParams[];
   applyEdits: ApplyWorkspaceEditParams[];
   onUpdate(listener: (params: SessionUpdateParams) => void): void;
   execute<T>(command: string, args?: Record<string, unknown>): Promise<T>;
@@ -150,6 +163,7 @@ export async function startServer(options: ClientOptions): Promise<LspClient> {
   const connection = createProtocolConnection(new StreamMessageReader(proc.stdout!), new StreamMessageWriter(proc.stdin!));
   const logs: string[] = [];
   const messageRequests: ShowMessageRequestParams[] = [];
+  const permissionRequests: RequestPermissionParams[] = [];
   const applyEdits: ApplyWorkspaceEditParams[] = [];
   const listeners: ((p: SessionUpdateParams) => void)[] = [];
   const settings = serverSettings(options.settings ?? {});
@@ -167,6 +181,13 @@ export async function startServer(options: ClientOptions): Promise<LspClient> {
     messageRequests.push(params);
     return options.onShowMessageRequest ? options.onShowMessageRequest(params) : (params.actions?.[0] ?? null);
   });
+  const answerPermission = options.onRequestPermission;
+  if (answerPermission) {
+    connection.onRequest(REQUEST_PERMISSION_REQUEST, (params: RequestPermissionParams) => {
+      permissionRequests.push(params);
+      return answerPermission(params);
+    });
+  }
   connection.onRequest(ApplyWorkspaceEditRequest.type, (params) => {
     applyEdits.push(params);
     return options.onApplyEdit ? options.onApplyEdit(params) : { applied: false, failureReason: 'test client' };
@@ -191,6 +212,7 @@ export async function startServer(options: ClientOptions): Promise<LspClient> {
           workspaceFolders: true,
         },
         window: { workDoneProgress: true, showMessage: { messageActionItem: {} } },
+        ...(answerPermission ? { experimental: { synapse: { requestPermission: true } } } : {}),
       },
       initializationOptions: settings,
     }),
@@ -208,6 +230,7 @@ export async function startServer(options: ClientOptions): Promise<LspClient> {
     stderr: () => err,
     logs,
     messageRequests,
+    permissionRequests,
     applyEdits,
     onUpdate: (l) => listeners.push(l),
     async execute<T>(command: string, args: Record<string, unknown> = {}): Promise<T> {

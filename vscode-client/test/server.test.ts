@@ -247,6 +247,8 @@ if (skipReason !== null) {
 }
 
 describe.skipIf(skipReason !== null)('real server: edits and permission questions as VS Code gets them', () => {
+  let asked = 0;
+  let shownWhenDenied: string | null = null; // the question the card showed as its call was denied
   let api: FakeApi;
   let client: LspClient;
   let workspace: string;
@@ -272,11 +274,22 @@ describe.skipIf(skipReason !== null)('real server: edits and permission question
       env: { ANTHROPIC_BASE_URL: api.baseUrl, ANTHROPIC_API_KEY: 'sk-test-dummy', SYNAPSE_HOME: path.join(dir, 'home') },
       settings: { permission: 'ask-all-native' },
       applyEdit: true,
-      // What VS Code's default handler returns when the user clicks "Deny".
-      onShowMessageRequest: (params) => params.actions?.find((a) => a.title === 'Deny') ?? null,
+      // The question as data, as the extension gets it: shown in the card of the call it
+      // names by id (folded here as the extension does), then the user clicks "Deny".
+      onRequestPermission: (params) => {
+        const question = { id: `q${++asked}`, message: params.message, actions: params.options.map((o) => o.title) };
+        if (params.toolCallId !== null) apply(state, { type: 'permissionAsked', toolCallId: params.toolCallId, question });
+        return { optionId: params.options.find((o) => o.kind === 'reject_once')?.optionId };
+      },
       onApplyEdit: () => ({ applied: true }),
     });
-    client.onUpdate((params) => apply(state, { type: 'update', params }));
+    client.onUpdate((params) => {
+      const update = params.update;
+      if (update.sessionUpdate === 'tool_call_update' && update.status === 'denied') {
+        shownWhenDenied = state.byId[params.sessionId]?.tools[update.toolCallId]?.question?.id ?? null;
+      }
+      apply(state, { type: 'update', params });
+    });
   });
 
   afterAll(async () => {
@@ -298,19 +311,29 @@ describe.skipIf(skipReason !== null)('real server: edits and permission question
     expect(change.edits.map((e) => e.newText).join('')).toContain('split()');
     expect(fs.readFileSync(path.join(workspace, 'parse.py'), 'utf8')).toBe('def parse(s):\n    return s\n');
 
-    // The question, as a warning with the three buttons; denied → not run, exit 126.
-    expect(client.messageRequests).toHaveLength(1);
-    const ask = client.messageRequests[0];
-    expect(ask.type).toBe(2);
+    // The question, as data with the three buttons; denied → not run, exit 126.
+    expect(client.messageRequests).toHaveLength(0);
+    expect(client.permissionRequests).toHaveLength(1);
+    const ask = client.permissionRequests[0];
+    expect(ask).toMatchObject({ command: 'echo hello > out.txt', steps: ['echo hello > out.txt'], cwd: workspace });
+    expect(ask.reason).toContain('native command');
     expect(ask.message).toContain('echo hello > out.txt');
-    expect(ask.actions?.map((a) => a.title)).toEqual(['Allow once', 'Allow for this session', 'Deny']);
+    expect(ask.options.map((o) => [o.title, o.kind])).toEqual([
+      ['Allow once', 'allow_once'],
+      ['Allow for this session', 'allow_always'],
+      ['Deny', 'reject_once'],
+    ]);
     expect(fs.existsSync(path.join(workspace, 'out.txt'))).toBe(false);
 
     const s = state.byId[session.sessionId];
     const [edit, echo] = Object.values(s.tools);
+    // Matched by id: the question named the echo's tool call, and its card showed it.
+    expect(ask.toolCallId).toBe(echo.id);
+    expect(shownWhenDenied).toBe('q1');
+    expect(state.waitingQuestions).toEqual({});
     expect(edit).toMatchObject({ status: 'completed', kind: 'edit' });
     expect(edit.edit).toMatchObject({ applied: true });
     expect(echo).toMatchObject({ status: 'denied', exitCode: 126, category: 'permission_denied' });
-    expect(echo.result ?? '').toContain('denied');
+    expect(echo.result ?? '').toContain('denied by the user');
   });
 });

@@ -426,23 +426,41 @@ describe('state: sessions and replay', () => {
 });
 
 describe('permission questions in the tool card', () => {
-  const ask = (line: string): string => `Synapse wants to run:\n  ${line}\nin /p\n(writes outside the workspace: /tmp/x)`;
-  it('finds the running call the question is about, shows it, and clears it on the answer or the end', () => {
-    const state = foldAll([
-      { type: 'promptStarted', sessionId: SID, text: 'go' },
-      u({ sessionUpdate: 'user_message_chunk', content: text('go') }),
-      u({ sessionUpdate: 'tool_call', toolCallId: 'a', title: 'Run ls', kind: 'execute', status: 'in_progress', rawInput: { command: 'ls' } }),
-      u({ sessionUpdate: 'tool_call', toolCallId: 'b', title: 'Run echo', kind: 'execute', status: 'in_progress', rawInput: { command: 'echo hi > /tmp/x' } }),
-    ]);
-    expect(questionTarget(state, ask('echo hi > /tmp/x'))).toEqual({ sessionId: SID, toolCallId: 'b' });
-    expect(questionTarget(state, ask('echo hi > /tmp/x'.slice(0, 5) + '… (4000 characters)'))).toEqual({ sessionId: SID, toolCallId: 'b' });
-    apply(state, { type: 'permissionAsked', sessionId: SID, toolCallId: 'b', question: { id: 'q1', message: ask('echo hi > /tmp/x'), actions: ['Allow once', 'Allow for this session', 'Deny'] } });
-    expect(state.byId[SID].tools['b'].question?.actions).toHaveLength(3);
+  const ALLOW = ['Allow once', 'Allow for this session', 'Deny'];
+  const calls = (): LooseAction[] => [
+    { type: 'promptStarted', sessionId: SID, text: 'go' },
+    u({ sessionUpdate: 'user_message_chunk', content: text('go') }),
+    u({ sessionUpdate: 'tool_call', toolCallId: 'a', title: 'Run ls', kind: 'execute', status: 'in_progress', rawInput: { command: 'ls' } }),
+    u({ sessionUpdate: 'tool_call', toolCallId: 'b', title: 'Run echo', kind: 'execute', status: 'in_progress', rawInput: { command: 'echo hi > /tmp/x' } }),
+  ];
+  it('finds the call the question names by id, shows it, and clears it on the answer or the end', () => {
+    const state = foldAll(calls());
+    expect(questionTarget(state, 'b')).toEqual({ sessionId: SID, toolCallId: 'b' });
+    expect(questionTarget(state, 'nope')).toBeNull();
+    expect(questionTarget(state, null)).toBeNull();
+    // The prose names the other call's command, in a wording no pattern knows: the id decides.
+    apply(state, { type: 'permissionAsked', toolCallId: 'b', question: { id: 'q1', message: 'May I run `ls`? (reworded)', actions: ALLOW } });
+    expect(state.byId[SID].tools['b'].question?.actions).toEqual(ALLOW);
+    expect(state.byId[SID].tools['a'].question).toBeNull();
     apply(state, { type: 'permissionAnswered', id: 'q1' });
     expect(state.byId[SID].tools['b'].question).toBeNull();
-    apply(state, { type: 'permissionAsked', sessionId: SID, toolCallId: 'b', question: { id: 'q2', message: 'x', actions: ['Deny'] } });
+    apply(state, { type: 'permissionAsked', toolCallId: 'b', question: { id: 'q2', message: 'x', actions: ['Deny'] } });
     apply(state, u({ sessionUpdate: 'tool_call_update', toolCallId: 'b', status: 'denied', rawOutput: { exitCode: 126, category: 'permission_denied' } }));
     expect(state.byId[SID].tools['b']).toMatchObject({ status: 'denied', question: null });
+  });
+  it('keeps a question that came before its tool call, and shows it when the call arrives', () => {
+    const [started, user, first, second] = calls();
+    const state = foldAll([started, user, first]);
+    apply(state, { type: 'permissionAsked', toolCallId: 'b', question: { id: 'q3', message: 'early', actions: ALLOW } });
+    expect(state.byId[SID].tools['b']).toBeUndefined();
+    apply(state, second);
+    expect(state.byId[SID].tools['b'].question).toMatchObject({ id: 'q3', message: 'early' });
+    expect(state.waitingQuestions).toEqual({});
+    // Answered before its call arrived: nothing is left to show.
+    apply(state, { type: 'permissionAsked', toolCallId: 'c', question: { id: 'q4', message: 'gone', actions: ALLOW } });
+    apply(state, { type: 'permissionAnswered', id: 'q4' });
+    apply(state, u({ sessionUpdate: 'tool_call', toolCallId: 'c', title: 'Run x', kind: 'execute', status: 'in_progress', rawInput: { command: 'x' } }));
+    expect(state.byId[SID].tools['c'].question).toBeNull();
   });
 });
 

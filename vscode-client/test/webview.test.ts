@@ -275,7 +275,7 @@ describe.skipIf(skipReason !== null)('chat webview in headless Chromium', () => 
           { type: 'promptStarted', sessionId: sid, text: 'write it' },
           upd({ sessionUpdate: 'user_message_chunk', content: { type: 'text', text: 'write it' } }),
           upd({ sessionUpdate: 'tool_call', toolCallId: 'w1', title: 'Run echo', kind: 'execute', status: 'in_progress', rawInput: { command: longCommand }, locations: [{ path: '/home/me/ws/../outside.txt' }, { path: '/home/me/ws/src/a.py' }] }),
-          { type: 'permissionAsked', sessionId: sid, toolCallId: 'w1', question: { id: 'q9', message: `Synapse wants to run:\n  ${longCommand}\nin /home/me/ws\n(writes outside the workspace: /tmp/outside.txt)`, actions: ['Allow once', 'Allow for this session', 'Deny'] } },
+          { type: 'permissionAsked', toolCallId: 'w1', question: { id: 'q9', message: `Synapse wants to run:\n  ${longCommand}\nin /home/me/ws\n(writes outside the workspace: /tmp/outside.txt)`, actions: ['Allow once', 'Allow for this session', 'Deny'] } },
         ],
       },
     ]);

@@ -224,6 +224,21 @@ function M.dispatch(params, client_id)
   end
 end
 
+--- A permission question about tool call `id` (`question` nil: answered): each chat's
+--- transcript marks the card of that call, matched by id (a call not shown yet gets it
+--- when it arrives), and is redrawn now, before the question blocks the editor.
+function M.question(id, question)
+  for _, c in ipairs(M.chats) do
+    if question then
+      c.state:ask(id, question)
+    else
+      c.state:answered(id)
+    end
+    c:flush()
+  end
+  pcall(vim.cmd, "redraw")
+end
+
 function M.reset_stats()
   for k in pairs(M.stats) do
     M.stats[k] = 0

@@ -214,9 +214,10 @@ local function capabilities()
   caps.window = caps.window or {}
   caps.window.showMessage = caps.window.showMessage or { messageActionItem = { additionalPropertiesSupport = false } }
   -- The agent's edits are saved before its next command reads the disk (the server
-  -- never asks for a buffer that also holds the user's own unsaved edits).
+  -- never asks for a buffer that also holds the user's own unsaved edits); permission
+  -- questions come as data (synapse/requestPermission), naming their tool call by id.
   caps.experimental = caps.experimental or {}
-  caps.experimental.synapse = { saveDocuments = true }
+  caps.experimental.synapse = { saveDocuments = true, requestPermission = true }
   return caps
 end
 
@@ -239,6 +240,36 @@ function M.save_documents(_, params)
     end
   end
   return { saved = saved }
+end
+
+--- Asks the user to pick one of a permission question's options (`params.options`),
+--- blocking as Neovim's own `window/showMessageRequest` does: the option, or nil.
+--- Replaceable (a test, another UI).
+function M.choose(params)
+  local options = type(params.options) == "table" and params.options or {}
+  local lines = vim.split(tostring(params.message or "Permission"), "\n", { plain = true })
+  for i, o in ipairs(options) do
+    lines[#lines + 1] = i .. ". " .. tostring(o.title)
+  end
+  return options[vim.fn.inputlist(lines)]
+end
+
+--- `synapse/requestPermission`: the permission gate's question as data. The card of the
+--- tool call it names by id says "waiting for your answer" (`on_question`) while the user
+--- picks an option (`choose`); the option's id answers, null = dismissed (denied).
+function M.request_permission(_, params, ctx)
+  params = type(params) == "table" and params or {}
+  local id = type(params.toolCallId) == "string" and params.toolCallId or nil
+  local function mark(question)
+    if id and M.on_question then
+      pcall(M.on_question, id, question, ctx and ctx.client_id)
+    end
+  end
+  mark(params)
+  local ok, option = pcall(M.choose, params)
+  mark(nil)
+  local chosen = ok and type(option) == "table" and type(option.optionId) == "string"
+  return { optionId = chosen and option.optionId or vim.NIL }
 end
 
 --- The settings sent as initializationOptions and workspace/configuration.
@@ -297,6 +328,7 @@ local function start(root)
       end,
       ["workspace/applyEdit"] = M.apply_edit,
       [protocol.SAVE_DOCUMENTS] = M.save_documents,
+      [protocol.REQUEST_PERMISSION] = M.request_permission,
     },
     flags = { debounce_text_changes = 50 },
     on_init = function(client, result)

@@ -125,6 +125,7 @@ function M.setup(opts)
     chat.config[k] = v
   end
   client.on_update = chat.dispatch
+  client.on_question = chat.question
   client.on_exit = function(id, root, code, signal)
     for _, c in ipairs(chat.chats) do
       if c.root == root and c.busy then

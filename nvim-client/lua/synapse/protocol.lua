@@ -22,6 +22,11 @@ M.DIAGNOSTICS = "synapse/diagnostics"
 -- reads the disk, `{"uris": [...]}` -> `{"saved": [...]}`; offered by a client with
 -- `capabilities.experimental.synapse.saveDocuments: true` (docs/protocol.md)
 M.SAVE_DOCUMENTS = "synapse/saveDocuments"
+-- server -> client request: a permission question as data (RequestPermissionParams) ->
+-- `{"optionId": ...}`; offered by a client with
+-- `capabilities.experimental.synapse.requestPermission: true`, else the question is a
+-- `window/showMessageRequest` (docs/protocol.md)
+M.REQUEST_PERMISSION = "synapse/requestPermission"
 
 M.commands = {
   session_new = "synapse.session.new",
@@ -170,6 +175,7 @@ M.types = {
 M.enums = {
   StopReason = { "end_turn", "max_tokens", "max_turns", "cancelled", "refusal", "error" },
   ToolKind = { "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other" },
+  PermissionOptionKind = { "allow_once", "allow_always", "reject_once", "reject_always" },
 }
 -- END GENERATED protocol
 

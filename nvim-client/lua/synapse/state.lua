@@ -81,6 +81,8 @@ function M.new(opts)
   self.diffs = {} -- toolCallId -> list of {path=, old=(nil: new file), new=}
   self.diff_ids = {} -- toolCallIds with diffs, in the order they came
   self.turn_diffs = {} -- this turn's changed files: list of {path=, old=, new=}
+  self.questions = {} -- toolCallId -> the permission question asked about it (unanswered)
+  self.child_of = {} -- a sub-agent's toolCallId -> the id of the card it runs in
   return self
 end
 
@@ -363,7 +365,8 @@ local function one_line(s)
 end
 
 local function tool_header(block)
-  local header = "#### " .. block.label .. ": " .. one_line(block.title) .. " [" .. status_label(block.status, block.exit_code) .. "]"
+  local status = block.question and "waiting for your answer" or status_label(block.status, block.exit_code)
+  local header = "#### " .. block.label .. ": " .. one_line(block.title) .. " [" .. status .. "]"
   if block.counts then
     header = header .. " " .. block.counts
   end
@@ -382,6 +385,7 @@ function State:_new_tool(id, label, title, command)
     shown = 0,
     hidden = 0,
     has_output = false,
+    question = id and self.questions[id] or nil, -- asked before the call arrived
   }
   block.lines[1] = tool_header(block)
   local body_end = 1
@@ -478,6 +482,13 @@ local function apply_child(self, parent, u)
       append_output(self, parent, text)
     end
   elseif kind == "tool_call" then
+    if type(u.toolCallId) == "string" then
+      self.child_of[u.toolCallId] = parent.id
+      if self.questions[u.toolCallId] then
+        parent.question = self.questions[u.toolCallId]
+        self:_set_header(parent)
+      end
+    end
     if parent.open then
       append_output(self, parent, "\n")
     end
@@ -810,6 +821,35 @@ end
 function State:tool_status(id)
   local block = self.tools[id]
   return block and block.status or nil
+end
+
+-- ---------------------------------------------------------- permission questions
+
+--- The card a question about tool call `id` shows in: its own, or, for a sub-agent's
+--- call, the card of the call it runs in; nil when the call has not arrived (yet).
+function State:question_card(id)
+  return self.tools[id] or self.tools[self.child_of[id] or false]
+end
+
+--- A permission question (`synapse/requestPermission`) about tool call `id`, matched by
+--- id: its card says "waiting for your answer" until `answered(id)`. A question about
+--- a call that has not arrived yet is kept; its card shows it when it does.
+function State:ask(id, question)
+  self.questions[id] = question
+  local card = self:question_card(id)
+  if card then
+    card.question = question
+    self:_set_header(card)
+  end
+end
+
+function State:answered(id)
+  self.questions[id] = nil
+  local card = self:question_card(id)
+  if card and card.question then
+    card.question = nil
+    self:_set_header(card)
+  end
 end
 
 M.State = State

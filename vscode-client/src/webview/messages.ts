@@ -1,5 +1,6 @@
 /**
- * Messages between the extension host and the chat webview (pure types).
+ * Messages between the extension host and the chat webview, and the state the
+ * webview saves across being hidden (pure types).
  */
 
 import type { PromptContext } from '../protocol';
@@ -48,6 +49,26 @@ export type FromWebview =
   /** An edit card's "Revert this edit" (refused with a reason when the text changed since). */
   | { type: 'revertEdit'; sessionId: string; toolCallId: string; index: number }
   | { type: 'setApiKey' };
+
+/** What survives the chat view being hidden (the webview's vscode.setState). */
+export interface UiState {
+  draft: string;
+  history: string[];
+  attachments: Attachment[];
+  /** User's choice per tool call (absent: open while running). */
+  expanded: Record<string, boolean>;
+  /** Tool calls whose whole output is shown. */
+  fullOutput: Record<string, boolean>;
+  /** Diffs shown whole (`toolCallId:index`); others show their first lines. */
+  fullDiff?: Record<string, boolean>;
+  snapshot: ChatState | null;
+}
+
+/** The chat view's way out: messages to the extension host and the saved UiState. */
+export interface Host {
+  post(message: FromWebview): void;
+  persist(ui: UiState): void;
+}
 
 /** Build the prompt `context` from the attachments the user added. */
 export function promptContext(attachments: readonly Attachment[], openFiles: readonly string[] = []): PromptContext | undefined {

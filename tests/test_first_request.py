@@ -1,0 +1,237 @@
+"""The first request goes out first (issue 34): no import, MCP server or shell on the
+path of a user's first words. Real processes, the fake Messages API in this process.
+
+- `synapse acp` imports the model SDK in the background from its start, off the
+  event loop's thread, before any prompt;
+- an MCP server still hanging in its handshake delays neither `session/new` nor the
+  first model request; a command line calling it (inside a bash expansion too) waits
+  for it, then works;
+- `chat -p` sends its first request before its bash starts;
+- closing an MCP manager signals a stdio server after a short grace instead of
+  waiting (2 s) for it to exit on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from acp.schema import McpServerStdio, TextContentBlock
+
+from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.config import Settings
+from synapse_lsp.extensions.mcp_client import McpManager
+from tests.fake_api import FAKE_KEY
+from tests.test_acp_client import AcpTestClient, acp_agent, agent_env, finished
+
+DEMO = Path(__file__).parent / "mcp_servers" / "demo_server.py"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _children(pid: int) -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command name) of every process now."""
+    table: dict[int, tuple[int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            table[int(entry.name)] = (int(stat[stat.rindex(")") + 2 :].split()[1]), name)
+    return table
+
+
+def descendant_names(root: int) -> list[str]:
+    table = _children(root)
+    found, frontier = [], {root}
+    while frontier:
+        frontier = {p for p, (ppid, _) in table.items() if ppid in frontier}
+        found += [table[p][1] for p in frontier]
+    return found
+
+
+class WatchingApi(FakeAnthropic):
+    """The fake API, calling `on_first` when the first message request arrives."""
+
+    def __init__(self, script: list[Any]) -> None:
+        super().__init__(script)
+        self.on_first: Any = None
+        self.seen = 0
+
+    def _next(self, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        self.seen += 1
+        if self.seen == 1 and self.on_first is not None:
+            self.on_first()
+        return super()._next(body)
+
+
+PROBE = """
+import sys, threading
+from pathlib import Path
+out = Path(sys.argv[1])
+def hook(event, args):
+    if event == "import" and args[0] == "anthropic" and not out.exists():
+        out.write_text(threading.current_thread().name)
+sys.addaudithook(hook)
+from synapse_lsp.acp import server
+server.main([])
+"""
+
+
+def test_acp_imports_the_model_sdk_from_its_start_off_the_loop(tmp_path: Path) -> None:
+    """Only `initialize` is asked: the SDK is imported anyway, in another thread than
+    the event loop's; end of input then ends the agent."""
+    marker = tmp_path / "imported-by"
+    env = dict(os.environ, SYNAPSE_HOME=str(tmp_path / "home"), ANTHROPIC_API_KEY=FAKE_KEY)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PROBE, str(marker)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": 1, "clientCapabilities": {}}}  # fmt: skip
+    proc.stdin.write(json.dumps(request).encode() + b"\n")
+    proc.stdin.flush()
+    answer = json.loads(proc.stdout.readline())
+    assert answer["id"] == 1 and answer["result"]["protocolVersion"] == 1
+    try:
+        for _ in range(6000):  # the import takes seconds on a loaded machine
+            if marker.exists() and marker.read_text():
+                break
+            time.sleep(0.02)
+        imported_by = marker.read_text()
+    finally:
+        proc.stdin.close()
+        proc.wait(60)
+    assert imported_by and imported_by != "MainThread"
+    assert proc.returncode == 0
+
+
+async def test_acp_first_request_does_not_wait_for_a_hanging_mcp_server(tmp_path: Path) -> None:
+    """The client's server hangs in its handshake until a file exists; the file is made
+    only once the model's first request arrived and its command (`$(mcp:slow:echo …)`,
+    through the wrapper, which does not exist yet) started: the command waits for the
+    server, then gets its answer."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    release = tmp_path / "release"
+    api = WatchingApi(
+        [
+            {"commands": ["echo got $(mcp:slow:echo hi)"]},
+            {"commands": ["mcp:slow:echo direct"]},
+            {"text": "Done."},
+        ]
+    )
+    await api.start()
+    first_request_while_hanging: list[bool] = []
+    api.on_first = lambda: first_request_while_hanging.append(not release.exists())
+    slow = McpServerStdio(
+        name="slow",
+        command=sys.executable,
+        args=[str(DEMO), "--name", "slow", "--wait-for", str(release)],
+        env=[],
+    )
+    client = AcpTestClient()
+    try:
+        async with acp_agent(client, agent_env(tmp_path / "home", api.base_url)) as (
+            conn,
+            _proc,
+            _init,
+        ):
+            sid = (await conn.new_session(cwd=str(proj), mcp_servers=[slow])).session_id
+
+            async def release_when_the_command_runs() -> None:
+                await client.wait_for(
+                    lambda: any(u["sessionUpdate"] == "tool_call" for u in client.of(sid))
+                )
+                release.write_text("go")
+
+            releasing = asyncio.ensure_future(release_when_the_command_runs())
+            text = TextContentBlock(type="text", text="call the slow server")
+            result = await conn.prompt(session_id=sid, prompt=[text])
+            await releasing
+    finally:
+        await api.close()
+    assert first_request_while_hanging == [True]
+    assert result.stop_reason == "end_turn"
+    outputs = [u["content"][0]["content"]["text"] for u in finished(client.of(sid))]
+    assert outputs[0].strip() == "got hi", outputs
+    assert outputs[1].strip() == "direct", outputs
+
+
+async def test_chat_p_sends_its_first_request_before_bash_starts(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    api = WatchingApi([{"commands": ["echo ran-it"]}, {"text": "Done."}])
+    await api.start()
+    processes: list[int] = []
+    at_first_request: list[list[str]] = []
+    api.on_first = lambda: at_first_request.append(descendant_names(processes[0]))
+    env = dict(
+        os.environ,
+        SYNAPSE_HOME=str(home),
+        ANTHROPIC_API_KEY=FAKE_KEY,
+        ANTHROPIC_BASE_URL=api.base_url,
+        SYNAPSE_SANDBOX="full-access",
+    )
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "synapse_lsp.cli.entry", "chat", "-p", "run it",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.DEVNULL, env=env, cwd=work,
+        )  # fmt: skip
+        processes.append(proc.pid)
+        out, err = await asyncio.wait_for(proc.communicate(), 90)
+    finally:
+        await api.close()
+    assert proc.returncode == 0, err.decode()
+    assert out.decode() == "Done.\n"
+    assert len(at_first_request) == 1
+    assert "bash" not in at_first_request[0], at_first_request
+    [_, second] = api.message_requests
+    results = [b for m in second["messages"] for b in m["content"] if isinstance(b, dict)]
+    assert any("ran-it" in json.dumps(b) for b in results if b.get("type") == "tool_result")
+
+
+SLOW_TO_EXIT = textwrap.dedent(
+    """
+    import signal, sys, time
+    sys.path.insert(0, {tests!r})
+    from mcp_servers.demo_server import build
+    marker = {marker!r}
+    def on_term(signum, frame):
+        open(marker, "w").write("sigterm")
+        raise SystemExit(0)
+    signal.signal(signal.SIGTERM, on_term)
+    build("lingering").run("stdio")
+    time.sleep(1.0)  # slow to end after end of input
+    open(marker, "w").write("ended on its own")
+    """
+)
+
+
+async def test_closing_signals_a_server_after_a_short_grace(tmp_path: Path) -> None:
+    marker = tmp_path / "how-it-ended"
+    script = tmp_path / "lingering.py"
+    script.write_text(SLOW_TO_EXIT.format(tests=str(ROOT / "tests"), marker=str(marker)))
+    config = tmp_path / "mcp_servers.json"
+    server = {"command": sys.executable, "args": [str(script)]}
+    config.write_text(json.dumps({"mcpServers": {"lingering": server}}))
+    manager = McpManager(Settings(synapse_home=tmp_path / "home"), None, config_files=[config])
+    await manager.start()
+    await manager.wait_all(60)
+    assert manager.servers["lingering"].state == "ready", manager.servers["lingering"].error
+    await manager.close()
+    assert marker.read_text() == "sigterm"

@@ -1,0 +1,257 @@
+"""Issue 31 item 4: a rewind puts back only what the agent changed. A hand edit made
+during a turn (another editor while the model is asked, a buffer typed in while the
+agent's command runs) is a conflict, never silently reverted; the agent's own
+commands, built-ins and hooks are put back unasked; a background job the agent
+started that writes between its commands counts as someone else (a safe conflict).
+
+The "user" acts at a named stage of the turn (agent/stages.py): while the model is
+asked (`request`: the agent's work is done until it answers), or while the agent's
+command runs (the command waits for a file the test creates)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types
+
+from synapse_lsp.agent import stages
+from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.session import ChatSession
+from synapse_lsp.config import Settings
+from synapse_lsp.events import Event
+from synapse_lsp.router import BashRouter
+from tests.lsp_client import editor
+from tests.test_hooks import Env, hooks_of
+from tests.test_hooks import env as env  # noqa: F401  (the fixture)
+from tests.test_server_chat import fake_env, new_session
+
+KEY = "sk-ant-hand-edits-test-key"
+GUARD = 60.0  # seconds: a hang guard only, never what a test measures
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic([]) as server:
+        yield server
+
+
+@pytest.fixture
+async def make(
+    api: FakeAnthropic, router: BashRouter, settings: Settings, workdir: Path
+) -> AsyncIterator[Callable[..., ChatSession]]:
+    opened: list[Any] = []
+
+    def factory(**changes: Any) -> ChatSession:
+        model = ModelClient(api_key=KEY, base_url=api.base_url, model="fake-model")
+        session = ChatSession(
+            router, dataclasses.replace(settings, **changes), model=model, workspace_root=workdir
+        )
+        opened.extend([session, model])
+        return session
+
+    yield factory
+    for thing in reversed(opened):
+        await thing.close()
+
+
+@pytest.fixture
+def at_request() -> Iterator[Callable[[int, Callable[[], Awaitable[None] | None]], None]]:
+    """`at_request(n, act)`: `act` runs while the model is asked the n-th time (a top
+    level request: the agent's work is done until the model answers)."""
+    acts: dict[int, Callable[[], Awaitable[None] | None]] = {}
+    seen = [0]
+
+    async def hook(stage: str, detail: str | None) -> None:
+        if stage != "request" or detail is not None:
+            return
+        seen[0] += 1
+        act = acts.get(seen[0])
+        if act is not None:
+            done = act()
+            if done is not None:
+                await done
+
+    def install(n: int, act: Callable[[], Awaitable[None] | None]) -> None:
+        acts[n] = act
+        stages.set_hook(hook)
+
+    yield install
+    stages.set_hook(None)
+
+
+async def turn(session: ChatSession, text: str) -> list[Event]:
+    return [e async for e in session.run_turn(text)]
+
+
+def write(path: Path, text: str) -> Callable[[], None]:
+    def act() -> None:
+        path.write_text(text)
+
+    return act
+
+
+async def test_a_hand_edit_while_the_model_is_asked_is_a_conflict_not_reverted(
+    make: Callable[..., ChatSession],
+    api: FakeAnthropic,
+    workdir: Path,
+    at_request: Callable[[int, Callable[[], None]], None],
+) -> None:
+    for name in ("a", "b", "c", "d"):
+        (workdir / f"{name}.txt").write_text(f"{name}0\n")
+    api.add(
+        {"commands": ["echo a1 > a.txt"]},
+        {"commands": ["echo c1 > c.txt"]},
+        {"text": "done"},
+    )
+    # In another editor, while the model is asked the second time (between the
+    # agent's two commands) and the third (its last answer, after its last command).
+    at_request(2, write(workdir / "b.txt", "the user's b\n"))
+    at_request(3, write(workdir / "d.txt", "the user's d\n"))
+    session = make()
+    await turn(session, "change a and c")
+    (record,) = session.checkpoints.kept()
+    assert sorted(p for _, p in record.changed) == ["a.txt", "b.txt", "c.txt", "d.txt"]
+    assert record.foreign == ["b.txt", "d.txt"]
+    asked: list[str] = []
+
+    async def keep(path: str) -> bool:
+        asked.append(path)
+        return False
+
+    report = await session.rewind(1, decide=keep)
+    assert sorted(report.restored) == ["a.txt", "c.txt"]  # the agent's: unasked
+    assert asked == ["b.txt", "d.txt"] and report.skipped == ["b.txt", "d.txt"]
+    assert (workdir / "a.txt").read_text() == "a0\n" and (workdir / "c.txt").read_text() == "c0\n"
+    assert (workdir / "b.txt").read_text() == "the user's b\n"
+    assert (workdir / "d.txt").read_text() == "the user's d\n"
+    assert "changed by you or another program" in report.text()
+
+
+async def test_a_file_both_edited_is_asked_about_and_restored_only_when_told(
+    make: Callable[..., ChatSession],
+    api: FakeAnthropic,
+    workdir: Path,
+    at_request: Callable[[int, Callable[[], None]], None],
+) -> None:
+    """The user edits a file while the model is asked, then the agent edits it too: a
+    rewind cannot put the agent's change back without the user's, so it asks."""
+    (workdir / "a.txt").write_text("one\n")
+    api.add({"commands": ["echo x"]}, {"commands": ["echo agent >> a.txt"]}, {"text": "ok"})
+    at_request(2, write(workdir / "a.txt", "one\nthe user's line\n"))
+    session = make()
+    await turn(session, "go")
+    asked: list[str] = []
+
+    async def overwrite(path: str) -> bool:
+        asked.append(path)
+        return True
+
+    report = await session.rewind(1, decide=overwrite)
+    assert asked == ["a.txt"] and report.overwritten == ["a.txt"] and report.restored == []
+    assert (workdir / "a.txt").read_text() == "one\n"
+
+
+async def test_a_background_job_writing_between_commands_counts_as_someone_else(
+    make: Callable[..., ChatSession],
+    api: FakeAnthropic,
+    workdir: Path,
+    at_request: Callable[[int, Callable[[], Awaitable[None]]], None],
+) -> None:
+    """Documented: the agent's own background job (`cmd &`) that writes while the
+    model is asked is taken for someone else's write, a safe conflict (asked, or
+    skipped), never silently reverted."""
+    job = "(while [ ! -e go ]; do sleep 0.01; done; echo job > bg.txt) >/dev/null 2>&1 &"
+    api.add({"commands": [job]}, {"commands": ["echo a > a.txt"]}, {"text": "ok"})
+
+    async def job_writes() -> None:
+        (workdir / "go").write_text("")
+        for _ in range(int(GUARD / 0.01)):
+            if (workdir / "bg.txt").exists():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("hang guard: the background job did not write")
+
+    at_request(2, job_writes)
+    session = make()
+    await turn(session, "start a job")
+    report = await session.rewind(1)
+    # (`go` is the test's own write while the model was asked: someone else's too)
+    assert report.skipped == ["bg.txt", "go"] and report.deleted == ["a.txt"]
+    assert (workdir / "bg.txt").read_text() == "job\n"
+
+
+async def test_stop_and_post_tool_use_hooks_changes_are_the_agents(
+    env: Env, at_request: Callable[[int, Callable[[], None]], None]
+) -> None:
+    """A Stop hook runs after the model's last answer (while nothing of the agent's
+    runs otherwise): what it writes is the agent's, put back unasked, as is what a
+    PostToolUse hook writes."""
+    hooks = {
+        **hooks_of("Stop", "echo stopped >> stop.txt"),
+        **hooks_of("PostToolUse", "echo posted >> post.txt", "Bash"),
+    }
+    (env.work / "stop.txt").write_text("before\n")
+    env.api.add({"commands": ["echo x > x.txt"]}, {"text": "ok"})
+    session = await env.session({"hooks": hooks}, trusted=True)
+    at_request(2, write(env.work / "mine.txt", "the user's\n"))
+    await turn(session, "go")
+    assert (env.work / "stop.txt").read_text() == "before\nstopped\n"
+    report = await session.rewind(1)
+    assert sorted(report.restored) == ["stop.txt"]
+    assert sorted(report.deleted) == ["post.txt", "x.txt"]
+    assert report.skipped == ["mine.txt"]
+    assert (env.work / "stop.txt").read_text() == "before\n"
+
+
+# ------------------------------------------------------------------ the editor
+
+
+async def test_typing_in_a_buffer_while_the_agents_command_runs_is_the_users(
+    tmp_path: Path, api: FakeAnthropic
+) -> None:
+    """didChange of an open document while the agent's own command runs (the folder's
+    probes cannot tell that time apart): the user's, a conflict for a rewind; the
+    agent's edit of another open buffer, echoed by the editor, stays the agent's. The
+    server offers didSave (`textDocumentSync.save`) for saved buffers alike."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "typed.txt").write_text("one\n")
+    (proj / "edited.txt").write_text("old\n")
+    wait = "touch started; while [ ! -e go ]; do sleep 0.01; done"
+    api.add({"commands": ["edit edited.txt old new", wait]}, {"text": "done"})
+    async with editor(tmp_path / "home", [proj], env=fake_env(api)) as ed:
+        assert ed.init_result is not None
+        sync = ed.init_result.capabilities.text_document_sync
+        assert isinstance(sync, types.TextDocumentSyncOptions) and sync.save
+        typed = ed.open(proj / "typed.txt")
+        ed.open(proj / "edited.txt")
+        sid = await new_session(ed, proj)
+        prompt = asyncio.ensure_future(
+            ed.command("synapse.session.prompt", {"sessionId": sid, "text": "go"})
+        )
+        for _ in range(int(GUARD / 0.01)):
+            if (proj / "started").exists():
+                break
+            assert not prompt.done(), prompt.result()
+            await asyncio.sleep(0.01)
+        ed.type_text(typed, "the user's typing\n")  # unsaved, while the command runs
+        await ed.command("synapse.status")  # the server has read the didChange
+        (proj / "go").write_text("")
+        assert (await asyncio.wait_for(prompt, GUARD))["stopReason"] == "end_turn"
+        for _ in range(int(GUARD / 0.02)):
+            listed = await ed.command("synapse.session.checkpoints", {"sessionId": sid})
+            if listed["checkpoints"] and listed["checkpoints"][0]["finished"]:
+                break
+            await asyncio.sleep(0.02)
+        report = await ed.command(
+            "synapse.session.rewind", {"sessionId": sid, "turn": 1, "onConflict": "skip"}
+        )
+        assert report["skipped"] == ["typed.txt"], report
+        assert report["restored"] == ["edited.txt"], report
+        assert ed.docs[typed].text.endswith("the user's typing\n")
