@@ -93,6 +93,21 @@ def test_a_hostile_import_sends_nothing(tmp_path: Path, home: Path) -> None:
     assert "nothing.md" not in refused and "fenced.md" not in refused  # not imports
 
 
+def test_an_instruction_file_linked_to_a_secret_or_outside_is_not_read(
+    tmp_path: Path, home: Path
+) -> None:
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "AGENTS.md").symlink_to(home / ".ssh" / "id_rsa")
+    (tmp_path / "elsewhere.md").write_text("ELSEWHERE\n")
+    (root / "CLAUDE.md").symlink_to(tmp_path / "elsewhere.md")
+    (root / "pkg" / "AGENTS.md").write_text("PKG\n")
+    found = load(root, root / "pkg", tmp_path / "synapse-home", home)
+    text = found.prompt_text(root)
+    assert "SECRETKEY" not in text and "ELSEWHERE" not in text
+    assert [f.text.strip() for f in found.files] == ["USER-CLAUDE: answer tersely.", "PKG"]
+
+
 def test_a_user_file_may_import_from_home_but_not_its_secrets(tmp_path: Path, home: Path) -> None:
     (home / "notes.md").write_text("HOME-NOTES\n")
     (home / ".claude" / "CLAUDE.md").write_text("@~/notes.md @~/.ssh/id_rsa @/etc/hostname\n")

@@ -26,6 +26,7 @@ A folder's instructions are text, not code: they are read in untrusted folders t
 from __future__ import annotations
 
 import fnmatch
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -50,6 +51,7 @@ SECRET_PATTERNS = (
     ".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*",
     "id_ecdsa*", "id_dsa*", "*credentials*", "*.keystore",
 )  # fmt: skip
+log = logging.getLogger(__name__)
 _IMPORT = re.compile(r"(?<![\w`@])@((?:~|\.{1,2})?/?[\w.~/+-]+)")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _CODE_SPAN = re.compile(r"`[^`]*`")
@@ -149,6 +151,14 @@ def _nested(root: Path) -> Iterator[Path]:
 
 
 def _read(path: Path, scope: str, *, confine: Path, home: Path) -> Instructions | None:
+    """The file with its imports; None when it is missing, or is a link to a secret or
+    (a folder's file) to a file outside the workspace: an `AGENTS.md -> ~/.ssh/id_rsa`
+    sends nothing. The user's own files may be links anywhere but to a secret."""
+    real = _real(path)
+    outside = scope != "user" and _refusal(path.name, real, confine, home) is not None
+    if path.exists() and (outside or is_secret_path(real, home)):
+        log.warning("instructions %s not read: it leads outside %s or to a secret", path, confine)
+        return None
     text = _text(path)
     if text is None:
         return None
