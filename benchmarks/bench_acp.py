@@ -8,7 +8,7 @@ ACP face beside the LSP face, the same minimal blocking JSON-RPC client on pipes
 for both (NDJSON for ACP, LSP framing for LSP).
 
 One turn (`turn`): every agent talks to the same fake Messages API
-(synapse_lsp.agent.fakeapi, on loopback in this process, timestamping each
+(synapse_lsp.agent.scripted_api, on loopback in this process, timestamping each
 request's arrival and each response's end) over ACP: initialize, session/new,
 (a pause of --pause seconds), one session/prompt whose script is --calls Bash
 `true` calls then an answer, then end of input. Figures per agent (median, with

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from synapse_lsp.agent import model as model_module
-from synapse_lsp.agent.fakeapi import FakeAnthropic
 from synapse_lsp.agent.model import ModelClient, StreamItem, StreamText
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.config import Settings
 from synapse_lsp.events import TextDelta

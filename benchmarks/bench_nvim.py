@@ -75,7 +75,7 @@ def synthetic(nvim: str, mode: str, tmp: Path, *, noop: bool = False) -> dict[st
 
 
 async def end_to_end(nvim: str, tmp: Path) -> dict[str, Any]:
-    from synapse_lsp.agent.fakeapi import FakeAnthropic
+    from synapse_lsp.agent.scripted_api import FakeAnthropic
 
     # 2,000 deltas of 4 characters, a newline every 16 words
     text = "".join("abc\n" if i % 16 == 15 else "abc " for i in range(DELTAS))

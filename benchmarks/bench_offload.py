@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 
 from synapse_lsp.agent.compaction import OFFLOAD_CHARS, _offloaded, turn_boundary
-from synapse_lsp.agent.fakeapi import FakeAnthropic, fake_token_count
 from synapse_lsp.agent.history import Message
 from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.scripted_api import FakeAnthropic, fake_token_count
 from synapse_lsp.agent.session import ChatSession
-from synapse_lsp.agent.store import SessionStore
+from synapse_lsp.agent.store import ChatStore
 from synapse_lsp.config import Settings
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
@@ -52,7 +52,7 @@ async def run(turns: int, lines: int) -> None:
         script = [{"commands": [command]}, {"text": "Looked at the listing."}]
         async with FakeAnthropic({"responses": script, "loop": True}, keep_requests=4) as api:
             model = ModelClient(api_key="bench", base_url=api.base_url, model="claude-sonnet-5-5")
-            store = SessionStore(settings.synapse_home / "sessions")
+            store = ChatStore(settings.synapse_home / "sessions")
             session = ChatSession(
                 BashRouter(shell, settings),
                 settings,

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_peers.py [--runs 5] [--calls 50] [--settings JSON]
 
-Every agent talks to the same fake Messages API (synapse_lsp.agent.fakeapi) on
+Every agent talks to the same fake Messages API (synapse_lsp.agent.scripted_api) on
 loopback, in this process, which timestamps each request's arrival and each
 response's end. Agents, interleaved run by run:
 
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-ant-bench-not-a-key"

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic, normalize_response
 from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.scripted_api import FakeAnthropic, normalize_response
 from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.config import Settings
 from synapse_lsp.events import TurnFinished

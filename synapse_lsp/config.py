@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from synapse_lsp import trust
+from synapse_lsp.policy import trust
 
 DEFAULT_TIMEOUT_S = 120.0
 # Below this a command cannot even reach bash before it is interrupted (the interrupt

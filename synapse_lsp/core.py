@@ -7,7 +7,7 @@ only says how it asks the user (`ask`; none = the gate denies what it would ask,
 saying why: `cannot_ask`), where files go (`files`: disk, or the editor's buffers) and
 how it shows slow start-up work (`progress`), and whether it trusts the folder
 (`trusted`: the face's word, e.g. VS Code's Workspace Trust or `--trust`; None = the
-rule of `synapse_lsp.trust`: the environment, then the remembered answer, else no).
+rule of `synapse_lsp.policy.trust`: the environment, then the remembered answer, else no).
 An untrusted folder's own `mcp_servers.json` is not loaded and its hooks do not run
 (home config only), and `trust_notice` says so.
 """
@@ -26,18 +26,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from synapse_lsp import sandbox, trust
+from synapse_lsp import sandbox
+from synapse_lsp.background import TaskOwner
 from synapse_lsp.config import Settings, SettingsSource, as_source
 from synapse_lsp.errors import SynapseError
+from synapse_lsp.policy import trust
 from synapse_lsp.sandbox import HOST_VIEW, PathView
-from synapse_lsp.tasks import TaskOwner
 
 if TYPE_CHECKING:
     from synapse_lsp.extensions.registry import ExtensionRegistry
     from synapse_lsp.extensions.search import Match
     from synapse_lsp.extensions.wrapper_files import RunDir
     from synapse_lsp.files import FileGateway
-    from synapse_lsp.permissions import Asker, AskingGate, RuleStore
+    from synapse_lsp.policy.gate import Asker, AskingGate, RuleStore
     from synapse_lsp.router import BashRouter, RouteResult
     from synapse_lsp.shell import ShellSession, WrapperDir
 
@@ -46,7 +47,7 @@ Progress = Callable[[str], AbstractAsyncContextManager[None]]
 
 
 @dataclass
-class SessionTools:
+class ChatTools:
     """One chat session's own shell (its own cwd and env), gate and router."""
 
     router: BashRouter
@@ -201,8 +202,8 @@ class Workspace:
         mode limit). An agent's gate carries the folder's hooks (`hooks.Hooks`, read
         for this gate: a trusted folder's hook files once), which the chat sessions on
         it run too; the user's own lines run none."""
-        from synapse_lsp.hooks import Hooks
-        from synapse_lsp.permissions import NO_ASKING, AskingGate
+        from synapse_lsp.policy.gate import NO_ASKING, AskingGate
+        from synapse_lsp.policy.hooks import Hooks
 
         def sandboxed() -> bool:
             current = shell()
@@ -233,7 +234,7 @@ class Workspace:
 
     def rule_store(self) -> RuleStore:
         """The remembered "Always allow" / deny rules (`permission_rules`)."""
-        from synapse_lsp.permission_rules import RuleFile
+        from synapse_lsp.policy.rules import RuleFile
 
         return RuleFile(self.settings.synapse_home)
 
@@ -380,7 +381,7 @@ class Workspace:
         assert self.shell is not None
         await self.shell.restart()
 
-    async def session_tools(self) -> SessionTools:
+    async def session_tools(self) -> ChatTools:
         """A router on a fresh shell (in the folder) for one chat session, with its own gate."""
         router = await self.start()
 
@@ -388,7 +389,7 @@ class Workspace:
         await shell.start()
         self._session_shells.add(shell)
         gate = self.new_gate(lambda: shell)
-        return SessionTools(router.derive(shell=shell, permission=gate, state={}), shell, gate)
+        return ChatTools(router.derive(shell=shell, permission=gate, state={}), shell, gate)
 
     def search(self, query: str, kind: str | None = None) -> list[Match]:
         """The one search over the folder's extension commands (`command:search`'s)."""

@@ -1,11 +1,11 @@
-"""Stable import path of the scripted fake Messages API (`synapse_lsp.agent.fakeapi`)."""
+"""Stable import path of the scripted fake Messages API (`synapse_lsp.agent.scripted_api`)."""
 
 from __future__ import annotations
 
 import sys
 
-from synapse_lsp.agent.fakeapi import *  # noqa: F403
-from synapse_lsp.agent.fakeapi import FakeAnthropic, Script, demo_script, load_script, main
+from synapse_lsp.agent.scripted_api import *  # noqa: F403
+from synapse_lsp.agent.scripted_api import FakeAnthropic, Script, demo_script, load_script, main
 
 __all__ = ["FakeAnthropic", "Script", "demo_script", "load_script", "main"]
 

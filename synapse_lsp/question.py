@@ -1,4 +1,4 @@
-"""A permission question as data: what the gate (`permissions.AskingGate`) asks every face.
+"""A permission question as data: what the gate (`policy.gate.AskingGate`) asks every face.
 
 `Question` says which tool call it is about (`tool_call_id`, the agent loop's running
 call, `events.RUNNING_TOOL_CALL`), the command line, where it runs, its simple commands

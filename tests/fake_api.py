@@ -1,6 +1,6 @@
 """Helpers for tests that need the fake Messages API in another process (REPL, LSP, editors).
 
-In-process tests use `synapse_lsp.agent.fakeapi.FakeAnthropic` directly.
+In-process tests use `synapse_lsp.agent.scripted_api.FakeAnthropic` directly.
 """
 
 from __future__ import annotations

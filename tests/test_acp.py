@@ -30,7 +30,7 @@ from acp.schema import (
     TextResourceContents,
 )
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from tests.test_acp_client import (
     SYNAPSE,
     AcpTestClient,

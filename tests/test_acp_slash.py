@@ -12,7 +12,7 @@ import pytest
 from acp.schema import TextContentBlock
 
 from synapse_lsp.acp.agent import ACP_SLASH
-from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from tests.test_acp_client import AcpTestClient, acp_agent, agent_env, texts
 
 

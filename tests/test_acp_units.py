@@ -26,7 +26,7 @@ from acp.schema import (
 
 from synapse_lsp.acp.agent import permission_options, prompt_text
 from synapse_lsp.acp.files import ClientFiles
-from synapse_lsp.acp.session import SessionSettings, mcp_config
+from synapse_lsp.acp.session import AcpChatSettings, mcp_config
 from synapse_lsp.agent.session import context_text
 from synapse_lsp.config import Settings
 from synapse_lsp.events import FileDiff
@@ -218,7 +218,7 @@ def test_client_mcp_servers_become_config_entries() -> None:
 
 def test_session_settings_layer_follows_its_base(tmp_path: Path) -> None:
     base: dict[str, Any] = {"value": Settings(synapse_home=tmp_path, max_turns=7)}
-    layer = SessionSettings(lambda: base["value"], {"sandbox": "read-only"})
+    layer = AcpChatSettings(lambda: base["value"], {"sandbox": "read-only"})
     assert layer().sandbox == "read-only" and layer().max_turns == 7
     base["value"] = Settings(synapse_home=tmp_path, max_turns=9)
     assert layer().max_turns == 9 and layer().sandbox == "read-only"

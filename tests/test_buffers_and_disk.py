@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from tests.lsp_client import editor
 
 FAKE_KEY = "sk-ant-fake-lsp-test"

@@ -15,7 +15,7 @@ import pytest
 from synapse_lsp.checkpoints import Checkpoints
 from synapse_lsp.commands import Layer
 from synapse_lsp.config import Settings
-from synapse_lsp.permissions import ALLOW_ONCE, AskingGate
+from synapse_lsp.policy.gate import ALLOW_ONCE, AskingGate
 from synapse_lsp.question import Question
 
 OFFSETS = range(4)  # loop steps between the end of the wait and the cancel

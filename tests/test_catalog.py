@@ -14,14 +14,15 @@ from typing import Any
 
 import pytest
 
-from synapse_lsp import catalog, hooks
+from synapse_lsp import catalog
 from synapse_lsp.agent import prompts
 from synapse_lsp.agent.subagents import ExploreGate
 from synapse_lsp.agent.tool_names import unknown_tool_result
 from synapse_lsp.builtins import default_builtins
 from synapse_lsp.commands import CommandContext, CommandOutput, Layer, Step
 from synapse_lsp.config import Settings
-from synapse_lsp.permissions import AskingGate
+from synapse_lsp.policy import hooks
+from synapse_lsp.policy.gate import AskingGate
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
 from synapse_lsp.summaries.titles import summarize

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from synapse_lsp import checkpoints
-from synapse_lsp.agent.fakeapi import FakeAnthropic
 from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.agent.slash import SESSION_COMMANDS
-from synapse_lsp.agent.store import SessionStore
+from synapse_lsp.agent.store import ChatStore
 from synapse_lsp.checkpoints import CheckpointError, Checkpoints, forget_session, store_dir
 from synapse_lsp.config import Settings
 from synapse_lsp.errors import SessionBusyError
@@ -46,7 +46,7 @@ async def make(
     models: list[ModelClient] = []
     sessions: list[ChatSession] = []
 
-    def factory(*, store: SessionStore | None = None, **changes: Any) -> ChatSession:
+    def factory(*, store: ChatStore | None = None, **changes: Any) -> ChatSession:
         model = ModelClient(
             api_key=KEY, base_url=api.base_url, model="fake-model", retry_base_delay=0.001
         )
@@ -129,7 +129,7 @@ async def test_a_turn_with_builtins_and_bash_is_rewound_and_git_is_untouched(
         },
         {"text": "done"},
     )
-    session = make(store=SessionStore(settings.synapse_home / "sessions"))
+    session = make(store=ChatStore(settings.synapse_home / "sessions"))
     git_before = tree_digest(repo / ".git")
     events = await turn(session, "change things")
     await session.checkpoints.settle()
@@ -160,7 +160,7 @@ async def test_a_turn_with_builtins_and_bash_is_rewound_and_git_is_untouched(
     assert session.messages == []
     (notice,) = session.transcript()  # the turn's replay is gone too; the rewind is told
     assert isinstance(notice, Notice) and "before turn 1" in notice.message
-    stored = SessionStore(settings.synapse_home / "sessions").load(session.id)
+    stored = ChatStore(settings.synapse_home / "sessions").load(session.id)
     assert stored.messages == [] and stored.events == [notice]
 
 
@@ -374,7 +374,7 @@ async def test_synapse_home_inside_the_folder_is_never_kept_or_restored(
     (and a rewind must not put back) its own files."""
     settings = Settings(synapse_home=workdir / ".synapse", command_timeout=30.0)
     model = ModelClient(api_key=KEY, base_url=api.base_url, model="fake-model")
-    store = SessionStore(settings.synapse_home / "sessions")
+    store = ChatStore(settings.synapse_home / "sessions")
     session = ChatSession(router, settings, model=model, store=store, workspace_root=workdir)
     try:
         api.add({"commands": ["echo hi > note.txt"]}, {"text": "ok"}, "again")

@@ -6,8 +6,8 @@ import dataclasses
 import re
 from pathlib import Path
 
-from synapse_lsp import trust
 from synapse_lsp.config import HOME_ONLY, Settings
+from synapse_lsp.policy import trust
 
 
 def test_environment_sets_model_tokens_and_thinking(tmp_path: Path) -> None:

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from synapse_lsp.agent.compaction import OFFLOADED_PREFIX
-from synapse_lsp.agent.fakeapi import FakeAnthropic, fake_token_count
 from synapse_lsp.agent.model import ModelClient
 from synapse_lsp.agent.pricing import MODELS, context_window, price_of, spend_cost
 from synapse_lsp.agent.prompts import bash_tool
+from synapse_lsp.agent.scripted_api import FakeAnthropic, fake_token_count
 from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.agent.slash import SESSION_COMMANDS
-from synapse_lsp.agent.store import SessionStore
+from synapse_lsp.agent.store import ChatStore
 from synapse_lsp.config import LiveSettings, ModelPrice, Settings
 from synapse_lsp.events import Event, Notice, ToolCallFinished, TurnFinished, Usage
 from synapse_lsp.question import Question
@@ -40,13 +40,13 @@ async def api() -> AsyncIterator[FakeAnthropic]:
 
 
 @pytest.fixture
-def store(settings: Settings) -> SessionStore:
-    return SessionStore(settings.synapse_home / "sessions")
+def store(settings: Settings) -> ChatStore:
+    return ChatStore(settings.synapse_home / "sessions")
 
 
 @pytest.fixture
 async def make(
-    api: FakeAnthropic, router: BashRouter, settings: Settings, store: SessionStore
+    api: FakeAnthropic, router: BashRouter, settings: Settings, store: ChatStore
 ) -> AsyncIterator[MakeSession]:
     models: list[ModelClient] = []
     sessions: list[ChatSession] = []
@@ -116,7 +116,7 @@ async def test_context_parts_are_counted_by_the_api_and_add_up(
 
 
 async def test_context_is_estimated_when_the_api_cannot_count(
-    router: BashRouter, settings: Settings, store: SessionStore
+    router: BashRouter, settings: Settings, store: ChatStore
 ) -> None:
     async with FakeAnthropic(["hello"], count_tokens=False) as api:
         client = ModelClient(api_key=KEY, base_url=api.base_url, model="some-new-model")
@@ -182,7 +182,7 @@ async def test_large_old_outputs_are_offloaded_only_at_a_compaction_and_read_bac
     workspace = Workspace(workdir, live, ask=ask, extensions=False)
     router = await workspace.start()
     client = ModelClient(api_key=KEY, base_url=api.base_url, model=SONNET)
-    store = SessionStore(home / "sessions")
+    store = ChatStore(home / "sessions")
     session = ChatSession(router, live, model=client, store=store, workspace_root=workdir)
     try:
         api.add({"commands": [LISTING]}, "150 rows", "ok two", "ok three")
@@ -288,7 +288,7 @@ USAGE_B = {
 
 
 async def test_turn_and_session_cost_follow_the_pricing_table(
-    make: MakeSession, store: SessionStore, router: BashRouter, settings: Settings
+    make: MakeSession, store: ChatStore, router: BashRouter, settings: Settings
 ) -> None:
     session = make(
         {"commands": ["echo hi"], "usage": USAGE_A},
@@ -399,7 +399,7 @@ async def test_a_subagent_on_another_model_is_priced_at_its_own_price(
 
 
 async def test_resume_in_the_repl_says_what_the_session_used_so_far(
-    make: MakeSession, store: SessionStore, router: BashRouter, tmp_path: Path
+    make: MakeSession, store: ChatStore, router: BashRouter, tmp_path: Path
 ) -> None:
     from synapse_lsp.cli.chat import Runtime
 
@@ -423,7 +423,7 @@ async def test_resume_in_the_repl_says_what_the_session_used_so_far(
 
 
 async def test_a_session_stored_before_usage_records_keeps_its_tokens_without_a_price(
-    store: SessionStore, router: BashRouter, settings: Settings
+    store: ChatStore, router: BashRouter, settings: Settings
 ) -> None:
     from synapse_lsp.agent.pricing import UNRECORDED, cost_line
 

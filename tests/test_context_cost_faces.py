@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from acp.schema import TextContentBlock
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic
 from synapse_lsp.agent.pricing import price_of, usage_cost
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.events import Usage
 from tests.lsp_client import editor
 from tests.test_acp_client import AcpTestClient, acp_agent, agent_env

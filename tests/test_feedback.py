@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from synapse_lsp.agent.feedback import MAX_PROBLEMS, EditorFeedback, Problem
+from synapse_lsp.agent.editor_notes import MAX_PROBLEMS, EditorFeedback, Problem
 from synapse_lsp.events import FileDiff
 
 

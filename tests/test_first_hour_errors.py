@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from pygls.exceptions import JsonRpcInvalidParams
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic
-from synapse_lsp.agent.store import SessionStore
+from synapse_lsp.agent.scripted_api import FakeAnthropic
+from synapse_lsp.agent.store import ChatStore
 from synapse_lsp.agent.tool_names import unknown_tool_result
 from synapse_lsp.commands import CommandContext, FailureCategory, Layer
 from synapse_lsp.config import Settings
@@ -543,23 +543,23 @@ def test_item6_a_session_file_that_is_not_utf8_does_not_break_list_or_resume(
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert b"s1" in out and b"Traceback" not in err
-    store = SessionStore(sessions)
+    store = ChatStore(sessions)
     loaded = store.load("s1")
     assert [m["role"] for m in loaded.messages] == ["user"]
     assert any("not UTF-8" in p for p in loaded.problems)
     store.append_message("s1", {"role": "assistant", "content": "after resume"})
     store.close()
-    texts = [m["content"][0]["text"] for m in SessionStore(sessions).load("s1").messages]
+    texts = [m["content"][0]["text"] for m in ChatStore(sessions).load("s1").messages]
     assert texts == ["hi", "after resume"]  # the torn line did not swallow it
 
 
 def test_item7_an_orphan_tool_result_is_dropped_on_load(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "sessions")
+    store = ChatStore(tmp_path / "sessions")
     store.create("s", "t", None)
     orphan = {"type": "tool_result", "tool_use_id": "toolu_gone", "content": "x"}
     store.append_message("s", {"role": "user", "content": [orphan]})
     store.append_message("s", {"role": "user", "content": "hello"})
     store.close()
-    messages = SessionStore(tmp_path / "sessions").load("s").messages
+    messages = ChatStore(tmp_path / "sessions").load("s").messages
     blocks = [b for m in messages for b in m["content"]]
     assert all(b["type"] != "tool_result" for b in blocks)

@@ -26,7 +26,7 @@ from typing import Any
 
 from acp.schema import McpServerStdio, TextContentBlock
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.config import Settings
 from synapse_lsp.extensions.mcp_client import McpManager
 from tests.fake_api import FAKE_KEY

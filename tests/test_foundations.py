@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from synapse_lsp.agent.slash import SESSION_COMMANDS, SlashCommand, SlashRegistry
+from synapse_lsp.background import TaskOwner
 from synapse_lsp.config import LiveSettings
 from synapse_lsp.core import Workspace
 from synapse_lsp.errors import SynapseError
 from synapse_lsp.question import Question
-from synapse_lsp.tasks import TaskOwner
 from tests.lsp_client import alive, descendants
 
 MCP_SERVER = Path(__file__).parent / "mcp_servers" / "demo_server.py"

@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from synapse_lsp import trust
-from synapse_lsp.agent.fakeapi import FakeAnthropic
 from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.agent.slash import SESSION_COMMANDS
 from synapse_lsp.config import LiveSettings
 from synapse_lsp.core import Workspace
 from synapse_lsp.events import Event, Notice, ToolCallFinished, TurnFinished
-from synapse_lsp.hooks import tool_call
+from synapse_lsp.policy import trust
+from synapse_lsp.policy.hooks import tool_call
 from synapse_lsp.question import Question
 from tests.slash_host import SessionHost
 
@@ -583,7 +583,7 @@ def test_hook_json_on_stdin_is_what_claude_code_sends() -> None:
 def _direct(tmp: Path, event: str, command: str) -> tuple[Any, Any, list[Notice]]:
     """Hooks run straight, without a session: (hooks, scope, the notices it showed)."""
     from synapse_lsp.config import Settings
-    from synapse_lsp.hooks import Hooks, HookScope
+    from synapse_lsp.policy.hooks import Hooks, HookScope
 
     settings = Settings(synapse_home=tmp, hooks=hooks_of(event, command))
     shown: list[Notice] = []

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic
 from synapse_lsp.agent.instructions import is_secret_path, load
 from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.config import Settings
 from synapse_lsp.router import BashRouter

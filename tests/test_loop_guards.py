@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic
 from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
-from synapse_lsp.agent.store import CHECKPOINTS, SessionLockedError, SessionStore
+from synapse_lsp.agent.store import CHECKPOINTS, ChatStore, SessionLockedError
 from synapse_lsp.cli.render import Renderer
 from synapse_lsp.config import Settings
 from synapse_lsp.events import (
@@ -49,7 +49,7 @@ async def make(
 ) -> AsyncIterator[Callable[..., ChatSession]]:
     models: list[ModelClient] = []
 
-    def factory(*, store: SessionStore | None = None, **changes: Any) -> ChatSession:
+    def factory(*, store: ChatStore | None = None, **changes: Any) -> ChatSession:
         model = ModelClient(
             api_key=KEY, base_url=api.base_url, model="fake-model", retry_base_delay=0.001
         )
@@ -200,8 +200,8 @@ def _hold_lock(root: Path, session_id: str) -> subprocess.Popen[str]:
     code = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from synapse_lsp.agent.store import SessionStore\n"
-        f"SessionStore(Path({str(root)!r})).lock({session_id!r})\n"
+        "from synapse_lsp.agent.store import ChatStore\n"
+        f"ChatStore(Path({str(root)!r})).lock({session_id!r})\n"
         "print('locked', flush=True)\n"
         "time.sleep(120)\n"
     )
@@ -211,7 +211,7 @@ def _hold_lock(root: Path, session_id: str) -> subprocess.Popen[str]:
     return proc
 
 
-def _make_sessions(store: SessionStore, ids: list[str]) -> None:
+def _make_sessions(store: ChatStore, ids: list[str]) -> None:
     for n, sid in enumerate(ids):
         store.create(sid, sid, None)
         store.append_message(sid, {"role": "user", "content": "hi"})
@@ -223,7 +223,7 @@ def _make_sessions(store: SessionStore, ids: list[str]) -> None:
 
 def test_prune_keeps_live_and_checkpointed_sessions(tmp_path: Path) -> None:
     root = tmp_path / "sessions"
-    store = SessionStore(root)
+    store = ChatStore(root)
     ids = ["s1-oldest", "s2-live", "s3-checkpoints", "s4", "s5", "s6-newest"]
     _make_sessions(store, ids)
     (root / "s3-checkpoints" / CHECKPOINTS).mkdir()
@@ -252,7 +252,7 @@ def test_prune_keeps_live_and_checkpointed_sessions(tmp_path: Path) -> None:
 async def test_a_new_session_prunes_over_the_cap_only_when_set(
     api: FakeAnthropic, make: Callable[..., ChatSession], tmp_path: Path
 ) -> None:
-    store = SessionStore(tmp_path / "sessions")
+    store = ChatStore(tmp_path / "sessions")
     _make_sessions(store, ["old-1", "old-2", "old-3"])
     api.add("hello", "hello again")
     uncapped = make(store=store)

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from synapse_lsp import trust
 from synapse_lsp.cli import tools as tools_cli
 from synapse_lsp.config import LiveSettings, Settings
 from synapse_lsp.core import Workspace
+from synapse_lsp.policy import trust
 
 SERVER = Path(__file__).parent / "mcp_servers" / "demo_server.py"
 NOT_TRUSTED = "this folder is not trusted: run `synapse trust`"

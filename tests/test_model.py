@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic, Script, ScriptError, demo_script
 from synapse_lsp.agent.model import (
     ModelClient,
     StreamDone,
@@ -25,6 +24,7 @@ from synapse_lsp.agent.model import (
     StreamThinking,
     StreamToolUse,
 )
+from synapse_lsp.agent.scripted_api import FakeAnthropic, Script, ScriptError, demo_script
 from synapse_lsp.config import Settings
 from synapse_lsp.errors import ModelError
 from synapse_lsp.events import Usage

@@ -112,7 +112,7 @@ SCENARIOS = [
 
 async def run_nvim(sc: Scenario, tmp: Path) -> None:
     """Run one driver scenario with the fake API serving its script; fill in sc.result."""
-    from synapse_lsp.agent.fakeapi import FakeAnthropic
+    from synapse_lsp.agent.scripted_api import FakeAnthropic
 
     assert NVIM is not None
     sc.workdir = tmp / "proj"

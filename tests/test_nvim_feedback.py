@@ -83,7 +83,7 @@ vim.api.nvim_create_autocmd("VimEnter", {
 
 
 async def run(tmp: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    from synapse_lsp.agent.fakeapi import FakeAnthropic
+    from synapse_lsp.agent.scripted_api import FakeAnthropic
 
     assert NVIM is not None
     proj = tmp / "proj"

@@ -10,7 +10,7 @@ import pytest
 
 from synapse_lsp.commands import Layer, Step
 from synapse_lsp.config import Settings
-from synapse_lsp.permissions import (
+from synapse_lsp.policy.gate import (
     ALLOW_ONCE,
     ALLOW_SESSION,
     DENY,

@@ -15,14 +15,14 @@ from typing import Any, cast
 
 from synapse_lsp.acp.agent import SynapseAcpAgent, permission_options
 from synapse_lsp.acp.session import AcpFace
-from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.cli.asking import TerminalQuestions
 from synapse_lsp.commands import Layer
 from synapse_lsp.config import Settings
 from synapse_lsp.events import RUNNING_TOOL_CALL
 from synapse_lsp.lsp import questions
 from synapse_lsp.lsp.names import REQUEST_PERMISSION
-from synapse_lsp.permissions import AskingGate
+from synapse_lsp.policy.gate import AskingGate
 from synapse_lsp.question import ALLOW_ONCE, DENY, Option, Question, gate_options
 from tests.lsp_client import editor
 from tests.test_acp_client import AcpTestClient

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from synapse_lsp import permission_rules as pr
+from synapse_lsp.policy import rules as pr
 
 ROOT = Path(__file__).resolve().parent.parent
 SYNAPSE = ROOT / ".venv" / "bin" / "synapse"
@@ -269,7 +269,7 @@ def test_rule_file_is_the_gates_store(home: Path, folder: Path) -> None:
 
 def test_two_processes_remembering_at_once_lose_nothing(home: Path, folder: Path) -> None:
     script = (
-        "import sys; from pathlib import Path; from synapse_lsp import permission_rules as pr\n"
+        "import sys; from pathlib import Path; from synapse_lsp.policy import rules as pr\n"
         "home, root, tag = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]\n"
         "for i in range(20):\n"
         "    pr.remember(home, root, f'tool{tag} sub{i}', 'allow' if i % 2 else 'deny')\n"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic, demo_script
 from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.scripted_api import FakeAnthropic, demo_script
 from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.config import Settings
 from synapse_lsp.events import TextDelta, ToolCallStarted, TurnFinished

@@ -9,7 +9,7 @@ import pytest
 
 from synapse_lsp.agent import session as session_module
 from synapse_lsp.agent.slash import SESSION_COMMANDS
-from synapse_lsp.agent.store import SessionStore
+from synapse_lsp.agent.store import ChatStore
 from synapse_lsp.cli.chat import Runtime
 from synapse_lsp.config import LiveSettings, Settings
 from synapse_lsp.router import BashRouter
@@ -18,7 +18,7 @@ from synapse_lsp.router import BashRouter
 async def test_a_resume_that_fails_keeps_the_current_session_open(
     router: BashRouter, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = SessionStore(tmp_path / "sessions")
+    store = ChatStore(tmp_path / "sessions")
     runtime = Runtime(LiveSettings(), tmp_path, store)
     runtime.router = router
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from synapse_lsp.agent.slash import SESSION_COMMANDS
-from synapse_lsp.agent.store import SessionStore
+from synapse_lsp.agent.store import ChatStore
 from synapse_lsp.cli.chat import Runtime
 from synapse_lsp.config import LiveSettings
 from synapse_lsp.errors import SynapseError
@@ -109,7 +109,7 @@ async def test_set_model_keeps_the_rest_of_the_face_layer(tmp_path: Path) -> Non
     settings = LiveSettings(env)
     face = {"maxTurns": 7}
     settings.set_face(face)
-    store = SessionStore(tmp_path / "sessions")
+    store = ChatStore(tmp_path / "sessions")
     runtime = Runtime(settings, tmp_path, store, face=face)
     try:
         assert await SESSION_COMMANDS.run(runtime, "/model") == (

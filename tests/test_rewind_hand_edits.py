@@ -20,8 +20,8 @@ import pytest
 from lsprotocol import types
 
 from synapse_lsp.agent import stages
-from synapse_lsp.agent.fakeapi import FakeAnthropic
 from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.config import Settings
 from synapse_lsp.events import Event

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from synapse_lsp import trust
 from synapse_lsp.cli import tools as tools_cli
 from synapse_lsp.cmdline import quote
 from synapse_lsp.config import Settings
@@ -29,6 +28,7 @@ from synapse_lsp.extensions.search import (
     Match,
     search_commands,
 )
+from synapse_lsp.policy import trust
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
 

@@ -21,7 +21,7 @@ import pytest_asyncio
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.checkpoints import store_dir
 from tests.lsp_client import Editor, add_folder, editor, remove_folder, reset
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from tests.lsp_client import Editor, editor
 from tests.test_server_chat import fake_env, new_session, wait_for
 

@@ -240,7 +240,7 @@ HEAVY = (
     "mcp",
     "synapse_lsp.router",
     "synapse_lsp.shell.session",  # the package itself is light: sandbox and procs
-    "synapse_lsp.permissions",
+    "synapse_lsp.policy.gate",
     "synapse_lsp.agent.session",
     "synapse_lsp.lsp.updates",
     "synapse_lsp.lsp.editor_files",

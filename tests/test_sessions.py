@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic
 from synapse_lsp.agent.history import repair_history
 from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.agent.store import (
+    ChatStore,
     SessionFormatError,
     SessionLockedError,
     SessionNotFoundError,
-    SessionStore,
 )
 from synapse_lsp.config import Settings
 from synapse_lsp.errors import SynapseError
@@ -56,8 +56,8 @@ async def model(api: FakeAnthropic) -> AsyncIterator[ModelClient]:
 
 
 @pytest.fixture
-def store(settings: Settings) -> SessionStore:
-    return SessionStore(settings.synapse_home / "sessions")
+def store(settings: Settings) -> ChatStore:
+    return ChatStore(settings.synapse_home / "sessions")
 
 
 async def run(session: ChatSession, text: str) -> TurnFinished:
@@ -90,7 +90,7 @@ def test_events_round_trip_through_dicts() -> None:
 
 async def test_a_conversation_is_stored_as_it_happens_and_resumed(
     api: FakeAnthropic, model: ModelClient, router: BashRouter, settings: Settings,
-    store: SessionStore, workdir: Path,
+    store: ChatStore, workdir: Path,
 ) -> None:  # fmt: skip
     api.add({"text": "Listing.", "commands": ["echo stored-output"]}, "Done listing.")
     session = ChatSession(router, settings, model=model, store=store, workspace_root=workdir)
@@ -132,7 +132,7 @@ async def test_a_conversation_is_stored_as_it_happens_and_resumed(
 
 async def test_a_torn_last_line_and_an_unanswered_tool_use_are_repaired(
     api: FakeAnthropic, model: ModelClient, router: BashRouter, settings: Settings,
-    store: SessionStore,
+    store: ChatStore,
 ) -> None:  # fmt: skip
     store.create("crashed", "crash test", None)
     store.append_message("crashed", {"role": "user", "content": [{"type": "text", "text": "go"}]})
@@ -154,7 +154,7 @@ async def test_a_torn_last_line_and_an_unanswered_tool_use_are_repaired(
 
 async def test_list_is_newest_first_and_delete_removes(
     api: FakeAnthropic, model: ModelClient, router: BashRouter, settings: Settings,
-    store: SessionStore,
+    store: ChatStore,
 ) -> None:  # fmt: skip
     assert store.list() == []
     api.add("a", "b")
@@ -224,7 +224,7 @@ def api_problems(messages: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
-def log_lines(store: SessionStore, session_id: str) -> list[dict[str, Any]]:
+def log_lines(store: ChatStore, session_id: str) -> list[dict[str, Any]]:
     """Every line of the log, each of which must be a whole JSON record."""
     data = store.path(session_id).read_bytes()
     assert data.endswith(b"\n")
@@ -233,7 +233,7 @@ def log_lines(store: SessionStore, session_id: str) -> list[dict[str, Any]]:
 
 async def test_a_session_is_a_folder_with_a_header_a_log_and_a_lock(
     api: FakeAnthropic, model: ModelClient, router: BashRouter, settings: Settings,
-    store: SessionStore, workdir: Path,
+    store: ChatStore, workdir: Path,
 ) -> None:  # fmt: skip
     api.add("hello")
     session = ChatSession(router, settings, model=model, store=store, workspace_root=workdir)
@@ -273,8 +273,8 @@ async def test_a_session_is_a_folder_with_a_header_a_log_and_a_lock(
 HOLDER = """
 import json, sys
 from pathlib import Path
-from synapse_lsp.agent.store import SessionStore
-store = SessionStore(Path(sys.argv[1]))
+from synapse_lsp.agent.store import ChatStore
+store = ChatStore(Path(sys.argv[1]))
 store.lock(sys.argv[2])
 print("locked", flush=True)
 for line in sys.stdin:
@@ -290,7 +290,7 @@ class Holder:
         self.proc = proc
 
     @classmethod
-    async def start(cls, store: SessionStore, session_id: str) -> Holder:
+    async def start(cls, store: ChatStore, session_id: str) -> Holder:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-c", HOLDER, str(store.root), session_id,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -324,7 +324,7 @@ def assistant(text: str) -> dict[str, Any]:
     return {"role": "assistant", "content": [{"type": "text", "text": text}]}
 
 
-async def stored_session(store: SessionStore, session_id: str) -> None:
+async def stored_session(store: ChatStore, session_id: str) -> None:
     store.create(session_id, "shared", None)
     store.append_message(session_id, user("first question"))
     store.append_message(session_id, assistant("first answer"))
@@ -333,7 +333,7 @@ async def stored_session(store: SessionStore, session_id: str) -> None:
 
 async def test_a_session_another_process_writes_is_read_only_here_until_it_dies(
     api: FakeAnthropic, model: ModelClient, router: BashRouter, settings: Settings,
-    store: SessionStore,
+    store: ChatStore,
 ) -> None:  # fmt: skip
     await stored_session(store, "shared")
     holder = await Holder.start(store, "shared")
@@ -388,7 +388,7 @@ async def test_a_closed_store_releases_its_lock_and_two_stores_exclude_each_othe
     settings: Settings,
 ) -> None:
     root = settings.synapse_home / "sessions"
-    first, second = SessionStore(root), SessionStore(root)
+    first, second = ChatStore(root), ChatStore(root)
     first.create("one", "t", None)
     with pytest.raises(SessionLockedError):
         second.lock("one")
@@ -404,7 +404,7 @@ async def test_a_closed_store_releases_its_lock_and_two_stores_exclude_each_othe
 
 async def test_fork_continues_a_session_another_process_writes(
     api: FakeAnthropic, model: ModelClient, router: BashRouter, settings: Settings,
-    store: SessionStore,
+    store: ChatStore,
 ) -> None:  # fmt: skip
     await stored_session(store, "shared")
     store.append_event("shared", UserMessage("first question"))
@@ -435,7 +435,7 @@ async def test_fork_continues_a_session_another_process_writes(
 
 async def test_a_torn_last_line_is_cut_off_so_the_next_record_is_kept(
     api: FakeAnthropic, model: ModelClient, router: BashRouter, settings: Settings,
-    store: SessionStore,
+    store: ChatStore,
 ) -> None:  # fmt: skip
     await stored_session(store, "torn")
     with store.path("torn").open("a") as fh:
@@ -453,7 +453,7 @@ async def test_a_torn_last_line_is_cut_off_so_the_next_record_is_kept(
     assert store.load("torn").problems == []
 
 
-async def test_a_whole_last_record_that_lost_its_newline_is_kept(store: SessionStore) -> None:
+async def test_a_whole_last_record_that_lost_its_newline_is_kept(store: ChatStore) -> None:
     await stored_session(store, "nl")
     path = store.path("nl")
     path.write_bytes(path.read_bytes().rstrip(b"\n"))
@@ -468,7 +468,7 @@ async def test_a_whole_last_record_that_lost_its_newline_is_kept(store: SessionS
 
 
 async def test_a_log_that_is_not_utf8_is_read_with_a_warning(
-    store: SessionStore, caplog: pytest.LogCaptureFixture
+    store: ChatStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     await stored_session(store, "bytes")
     with store.path("bytes").open("ab") as fh:
@@ -487,7 +487,7 @@ async def test_a_log_that_is_not_utf8_is_read_with_a_warning(
 
 
 async def test_load_repairs_orphan_tool_results_into_a_history_the_api_accepts(
-    store: SessionStore,
+    store: ChatStore,
 ) -> None:
     def use(i: str) -> dict[str, Any]:
         return {"type": "tool_use", "id": i, "name": "Bash", "input": {"command": "ls"}}
@@ -572,7 +572,7 @@ def v1_records(session_id: str, turns: int = 2) -> list[dict[str, Any]]:
 
 async def test_a_format_1_file_is_migrated_on_first_access_and_goes_on(
     api: FakeAnthropic, model: ModelClient, router: BashRouter, settings: Settings,
-    store: SessionStore,
+    store: ChatStore,
 ) -> None:  # fmt: skip
     old = write_v1(store.root, "old-1", v1_records("old-1"))
     original = old.read_bytes()
@@ -619,8 +619,8 @@ async def test_a_format_1_file_is_migrated_on_first_access_and_goes_on(
 MIGRATOR = """
 import json, sys
 from pathlib import Path
-from synapse_lsp.agent.store import SessionStore
-store = SessionStore(Path(sys.argv[1]))
+from synapse_lsp.agent.store import ChatStore
+store = ChatStore(Path(sys.argv[1]))
 print("ready", flush=True)
 sys.stdin.readline()  # the starting gun
 seen = {info.id: len(store.load(info.id).messages) for info in store.list()}
@@ -628,7 +628,7 @@ print(json.dumps(seen), flush=True)
 """
 
 
-async def test_two_processes_migrating_at_once_lose_nothing(store: SessionStore) -> None:
+async def test_two_processes_migrating_at_once_lose_nothing(store: ChatStore) -> None:
     originals = {}
     for n in range(40):
         sid = f"old-{n:02d}"
@@ -660,7 +660,7 @@ async def test_two_processes_migrating_at_once_lose_nothing(store: SessionStore)
     assert sorted(p.name for p in store.root.iterdir() if p.is_dir()) == sorted(originals)
 
 
-async def test_ids_cannot_leave_the_sessions_folder(store: SessionStore) -> None:
+async def test_ids_cannot_leave_the_sessions_folder(store: ChatStore) -> None:
     await stored_session(store, "fine")
     for bad in ("../../etc/passwd", "..", ".tmp-x", "a/b", "", "x" * 129):
         for call in (store.load, store.info, store.path, store.lock, store.delete, store.fork):

@@ -148,7 +148,7 @@ async def test_each_limit_changed_in_the_editor_applies_to_the_next_command(
 async def test_model_settings_changed_mid_session_apply_to_its_next_request(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from synapse_lsp.agent.fakeapi import FakeAnthropic
+    from synapse_lsp.agent.scripted_api import FakeAnthropic
     from synapse_lsp.agent.session import ChatSession
 
     live = LiveSettings({"SYNAPSE_HOME": str(tmp_path / "home"), "SYNAPSE_MODEL": "first"})

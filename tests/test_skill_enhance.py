@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic, normalize_response
 from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.scripted_api import FakeAnthropic, normalize_response
 from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.agent.slash import SESSION_COMMANDS
 from synapse_lsp.config import LiveSettings

@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic, normalize_response
 from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.scripted_api import FakeAnthropic, normalize_response
 from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.cli.render import Renderer
 from synapse_lsp.config import Settings
 from synapse_lsp.events import Event, ToolCallFinished, ToolCallStarted, TurnFinished
-from synapse_lsp.permissions import ALLOW_ONCE, AskingGate
+from synapse_lsp.policy.gate import ALLOW_ONCE, AskingGate
 from synapse_lsp.question import Question
 from synapse_lsp.router import BashRouter
 

@@ -53,9 +53,9 @@ from acp.schema import (
 from synapse_lsp.acp.files import ClientFiles
 from synapse_lsp.acp.handshake import AUTH_METHOD_ID, has_api_key, initialize_result
 from synapse_lsp.acp.session import (
+    AcpChatSettings,
     AcpFace,
-    McpSessionWorkspace,
-    SessionSettings,
+    AcpWorkspace,
     mcp_config,
     write_mcp_config,
 )
@@ -91,7 +91,7 @@ if TYPE_CHECKING:
 
     from synapse_lsp.acp.session import AcpChat
     from synapse_lsp.agent.session import ChatSession, TurnContext
-    from synapse_lsp.agent.store import SessionStore
+    from synapse_lsp.agent.store import ChatStore
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class SynapseAcpAgent:
         self.live = settings or LiveSettings()
         self._conn: Client | None = None
         self._client_caps = ClientCapabilities()
-        self._store: SessionStore | None = None
+        self._store: ChatStore | None = None
         self.sessions: dict[str, AcpChat] = {}
         self._announce: dict[str, AcpChat] = {}  # after the session/new answer is out
         self._tasks: set[asyncio.Task[None]] = set()
@@ -156,12 +156,12 @@ class SynapseAcpAgent:
                 task.add_done_callback(self._tasks.discard)
 
     @property
-    def store(self) -> SessionStore:
+    def store(self) -> ChatStore:
         root = self.live().synapse_home / "sessions"
         if self._store is None or self._store.root != root:
-            from synapse_lsp.agent.store import SessionStore
+            from synapse_lsp.agent.store import ChatStore
 
-            self._store = SessionStore(root)
+            self._store = ChatStore(root)
         return self._store
 
     def has_key(self) -> bool:
@@ -241,7 +241,7 @@ class SynapseAcpAgent:
                     "restriction you set",
                 }
             )
-        settings = SessionSettings(folder_settings, layer or {})
+        settings = AcpChatSettings(folder_settings, layer or {})
         for problem in settings.problems:
             log.warning("session %s settings: %s", session_id, problem)
         fs = self._client_caps.fs
@@ -263,7 +263,7 @@ class SynapseAcpAgent:
         async def ask(question: Question) -> str | None:
             return await self._ask(holder[0], question)
 
-        workspace = McpSessionWorkspace(
+        workspace = AcpWorkspace(
             root,
             settings,
             files=lambda: files,

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 from synapse_lsp.acp.handshake import early_initialize, has_api_key, initialize_result
 from synapse_lsp.acp.transport import BlockingWriter, NdjsonTransport, Writer
 from synapse_lsp.config import LiveSettings
-from synapse_lsp.secrets import protect_process
+from synapse_lsp.policy.secrets import protect_process
 
 if TYPE_CHECKING:
     from synapse_lsp.acp.agent import SynapseAcpAgent

@@ -3,9 +3,9 @@
 Each session gets its own `core.Workspace` rooted at the client's `cwd`: its own
 shell (so sessions never share a `cd`), its own permission gate asking through
 `session/request_permission`, its own file gateway (the client's buffers) and
-its own settings layer (`SessionSettings`: the session mode is the `sandbox`
+its own settings layer (`AcpChatSettings`: the session mode is the `sandbox`
 setting; `_meta.synapse` of `session/new` may set more). MCP servers the client
-passes become that session's `mcp:<server>:<tool>` commands (`McpSessionWorkspace`).
+passes become that session's `mcp:<server>:<tool>` commands (`AcpWorkspace`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 _REFUSED = frozenset({"synapseHome", "synapse_home", *HOME_ONLY})
 
 
-class SessionSettings:
+class AcpChatSettings:
     """A live settings source: `base` (environment, settings files) plus this session's
     own layer (the mode, `_meta.synapse` settings), recomputed when `base` changes."""
 
@@ -81,7 +81,7 @@ class SessionSettings:
         self._value, self.problems = base.with_overrides(self._layer)
 
 
-class McpSessionWorkspace(Workspace):
+class AcpWorkspace(Workspace):
     """`core.Workspace` whose MCP config also holds the servers the ACP client passed for
     this session (written to a private file, read by the session's own registry). Their
     wrappers are in the session's own bin folder only (first on its shells' PATH, naming
@@ -153,7 +153,7 @@ class AcpFace:
 
     id: str
     cwd: Path
-    settings: SessionSettings
+    settings: AcpChatSettings
     workspace: Workspace
     files: ClientFiles
     open_calls: dict[str, str] = field(default_factory=dict)  # tool call id -> command

@@ -172,7 +172,7 @@ async def measure(
 # --------------------------------------------------------------- slash commands
 
 
-class ContextSession(Protocol):
+class ContextSource(Protocol):
     """What the commands need of a chat session (agent.session.ChatSession)."""
 
     @property
@@ -191,10 +191,10 @@ class ContextSession(Protocol):
 class ChatHost(Protocol):
     """A face with a current chat session (the REPL's Runtime)."""
 
-    def chat_session(self) -> ContextSession | None: ...
+    def chat_session(self) -> ContextSource | None: ...
 
 
-def _session(host: object, name: str) -> ContextSession:
+def _session(host: object, name: str) -> ContextSource:
     session = host.chat_session() if isinstance(host, ChatHost) else None
     if session is None:
         raise SynapseError(f"/{name} is not available here (no chat session).")

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from synapse_lsp import catalog, hooks
+from synapse_lsp import catalog
 from synapse_lsp.agent import prompts, stages
 from synapse_lsp.agent.compaction import (
     DEFAULT_CONTEXT_WINDOW,
@@ -72,6 +72,7 @@ from synapse_lsp.events import (
     Usage,
     UsageUpdated,
 )
+from synapse_lsp.policy import hooks
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.model import ModelClient

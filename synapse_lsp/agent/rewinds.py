@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from synapse_lsp import checkpoint_journal as journal
 from synapse_lsp.agent.history import estimate_tokens
 from synapse_lsp.agent.loop import Loop
-from synapse_lsp.agent.store import SessionStore, StoredSession
+from synapse_lsp.agent.store import ChatStore, SavedChat
 from synapse_lsp.agent.turn_checkpoints import TurnCheckpoints
 from synapse_lsp.checkpoints import Checkpoint, Decide, RewindReport
 from synapse_lsp.errors import SynapseError
@@ -35,11 +35,11 @@ log = logging.getLogger(__name__)
 Message = dict[str, Any]
 
 
-class Session(Protocol):
+class RewindableChat(Protocol):
     """What a rewind uses of `session.ChatSession` (which calls it)."""
 
     id: str
-    store: SessionStore | None
+    store: ChatStore | None
     router: BashRouter
     checkpoints: TurnCheckpoints
     _loop: Loop
@@ -52,7 +52,7 @@ class Session(Protocol):
 _REWINDING: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-def busy_message(session: Session) -> str:
+def busy_message(session: RewindableChat) -> str:
     """Why a rewind of a busy session is refused (nothing was changed)."""
     if session in _REWINDING:
         return (
@@ -101,7 +101,7 @@ def _is_prompt(message: Message, prompt: str) -> bool:
 
 
 async def rewind(
-    session: Session, turn: int, truncate: bool, decide: Decide | None
+    session: RewindableChat, turn: int, truncate: bool, decide: Decide | None
 ) -> RewindReport:
     """The files back as they were before `turn` and, with `truncate`, the conversation
     cut before it; the session is marked busy by the caller."""
@@ -113,7 +113,7 @@ async def rewind(
 
 
 async def _rewind(
-    session: Session, turn: int, truncate: bool, decide: Decide | None
+    session: RewindableChat, turn: int, truncate: bool, decide: Decide | None
 ) -> RewindReport:
     loop = session._loop
     kept = {cp.turn: cp for cp in session.checkpoints.kept()}
@@ -154,7 +154,7 @@ async def _rewind(
     return report
 
 
-def recover(session: Session, store: SessionStore) -> StoredSession | None:
+def recover(session: RewindableChat, store: ChatStore) -> SavedChat | None:
     """A rewind of this session killed half-way (its journal is there): finish its
     files, records and conversation cut now, keep a notice of what was done or could
     not be; the session as stored then (None: nothing to finish)."""

@@ -43,8 +43,8 @@ from synapse_lsp.agent.compaction import (
     compact,
 )
 from synapse_lsp.agent.context import ContextReport, measure
+from synapse_lsp.agent.editor_notes import EditorFeedback
 from synapse_lsp.agent.event_queue import EventQueue
-from synapse_lsp.agent.feedback import EditorFeedback
 from synapse_lsp.agent.history import (
     CANCELLED_RESULT,
     INTERRUPTED_RESULT,
@@ -68,13 +68,13 @@ from synapse_lsp.config import as_source
 from synapse_lsp.errors import ModelError, SessionBusyError, SynapseError
 from synapse_lsp.events import NO_ANSWER, Event, Notice, TurnFinished, Usage, UserMessage
 from synapse_lsp.files import uri_to_path
-from synapse_lsp.hooks import HookScope, context_block, of_gate
-from synapse_lsp.hooks import current as hook_scope
-from synapse_lsp.hooks import enter as enter_hook_scope
+from synapse_lsp.policy.hooks import HookScope, context_block, of_gate
+from synapse_lsp.policy.hooks import current as hook_scope
+from synapse_lsp.policy.hooks import enter as enter_hook_scope
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.model import ModelClient
-    from synapse_lsp.agent.store import SessionStore, StoredSession
+    from synapse_lsp.agent.store import ChatStore, SavedChat
     from synapse_lsp.config import Settings, SettingsSource
     from synapse_lsp.router import BashRouter
 
@@ -204,7 +204,7 @@ class ChatSession:
         settings: Settings | SettingsSource,
         *,
         model: ModelClient | None = None,
-        store: SessionStore | None = None,
+        store: ChatStore | None = None,
         session_id: str | None = None,
         workspace_root: Path | None = None,
         context_window: int | None = None,
@@ -285,7 +285,7 @@ class ChatSession:
     @classmethod
     def resume(
         cls,
-        store: SessionStore,
+        store: ChatStore,
         session_id: str,
         router: BashRouter,
         settings: Settings | SettingsSource,
@@ -329,7 +329,7 @@ class ChatSession:
     @classmethod
     def fork(
         cls,
-        store: SessionStore,
+        store: ChatStore,
         session_id: str,
         router: BashRouter,
         settings: Settings | SettingsSource,
@@ -345,7 +345,7 @@ class ChatSession:
             store, info.id, router, settings, model=model, workspace_root=workspace_root
         )
 
-    def _restore(self, stored: StoredSession) -> None:
+    def _restore(self, stored: SavedChat) -> None:
         self.title = stored.info.title
         self._loop.messages = repair_history(stored.messages)
         self._loop.last_context_tokens = estimate_tokens(self._loop.messages)

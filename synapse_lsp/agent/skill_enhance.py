@@ -38,10 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from synapse_lsp import catalog, cmdline, hooks
+from synapse_lsp import catalog, cmdline
 from synapse_lsp.agent.loop import Loop
 from synapse_lsp.agent.readonly import denial
 from synapse_lsp.agent.subagents import ExploreGate, _close, _own_shell, run_subagent
+from synapse_lsp.background import TaskOwner
 from synapse_lsp.commands import CommandOutput, Layer, Step
 from synapse_lsp.config import SettingsSource
 from synapse_lsp.events import (
@@ -54,7 +55,7 @@ from synapse_lsp.events import (
     UserMessage,
 )
 from synapse_lsp.files import FileError, FileGateway, file_lock
-from synapse_lsp.tasks import TaskOwner
+from synapse_lsp.policy import hooks
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.model import ModelClient

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from synapse_lsp.agent.context import compact_command, context_command, cost_command
 from synapse_lsp.agent.turn_checkpoints import checkpoints_command, rewind_command
 from synapse_lsp.errors import SynapseError
-from synapse_lsp.hooks import Hooks
+from synapse_lsp.policy.hooks import Hooks
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.session import ChatSession
@@ -45,7 +45,7 @@ class SlashHost(Protocol):
 
 
 @runtime_checkable
-class CurrentSessionHost(Protocol):
+class CurrentChatHost(Protocol):
     """A host that knows its current session (`/resume --latest` skips it)."""
 
     def current_session_id(self) -> str | None: ...
@@ -182,7 +182,7 @@ def _rows(rows: list[tuple[str, str, str]]) -> str:
 async def _resume(host: SlashHost, arg: str) -> str:
     """`/resume ID`, a unique prefix of one, or `--latest` (the most recently updated
     session other than the current one); an ambiguous prefix lists its candidates."""
-    current = host.current_session_id() if isinstance(host, CurrentSessionHost) else None
+    current = host.current_session_id() if isinstance(host, CurrentChatHost) else None
     rows = _newest_first(host)
     if not arg:
         if not isinstance(host, PickerHost) or not host.can_pick():

@@ -38,7 +38,7 @@ Records (unchanged from format 1):
 **One live writer.** Appending to a session takes its lock: `fcntl.flock` on
 `<id>/lock`, held by this store until `close(id)` and dropped by the kernel when
 the process dies (a crash never leaves a stale lock). Another process (or another
-`SessionStore` in this one) that wants to write gets `SessionLockedError`, naming
+`ChatStore` in this one) that wants to write gets `SessionLockedError`, naming
 the holder's pid. Our choice for that second opener is **read-only replay**:
 `list`, `info` and `load` never take the lock, so it can still list, read and
 replay the session (`ChatSession.resume` gives a read-only session whose turns end
@@ -58,7 +58,7 @@ every stored session, so skipped ones may leave more than `max_sessions` on disk
 load and cut off (`ftruncate`) by the writer before its first append, so the next
 record starts on a line of its own; a complete record that only lacks its newline
 gets the newline. A line that is not UTF-8 or not JSON is skipped with a warning
-(`StoredSession.problems`). `load` returns the history repaired
+(`SavedChat.problems`). `load` returns the history repaired
 (`history.repair_history`): roles alternate, every `tool_use` is answered right
 after it, orphan `tool_result`s are dropped — a history the API accepts.
 
@@ -188,7 +188,7 @@ def _check_folder(folder: Path) -> None:
 
 
 @dataclass(frozen=True)
-class SessionInfo:
+class SavedChatInfo:
     id: str
     title: str
     created_at: str  # ISO 8601, UTC, "Z"
@@ -197,8 +197,8 @@ class SessionInfo:
 
 
 @dataclass
-class StoredSession:
-    info: SessionInfo
+class SavedChat:
+    info: SavedChatInfo
     messages: list[dict[str, Any]] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # what was skipped while reading
@@ -278,7 +278,7 @@ def _complete_lines(data: bytes) -> bytes:
     return data[: data.rfind(b"\n") + 1]
 
 
-class SessionStore:
+class ChatStore:
     """All sessions under `root` (default `settings.synapse_home / "sessions"`)."""
 
     def __init__(self, root: Path) -> None:
@@ -355,10 +355,10 @@ class SessionStore:
 
     # ----------------------------------------------------------------- write
 
-    def create(self, session_id: str, title: str, workspace: str | None) -> SessionInfo:
+    def create(self, session_id: str, title: str, workspace: str | None) -> SavedChatInfo:
         """A new session (nothing happens to an existing one), locked for writing."""
         stamp = now_iso()
-        info = SessionInfo(session_id, title, stamp, stamp, workspace)
+        info = SavedChatInfo(session_id, title, stamp, stamp, workspace)
         folder = self.folder(session_id)
         _check_folder(folder)
         if not self._is_session(folder):
@@ -453,7 +453,7 @@ class SessionStore:
                 if fd is not None:
                     os.close(fd)  # closing the lock file releases the flock
 
-    def fork(self, session_id: str, new_id: str | None = None) -> SessionInfo:
+    def fork(self, session_id: str, new_id: str | None = None) -> SavedChatInfo:
         """A copy of the session (history and transcript) under a new id, free to write;
         allowed while another process writes the original."""
         source = self._existing(session_id)
@@ -554,7 +554,7 @@ class SessionStore:
 
     # ------------------------------------------------------------------ read
 
-    def load(self, session_id: str) -> StoredSession:
+    def load(self, session_id: str) -> SavedChat:
         """The session as stored, history repaired; never takes the lock (read-only)."""
         folder = self._existing(session_id)
         header = self._header(folder)
@@ -587,13 +587,13 @@ class SessionStore:
         for problem in problems:
             log.warning("%s", problem)
         info = self._info(folder, header or {**self._fallback_header(folder), **meta})
-        return StoredSession(info, repair_history(messages), events, problems, usage)
+        return SavedChat(info, repair_history(messages), events, problems, usage)
 
-    def info(self, session_id: str) -> SessionInfo:
+    def info(self, session_id: str) -> SavedChatInfo:
         folder = self._existing(session_id)
         return self._info(folder, self._header(folder) or self._fallback_header(folder))
 
-    def list(self) -> list[SessionInfo]:
+    def list(self) -> list[SavedChatInfo]:
         """Every stored session, most recently updated first (format-1 files are migrated)."""
         if not self.root.is_dir():
             return []
@@ -664,12 +664,12 @@ class SessionStore:
             temp.unlink(missing_ok=True)
             raise
 
-    def _info(self, folder: Path, meta: dict[str, Any]) -> SessionInfo:
+    def _info(self, folder: Path, meta: dict[str, Any]) -> SavedChatInfo:
         log_path = folder / LOG
         found = (log_path if log_path.exists() else folder / HEADER).stat()
         updated = _iso(found.st_mtime)
         workspace = meta.get("workspace")
-        return SessionInfo(
+        return SavedChatInfo(
             id=folder.name,
             title=str(meta.get("title") or DEFAULT_TITLE),
             created_at=str(meta.get("created_at") or updated),

@@ -37,7 +37,7 @@ from synapse_lsp.checkpoints import (
 from synapse_lsp.config import Settings
 from synapse_lsp.events import Notice
 from synapse_lsp.files import FileGateway
-from synapse_lsp.secrets import child_env
+from synapse_lsp.policy.secrets import child_env
 
 log = logging.getLogger(__name__)
 

@@ -45,12 +45,12 @@ from synapse_lsp.errors import ModelError, SynapseError
 from synapse_lsp.events import NO_ANSWER, TurnFinished
 
 if TYPE_CHECKING:
-    from synapse_lsp.agent.fakeapi import FakeAnthropic
     from synapse_lsp.agent.model import ModelClient
+    from synapse_lsp.agent.scripted_api import FakeAnthropic
     from synapse_lsp.agent.session import ChatSession
-    from synapse_lsp.agent.store import SessionStore
+    from synapse_lsp.agent.store import ChatStore
     from synapse_lsp.core import Workspace
-    from synapse_lsp.permissions import Asker
+    from synapse_lsp.policy.gate import Asker
     from synapse_lsp.router import BashRouter
 
 DEMO_BANNER = (
@@ -131,7 +131,7 @@ class Runtime:
 
     settings: LiveSettings
     cwd: Path
-    store: SessionStore
+    store: ChatStore
     workspace: Workspace | None = None
     router: BashRouter | None = None
     model: ModelClient | None = None
@@ -316,8 +316,8 @@ class Runtime:
         return None
 
     async def _demo_model(self) -> ModelClient:
-        from synapse_lsp.agent.fakeapi import FakeAnthropic, demo_script
         from synapse_lsp.agent.model import ModelClient
+        from synapse_lsp.agent.scripted_api import FakeAnthropic, demo_script
 
         self.demo = await FakeAnthropic(demo_script()).start()
         self.notes.append(DEMO_BANNER)
@@ -359,7 +359,7 @@ class Runtime:
         self.store.close()
 
 
-def _print_sessions(store: SessionStore, out: TextIO) -> None:
+def _print_sessions(store: ChatStore, out: TextIO) -> None:
     infos = store.list()
     if not infos:
         out.write("No stored sessions.\n")
@@ -390,7 +390,7 @@ def ask_home_changes(home: Path, read: Callable[[str], str]) -> bool | None:
     """The REPL's question at start when $SYNAPSE_HOME's governing files changed since
     Synapse last loaded them (`trust.home_unconfirmed`); yes confirms them. None: not
     asked (nothing changed)."""
-    from synapse_lsp import trust
+    from synapse_lsp.policy import trust
 
     changed = trust.home_unconfirmed(home)
     if not changed:
@@ -410,7 +410,7 @@ def ask_trust(cwd: Path, home: Path, *, flag: bool, read: Callable[[str], str]) 
     """The REPL's one question at start: asked only when the folder has its own config
     and nothing (flag, environment, remembered answer) has decided yet; the answer is
     remembered for the folder. None: not asked (the usual rule decides)."""
-    from synapse_lsp import trust
+    from synapse_lsp.policy import trust
 
     decided = trust.decide(home, cwd, flag=flag)
     changed = trust.unconfirmed(home, cwd) if decided.trusted else []
@@ -494,7 +494,7 @@ def main(argv: list[str]) -> int:
         for problem in problems:
             print(f"synapse chat: settings: {problem}", file=sys.stderr)
         return 2
-    from synapse_lsp.agent.store import SessionStore
+    from synapse_lsp.agent.store import ChatStore
 
     home = settings().synapse_home
     home_unusable = home_problem(home)
@@ -502,7 +502,7 @@ def main(argv: list[str]) -> int:
     stderr_warnings((*quiet, SANDBOX_LOG))  # the banner or -p's note says that one
     if home_unusable:  # one line for what every part that writes there would say
         print(home_line("chat", home, home_unusable), file=sys.stderr)
-    store = SessionStore(home / "sessions")
+    store = ChatStore(home / "sessions")
     if args.list:
         _print_sessions(store, sys.stdout)
         return 0

@@ -31,7 +31,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "print the summary of a command line as JSON",
     ),
     "fake-api": (
-        "synapse_lsp.agent.fakeapi",
+        "synapse_lsp.agent.scripted_api",
         "serve a scripted fake Anthropic Messages API on loopback",
     ),
 }
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run a subcommand. A reader of stdout that goes away (`synapse tools list | head`)
     ends the program quietly with 141, never a BrokenPipeError traceback."""
     as_program_chat = argv is None and sys.argv[1:2] == ["chat"]
-    from synapse_lsp.secrets import protect_process
+    from synapse_lsp.policy.secrets import protect_process
 
     protect_process()  # the key in /proc/PID/environ is not a same-user command's to read
     try:

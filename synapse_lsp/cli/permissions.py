@@ -9,7 +9,7 @@
 Rules live in `$SYNAPSE_HOME/permissions.json`, per folder (its real path), the
 store the "Always allow … here" answer writes; a folder's own
 `.synapse/permissions.json` may add denies, which `list` shows. See
-`synapse_lsp.permission_rules` for what a prefix matches. Exit status: 0 done,
+`synapse_lsp.policy.rules` for what a prefix matches. Exit status: 0 done,
 1 the rules file could not be read or written, 2 a usage error.
 """
 
@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from synapse_lsp import __version__
-from synapse_lsp import permission_rules as pr
 from synapse_lsp.config import synapse_home
-from synapse_lsp.trust import folder_key
+from synapse_lsp.policy import rules as pr
+from synapse_lsp.policy.trust import folder_key
 
 PROG = "synapse permissions"
 _PREFIX_HELP = (

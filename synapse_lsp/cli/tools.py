@@ -17,7 +17,7 @@ terminal one line rewritten each second and erased when done, else one line ever
 `PROGRESS_EVERY` seconds (a log shows the wait without a line per second).
 The MCP config files are those every other face starts: a folder's own
 `mcp_servers.json` only when the folder is trusted (or `--trust` is given for the run),
-and no file changed since the user confirmed it (`synapse_lsp.trust`); a note names
+and no file changed since the user confirmed it (`synapse_lsp.policy.trust`); a note names
 the folder's servers that were not started and says how to trust the folder.
 """
 
@@ -31,8 +31,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from synapse_lsp import __version__, trust
+from synapse_lsp import __version__
 from synapse_lsp.config import Settings
+from synapse_lsp.policy import trust
 
 if TYPE_CHECKING:
     from synapse_lsp.extensions.registry import ExtensionRegistry

@@ -3,7 +3,7 @@
 The answer is remembered per folder (its real path) in
 `$SYNAPSE_HOME/trusted_folders.json`, the store `synapse chat` writes when it asks;
 `--revoke` forgets it (the folder is asked about again), `--no` remembers a refusal,
-`--list` shows every remembered folder. See `synapse_lsp.trust` for the rule.
+`--list` shows every remembered folder. See `synapse_lsp.policy.trust` for the rule.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from synapse_lsp import __version__, trust
+from synapse_lsp import __version__
 from synapse_lsp.config import Settings
+from synapse_lsp.policy import trust
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from synapse_lsp import secrets as secret_rules
 from synapse_lsp.config import Settings
 from synapse_lsp.extensions.mcp_import import import_mcp_sdk
+from synapse_lsp.policy import secrets as secret_rules
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -104,7 +104,7 @@ def config_paths(
 ) -> list[Path]:
     """Where configs are read from, lowest precedence first (workspace entries win).
 
-    The folder's own file only when the folder is `trusted` (`synapse_lsp.trust`
+    The folder's own file only when the folder is `trusted` (`synapse_lsp.policy.trust`
     decides; `core.Workspace` passes its decision): an untrusted folder gets the
     home configuration only."""
     paths = [settings.synapse_home / "mcp" / CONFIG_NAME]

@@ -24,7 +24,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from synapse_lsp import trust
 from synapse_lsp.commands import Command, CommandContext, CommandOutput, FailureCategory
 from synapse_lsp.config import (
     SETTINGS_FILE,
@@ -50,8 +49,9 @@ from synapse_lsp.extensions.skill_commands import (
 from synapse_lsp.extensions.skills import SkillInfo, SkillScriptCommand, scan_skills, skills_dir
 from synapse_lsp.extensions.watcher import ExtensionWatcher
 from synapse_lsp.files import DiskFiles
+from synapse_lsp.policy import trust
+from synapse_lsp.policy.secrets import child_env
 from synapse_lsp.sandbox import HOST_VIEW, PathView
-from synapse_lsp.secrets import child_env
 
 log = logging.getLogger(__name__)
 

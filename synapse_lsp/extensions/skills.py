@@ -28,7 +28,7 @@ from typing import Any
 from synapse_lsp import sandbox
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
 from synapse_lsp.output import BoundedCapture
-from synapse_lsp.secrets import child_env
+from synapse_lsp.policy.secrets import child_env
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 EXTENSIONS: dict[str, str] = {

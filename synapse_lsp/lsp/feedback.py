@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
-from synapse_lsp.agent.feedback import Problem
+from synapse_lsp.agent.editor_notes import Problem
 from synapse_lsp.files import FileError, read_disk_text, uri_to_path
 from synapse_lsp.lsp.names import DIAGNOSTICS_NOTIFICATION
 from synapse_lsp.lsp.wire import ArgumentError, from_wire
@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 
     from pygls.workspace import Workspace
 
-    from synapse_lsp.agent.feedback import EditorFeedback
+    from synapse_lsp.agent.editor_notes import EditorFeedback
     from synapse_lsp.lsp.editor_files import EditorFiles
-    from synapse_lsp.lsp.sessions import ChatSessions
+    from synapse_lsp.lsp.sessions import LiveChats
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def problems(diagnostics: Iterable[lsp.Diagnostic]) -> list[Problem]:
     ]
 
 
-def _feedbacks(chats: ChatSessions, session_id: str | None) -> list[tuple[str, EditorFeedback]]:
+def _feedbacks(chats: LiveChats, session_id: str | None) -> list[tuple[str, EditorFeedback]]:
     if session_id is not None:
         live = chats.live.get(session_id)
         if live is None:
@@ -64,7 +64,7 @@ def _feedbacks(chats: ChatSessions, session_id: str | None) -> list[tuple[str, E
     return [(sid, live.chat.feedback) for sid, live in chats.live.items()]
 
 
-def diagnostics_reported(chats: ChatSessions, raw: Any) -> None:
+def diagnostics_reported(chats: LiveChats, raw: Any) -> None:
     """`synapse/diagnostics`: a malformed one is logged and dropped (a notification has
     no reply, and it must never take the server down)."""
     from synapse_lsp.lsp.protocol import DiagnosticsParams
@@ -94,7 +94,7 @@ def diagnostics_reported(chats: ChatSessions, raw: Any) -> None:
 
 
 def document_changed(
-    chats: ChatSessions,
+    chats: LiveChats,
     workspace: Workspace,
     files: EditorFiles,
     params: lsp.DidChangeTextDocumentParams | lsp.DidSaveTextDocumentParams,
@@ -121,7 +121,7 @@ def document_changed(
 
 
 def hand_edit(
-    chats: ChatSessions,
+    chats: LiveChats,
     workspace: Workspace,
     files: EditorFiles,
     uri: str,

@@ -86,7 +86,7 @@ from synapse_lsp.lsp.wire import from_wire
 if TYPE_CHECKING:
     from synapse_lsp.agent.session import ChatSession, TurnContext
     from synapse_lsp.config import Settings
-    from synapse_lsp.lsp.sessions import ChatSessions
+    from synapse_lsp.lsp.sessions import LiveChats
     from synapse_lsp.lsp.workspace import WorkspaceContext
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class Host(Protocol):
     def workspaces(self) -> dict[str, WorkspaceContext]: ...
 
     @property
-    def chats(self) -> ChatSessions: ...
+    def chats(self) -> LiveChats: ...
 
     def workspace_for(self, uri: str | None, command: str) -> WorkspaceContext: ...
 

@@ -38,6 +38,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from synapse_lsp import __version__
+from synapse_lsp.background import TaskOwner
 from synapse_lsp.config import LiveSettings, Problem, Settings
 from synapse_lsp.files import path_to_uri, uri_to_path
 from synapse_lsp.lsp.logs import LOG_LEVELS, LspLogHandler, attach_lsp_logging, setup_logging
@@ -51,12 +52,11 @@ from synapse_lsp.lsp.names import (
     invalid,
 )
 from synapse_lsp.lsp.questions import asker
-from synapse_lsp.lsp.sessions import ChatSessions, as_uri
+from synapse_lsp.lsp.sessions import LiveChats, as_uri
 from synapse_lsp.lsp.stdio import PipeWriter, connect_stdio
 from synapse_lsp.lsp.wire import ArgumentError, converter, json_type
 from synapse_lsp.lsp.workspace import WorkspaceContext
-from synapse_lsp.secrets import protect_process
-from synapse_lsp.tasks import TaskOwner
+from synapse_lsp.policy.secrets import protect_process
 
 # Editor files, updates, permissions, the router and the agent are imported on first
 # use: `initialize` must not wait for them (cold start within 1.3x of bare pygls).
@@ -215,11 +215,11 @@ class SynapseServer(LanguageServer):
         self.input_broken: str | None = None  # why stdin stopped being readable, if it did
         self.init_options: dict[str, Any] = {}
         # The editor's word on trust (VS Code's Workspace Trust): None = it said nothing,
-        # and `synapse_lsp.trust` decides per folder (environment, remembered answer).
+        # and `synapse_lsp.policy.trust` decides per folder (environment, remembered answer).
         self.face_trust: bool | None = None
         self._files: EditorFiles | None = None
         self.workspaces: dict[str, WorkspaceContext] = {}
-        self.chats = ChatSessions(
+        self.chats = LiveChats(
             settings=self.live_settings, folders=self, stream=self._stream, warmed=self.warmed
         )
         self.tasks = TaskOwner("server")

@@ -26,7 +26,7 @@ from synapse_lsp.lsp.workspace import LspFace, WorkspaceContext
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.session import ChatSession, TurnContext
-    from synapse_lsp.agent.store import SessionStore
+    from synapse_lsp.agent.store import ChatStore
     from synapse_lsp.events import Event, TurnFinished
     from synapse_lsp.lsp.protocol import SessionInfo
     from synapse_lsp.lsp.updates import UpdateStream
@@ -56,7 +56,7 @@ def as_uri(where: str | None) -> str | None:
     return path_to_uri(where) if Path(where).is_absolute() else where
 
 
-class ChatSessions:
+class LiveChats:
     """The live chat sessions of one server, by id, and the store they persist to."""
 
     def __init__(
@@ -71,19 +71,19 @@ class ChatSessions:
         self._folders = folders
         self._stream = stream
         self._warmed = warmed
-        self._store: SessionStore | None = None
+        self._store: ChatStore | None = None
         self.live: dict[str, EditorChat] = {}
         # `$/cancelRequest` ids no running turn matched: a prompt whose handler has not
         # begun yet (the cancel came in the same read) ends at once when it does.
         self._cancelled_ids: deque[Any] = deque(maxlen=64)
 
     @property
-    def store(self) -> SessionStore:
+    def store(self) -> ChatStore:
         root = self._settings().synapse_home / "sessions"
         if self._store is None or self._store.root != root:
-            from synapse_lsp.agent.store import SessionStore
+            from synapse_lsp.agent.store import ChatStore
 
-            self._store = SessionStore(root)
+            self._store = ChatStore(root)
         return self._store
 
     def get(self, session_id: str, command: str) -> EditorChat:

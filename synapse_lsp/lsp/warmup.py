@@ -45,7 +45,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "core": (
         "synapse_lsp.router",
         "synapse_lsp.shell",
-        "synapse_lsp.permissions",
+        "synapse_lsp.policy.gate",
         "synapse_lsp.lsp.handlers",
         "synapse_lsp.lsp.editor_files",
         "synapse_lsp.lsp.updates",

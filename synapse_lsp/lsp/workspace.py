@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from synapse_lsp.agent.turns import LiveChat
     from synapse_lsp.files import FileGateway
     from synapse_lsp.lsp.updates import UpdateStream
-    from synapse_lsp.permissions import Asker, AskingGate
+    from synapse_lsp.policy.gate import Asker, AskingGate
     from synapse_lsp.router import BashRouter
     from synapse_lsp.shell import ShellSession
 

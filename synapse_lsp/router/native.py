@@ -204,7 +204,7 @@ class NativeRunner(RouterBase):
         status = self.shell.sandbox
         if not status.sandboxed or result.exit_code == 0 or result.cancelled:
             return None
-        from synapse_lsp.permissions import sandbox_refusal
+        from synapse_lsp.policy.gate import sandbox_refusal
 
         return sandbox_refusal(
             result.stdout + "\n" + result.stderr,
@@ -279,8 +279,8 @@ class NativeRunner(RouterBase):
         theirs). Rebuilt when the process environment gains or loses a variable or changes
         PATH/SYNAPSE_HOME: copying `os.environ` (which decodes every entry) was most of a
         built-in's routing cost. Secrets (model credentials, `secretEnv`) are left out:
-        skills and in-process commands never see them (`synapse_lsp.secrets`)."""
-        from synapse_lsp.secrets import child_env
+        skills and in-process commands never see them (`synapse_lsp.policy.secrets`)."""
+        from synapse_lsp.policy.secrets import child_env
 
         settings = self.settings
         secrets_key = "\0".join((settings.api_key_env, *settings.secret_env))
@@ -302,8 +302,8 @@ class NativeRunner(RouterBase):
     async def _session_env(self) -> dict[str, str]:
         """The variables exported in the session's bash, read with builtins only (no fork;
         ~2 ms in all) into a file (so no output bound applies); the process environment if
-        bash can't say. Secrets are left out either way (`synapse_lsp.secrets`)."""
-        from synapse_lsp.secrets import child_env
+        bash can't say. Secrets are left out either way (`synapse_lsp.policy.secrets`)."""
+        from synapse_lsp.policy.secrets import child_env
 
         # A sandboxed bash sees its private /tmp only: the file goes there.
         private = self.shell.private_tmp

@@ -93,8 +93,8 @@ def environment(
     """The environment of a fresh bash: `base` without secrets and what bash would run
     or trip on, pagers off, `PATH` with the wrappers first."""
     # The model's credentials and the `secretEnv` variables stay in this process:
-    # nothing the model runs inherits them (`synapse_lsp.secrets`).
-    from synapse_lsp.secrets import child_env
+    # nothing the model runs inherits them (`synapse_lsp.policy.secrets`).
+    from synapse_lsp.policy.secrets import child_env
 
     env = child_env(base, settings)
     # After the merge: `env=` may not bring back what bash would run or trip on.

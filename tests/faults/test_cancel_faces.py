@@ -27,7 +27,7 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from tests.fake_api import FakeApiProcess
 from tests.lsp_client import Editor, editor
 from tests.test_repl import home_env

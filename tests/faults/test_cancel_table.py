@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from synapse_lsp.agent import stages
-from synapse_lsp.agent.fakeapi import FakeAnthropic
 from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.agent.turns import LiveChat
 from synapse_lsp.checkpoints import Checkpoints

@@ -14,7 +14,7 @@ import pytest
 from synapse_lsp import bashparse
 from synapse_lsp.commands import Layer, Step
 from synapse_lsp.config import Settings
-from synapse_lsp.permissions import ALLOW_ONCE, DENY, AskingGate
+from synapse_lsp.policy.gate import ALLOW_ONCE, DENY, AskingGate
 from synapse_lsp.question import Question
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
@@ -242,7 +242,7 @@ async def test_a_line_bash_cannot_parse_is_its_syntax_error_not_a_question(
     """A native line tree-sitter cannot read and `bash -n` rejects is reported as bash's
     own syntax error (exit 2, nothing run, nobody asked); one bash reads is asked."""
     from synapse_lsp.commands import FailureCategory
-    from synapse_lsp.permissions import AskingGate
+    from synapse_lsp.policy.gate import AskingGate
 
     asked: list[str] = []
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from synapse_lsp.agent.fakeapi import FakeAnthropic
 from synapse_lsp.agent.model import ModelClient, StreamDone, StreamRetry
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.config import Settings
 from synapse_lsp.errors import ModelError

@@ -16,7 +16,7 @@ from synapse_lsp import cmdline
 from synapse_lsp.cmdline import simple_commands
 from synapse_lsp.commands import FailureCategory, Layer
 from synapse_lsp.config import Settings
-from synapse_lsp.permissions import DENY, AskingGate
+from synapse_lsp.policy.gate import DENY, AskingGate
 from synapse_lsp.question import Question
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
@@ -257,7 +257,7 @@ def test_scanning_is_linear_in_the_line() -> None:
 
 async def test_the_models_own_piped_call_is_asked_in_an_lsp_chat(tmp_path: Path) -> None:
     """The same bypass as the model's tool call in a real LSP chat: asked, denied, not run."""
-    from synapse_lsp.agent.fakeapi import FakeAnthropic
+    from synapse_lsp.agent.scripted_api import FakeAnthropic
     from tests.lsp_client import editor
 
     proj, out = tmp_path / "proj", tmp_path / "outside"
@@ -305,7 +305,7 @@ async def test_a_huge_lines_rules_are_matched_off_the_event_loop(
     The rules of a line over 64 KiB are matched in a worker thread."""
     import threading
 
-    from synapse_lsp import permission_rules
+    from synapse_lsp.policy import rules as permission_rules
 
     threads: set[int] = set()
 

@@ -25,10 +25,10 @@ import pytest
 from pygls.exceptions import JsonRpcException
 
 from synapse_lsp import checkpoint_journal as journal
-from synapse_lsp.agent.fakeapi import FakeAnthropic
 from synapse_lsp.agent.model import ModelClient
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
-from synapse_lsp.agent.store import SessionStore
+from synapse_lsp.agent.store import ChatStore
 from synapse_lsp.checkpoints import CheckpointError, store_dir
 from synapse_lsp.config import Settings
 from synapse_lsp.errors import SessionBusyError, SynapseError
@@ -54,7 +54,7 @@ async def make(
 ) -> AsyncIterator[Callable[..., ChatSession]]:
     opened: list[Any] = []
 
-    def factory(store: SessionStore | None = None, session_id: str | None = None) -> ChatSession:
+    def factory(store: ChatStore | None = None, session_id: str | None = None) -> ChatSession:
         model = ModelClient(api_key=KEY, base_url=api.base_url, model="fake-model")
         if session_id is not None and store is not None:
             session = ChatSession.resume(
@@ -103,7 +103,7 @@ async def test_two_rewinds_of_one_session_at_once_one_wins_the_other_changes_not
     for name in ("a", "b"):
         (workdir / f"{name}.txt").write_text(f"{name}0\n")
     api.add({"commands": ["echo a1 > a.txt; echo b1 > b.txt"]}, {"text": "ok"})
-    store = SessionStore(settings.synapse_home / "sessions")
+    store = ChatStore(settings.synapse_home / "sessions")
     session = make(store)
     await turn(session, "change both")
     (workdir / "b.txt").write_text("the user's b\n")  # a conflict: the first one asks
@@ -120,7 +120,7 @@ async def test_two_rewinds_of_one_session_at_once_one_wins_the_other_changes_not
         await session.rewind(1)
     assert contents(workdir, "a.txt", "b.txt") == {"a.txt": "a1\n", "b.txt": "the user's b\n"}
     # Another process (a second store is one) has the session read-only: refused.
-    other_store = SessionStore(settings.synapse_home / "sessions")
+    other_store = ChatStore(settings.synapse_home / "sessions")
     other = make(other_store, session.id)
     assert other.read_only
     with pytest.raises(SynapseError, match="read-only"):
@@ -338,7 +338,7 @@ async def test_a_rewind_after_compact(
     files back and keeps the conversation whole (it says so); the turn numbers stay."""
     for n in (1, 2, 3):
         api.add({"commands": [f"echo changed > f{n}.txt"]}, {"text": f"done {n}"})
-    store = SessionStore(settings.synapse_home / "sessions")
+    store = ChatStore(settings.synapse_home / "sessions")
     session = make(store)
     for n in (1, 2, 3):
         (workdir / f"f{n}.txt").write_text("original\n")

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from synapse_lsp import trust
 from synapse_lsp.config import LiveSettings, Settings
 from synapse_lsp.extensions.mcp_client import load_config
 from synapse_lsp.extensions.registry import ExtensionRegistry
+from synapse_lsp.policy import trust
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
 

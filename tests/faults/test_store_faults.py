@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from synapse_lsp.agent.store import SessionStore, SessionStoreError
+from synapse_lsp.agent.store import ChatStore, SessionStoreError
 
 MESSAGE = {"role": "user", "content": "hello"}
 
 
-def _made(root: Path) -> tuple[SessionStore, str]:
-    store = SessionStore(root)
+def _made(root: Path) -> tuple[ChatStore, str]:
+    store = ChatStore(root)
     sid = "2026-11-28T07-00-00-abcd"
     store.create(sid, "t", None)
     store.append_message(sid, MESSAGE)
@@ -33,7 +33,7 @@ def test_a_session_folder_replaced_by_a_symlink_is_not_followed(tmp_path: Path) 
     (root / sid).rename(elsewhere)
     (root / sid).symlink_to(elsewhere)
     before = (elsewhere / "events.jsonl").read_bytes()
-    fresh = SessionStore(root)
+    fresh = ChatStore(root)
     with pytest.raises(SessionStoreError, match="symlink"):
         fresh.append_message(sid, MESSAGE)
     with pytest.raises(SessionStoreError, match="symlink"):
@@ -49,7 +49,7 @@ def test_a_log_replaced_by_a_symlink_is_not_followed(tmp_path: Path) -> None:
     log = root / sid / "events.jsonl"
     log.unlink()
     log.symlink_to(outside)
-    fresh = SessionStore(root)
+    fresh = ChatStore(root)
     with pytest.raises(SessionStoreError, match="symlink"):
         fresh.append_message(sid, MESSAGE)
     with pytest.raises(SessionStoreError, match="symlink"):
@@ -67,8 +67,8 @@ def test_a_fifo_log_does_not_hang_a_resume(tmp_path: Path) -> None:
     code = textwrap.dedent(
         f"""
         from pathlib import Path
-        from synapse_lsp.agent.store import SessionStore, SessionStoreError
-        store = SessionStore(Path({str(root)!r}))
+        from synapse_lsp.agent.store import ChatStore, SessionStoreError
+        store = ChatStore(Path({str(root)!r}))
         for call in (lambda: store.load({sid!r}), lambda: store.append_message({sid!r}, {{}})):
             try:
                 call()
@@ -95,9 +95,9 @@ def test_a_full_disk_is_one_line_and_loses_no_earlier_record(tmp_path: Path) -> 
         f"""
         import resource
         from pathlib import Path
-        from synapse_lsp.agent.store import SessionStore, SessionStoreError
+        from synapse_lsp.agent.store import ChatStore, SessionStoreError
         resource.setrlimit(resource.RLIMIT_FSIZE, ({len(before) + 40}, {len(before) + 40}))
-        store = SessionStore(Path({str(root)!r}))
+        store = ChatStore(Path({str(root)!r}))
         try:
             store.append_message({sid!r}, {{"role": "user", "content": "x" * 5000}})
         except SessionStoreError as exc:
@@ -117,7 +117,7 @@ def test_a_full_disk_is_one_line_and_loses_no_earlier_record(tmp_path: Path) -> 
     assert lines[0].startswith("append: cannot save to session") and "File too large" in lines[0]
     assert "records before this one are kept" in lines[0]
     assert len(lines) == 1 or lines[1].startswith("create: cannot save a new session")
-    loaded = SessionStore(root).load(sid)
+    loaded = ChatStore(root).load(sid)
     assert len(loaded.messages) == 1 and "hello" in str(loaded.messages[0])
     assert all("torn last record" in p for p in loaded.problems)  # repaired at the next append
     assert log.read_bytes().startswith(before)

@@ -1,5 +1,5 @@
 """Fault drill, workspace trust: opening a folder must not run what its `mcp_servers.json`
-names until the user trusts that folder (synapse_lsp/trust.py).
+names until the user trusts that folder (synapse_lsp/policy/trust.py).
 
 The folder's server is a real MCP server behind `sh -c 'touch MARKER; exec …'`, so
 "started" is a file on disk, whichever face started it."""
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from synapse_lsp import trust
 from synapse_lsp.config import Settings
 from synapse_lsp.core import Workspace
 from synapse_lsp.extensions.mcp_client import config_paths
 from synapse_lsp.lsp.names import TRUST_NOTIFICATION
+from synapse_lsp.policy import trust
 from tests.lsp_client import editor
 
 MCP_SERVER = Path(__file__).resolve().parent.parent / "mcp_servers" / "demo_server.py"
@@ -390,7 +390,7 @@ def test_home_settings_changed_natively_keep_the_confirmed_governing_keys(tmp_pa
 def test_home_permission_rules_written_natively_allow_nothing_until_confirmed(
     tmp_path: Path,
 ) -> None:
-    from synapse_lsp import permission_rules
+    from synapse_lsp.policy import rules as permission_rules
 
     folder = tmp_path / "proj"
     home = folder / "dot-synapse"

@@ -25,7 +25,7 @@ import pytest
 from synapse_lsp import sandbox
 from synapse_lsp.config import Settings
 from synapse_lsp.core import Workspace
-from synapse_lsp.permissions import ALLOW_ONCE, DENY
+from synapse_lsp.policy.gate import ALLOW_ONCE, DENY
 from synapse_lsp.question import Question
 
 MCP_SERVER = Path(__file__).resolve().parents[1] / "mcp_servers" / "demo_server.py"

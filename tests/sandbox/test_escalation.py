@@ -11,10 +11,10 @@ import socket
 from dataclasses import replace
 from pathlib import Path
 
-from synapse_lsp import permission_rules
 from synapse_lsp.commands import FailureCategory
 from synapse_lsp.config import Settings
-from synapse_lsp.permissions import ALLOW_ONCE, ALLOW_SESSION, ALLOW_WITH_PATH, DENY, AskingGate
+from synapse_lsp.policy import rules as permission_rules
+from synapse_lsp.policy.gate import ALLOW_ONCE, ALLOW_SESSION, ALLOW_WITH_PATH, DENY, AskingGate
 from synapse_lsp.question import Question
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from synapse_lsp import permission_rules
 from synapse_lsp.cli.asking import yes_asker
 from synapse_lsp.config import Settings
-from synapse_lsp.permissions import ALLOW_ONCE, DENY, Asker, AskingGate
+from synapse_lsp.policy import rules as permission_rules
+from synapse_lsp.policy.gate import ALLOW_ONCE, DENY, Asker, AskingGate
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
 from tests.sandbox.test_escalation import Recorder

@@ -16,7 +16,7 @@ import pytest
 
 from synapse_lsp.config import Settings
 from synapse_lsp.core import Workspace
-from synapse_lsp.permissions import ALLOW_ONCE
+from synapse_lsp.policy.gate import ALLOW_ONCE
 from synapse_lsp.question import Question
 from tests.test_wrapper_sockets import pids, project, started
 

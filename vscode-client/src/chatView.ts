@@ -11,7 +11,8 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 
 import { errorMessage } from './lifecycle';
-import type { Action, ChatState } from './state';
+import type { Action } from './state';
+import type { ChatState } from './stateModel';
 import { makeNonce, webviewHtml } from './webview/html';
 import type { Attachment, FromWebview, ToWebview } from './webview/messages';
 

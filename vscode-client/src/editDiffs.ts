@@ -14,7 +14,7 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 
 import { planRevert, revertRefusal } from './diff';
-import type { FileDiffState } from './state';
+import type { FileDiffState } from './stateModel';
 
 export const DIFF_SCHEME = 'synapse-diff';
 

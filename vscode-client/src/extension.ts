@@ -23,7 +23,9 @@ import { DIAGNOSTICS_NOTIFICATION } from './protocol';
 import { Questions } from './questions';
 import { ServerClient } from './serverClient';
 import { SessionCommands } from './sessionCommands';
-import { apply, busySessions, initialState, type Action, type ChatState } from './state';
+import { apply, type Action } from './state';
+import { initialState, type ChatState } from './stateModel';
+import { busySessions } from './stateSelectors';
 import { updateStatusBar } from './statusBar';
 
 let controller: SynapseController | undefined;

@@ -94,7 +94,7 @@ export function resolveServer(
   return { command: python, args: ['-m', 'synapse_lsp'], env, cwd: options.cwd, source: 'python' };
 }
 
-/** `initializationOptions` key carrying VS Code's Workspace Trust (synapse_lsp/trust.py). */
+/** `initializationOptions` key carrying VS Code's Workspace Trust (synapse_lsp/policy/trust.py). */
 export const TRUST_OPTION = 'trustedWorkspace';
 /** Client -> server notification when the user trusts the workspace: `{ trusted: boolean }`. */
 export const TRUST_NOTIFICATION = 'synapse/didChangeWorkspaceTrust';

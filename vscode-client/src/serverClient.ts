@@ -46,7 +46,7 @@ import {
 } from './protocol';
 import type { Questions } from './questions';
 import { listenSaveDocuments } from './saveDocuments';
-import type { ServerPhase } from './state';
+import type { ServerPhase } from './stateModel';
 
 const RESTART_SETTINGS = ['synapse.server.command', 'synapse.pythonPath', 'synapse.apiKeyEnv'];
 const CONFIG_RESTART_DEBOUNCE_MS = 300;

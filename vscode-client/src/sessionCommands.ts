@@ -10,7 +10,8 @@ import { ResponseError } from 'vscode-languageclient/node';
 import { errorMessage } from './lifecycle';
 import { Commands, type PromptResult, type SessionInfo, type SessionNewResult, type StatusResult } from './protocol';
 import { rewindCommand } from './rewind';
-import type { Action, ChatState } from './state';
+import type { Action } from './state';
+import type { ChatState } from './stateModel';
 import { promptContext, type Attachment, type ToWebview } from './webview/messages';
 
 /** What the session commands need from the rest of the extension. */

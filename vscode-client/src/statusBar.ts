@@ -9,7 +9,8 @@ import * as vscode from 'vscode';
 import { VIEW_ID } from './chatView';
 import { problemLabel, type ProblemKind } from './lifecycle';
 import { sandboxLabel, type SandboxInfo } from './protocol';
-import { busySessions, type ChatState } from './state';
+import type { ChatState } from './stateModel';
+import { busySessions } from './stateSelectors';
 
 export function updateStatusBar(
   item: vscode.StatusBarItem,

@@ -24,7 +24,10 @@ import {
   type SessionNewResult,
   type SessionUpdateParams,
 } from '../src/protocol';
-import { activeSession, apply, foldAll, initialState, outputText, type Action, type ChatState } from '../src/state';
+import { apply, foldAll, type Action } from '../src/state';
+import { initialState, type ChatState } from '../src/stateModel';
+import { activeSession } from '../src/stateSelectors';
+import { outputText } from '../src/stateTools';
 import { CLIENT_DIR, serverUnavailable, startFakeApi, startServer, tempDir, type FakeApi, type LspClient } from './harness';
 
 const skipReason = serverUnavailable();

@@ -4,20 +4,10 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 import type { SessionUpdate, SessionUpdateParams } from '../src/protocol';
-import {
-  Action,
-  MAX_OUTPUT_CHARS,
-  activeSession,
-  apply as applyAction,
-  displayPath,
-  foldAll as foldActions,
-  questionTarget,
-  initialState,
-  outputText,
-  type Change,
-  type ChatState,
-  type Item,
-} from '../src/state';
+import { Action, apply as applyAction, foldAll as foldActions } from '../src/state';
+import { initialState, type Change, type ChatState, type Item } from '../src/stateModel';
+import { activeSession, displayPath, questionTarget } from '../src/stateSelectors';
+import { MAX_OUTPUT_CHARS, outputText } from '../src/stateTools';
 
 const SID = '2026-11-23T10-15-02-7f3a';
 

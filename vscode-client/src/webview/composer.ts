@@ -4,7 +4,8 @@
  * the status line, and Send or Stop (Escape stops a running turn).
  */
 
-import { activeSession, type ChatState } from '../state';
+import type { ChatState } from '../stateModel';
+import { activeSession } from '../stateSelectors';
 import { h, icon, usageText } from './dom';
 import type { Attachment, FromWebview, UiState } from './messages';
 

@@ -4,7 +4,8 @@
  */
 
 import { hunks } from '../diff';
-import { displayPath, type FileDiffState, type SessionState, type ToolCallState } from '../state';
+import type { FileDiffState, SessionState, ToolCallState } from '../stateModel';
+import { displayPath } from '../stateSelectors';
 import { countsEl, h } from './dom';
 
 /** Diff lines an edit card shows before "Show all". */

@@ -4,7 +4,7 @@
  * with Restart, Settings and Logs.
  */
 
-import type { ChatState } from '../state';
+import type { ChatState } from '../stateModel';
 import { h, icon } from './dom';
 import type { FromWebview } from './messages';
 

@@ -4,7 +4,8 @@
  */
 
 import type { PromptContext } from '../protocol';
-import type { Action, ChatState } from '../state';
+import type { Action } from '../state';
+import type { ChatState } from '../stateModel';
 
 export type Attachment =
   | {

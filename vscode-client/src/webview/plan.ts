@@ -4,7 +4,7 @@
  */
 
 import type { PlanEntry } from '../protocol';
-import type { SessionState } from '../state';
+import type { SessionState } from '../stateModel';
 import { h } from './dom';
 
 export class PlanPanel {

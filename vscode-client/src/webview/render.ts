@@ -5,7 +5,9 @@
  * toolBody.ts (a tool call's card), plan.ts, composer.ts (the input).
  */
 
-import { activeSession, apply, emptyChange, initialState, type Action, type Change, type ChatState, type SessionState } from '../state';
+import { apply, type Action } from '../state';
+import { emptyChange, initialState, type Change, type ChatState, type SessionState } from '../stateModel';
+import { activeSession } from '../stateSelectors';
 import { Composer } from './composer';
 import { Header } from './header';
 import { escapeHtml } from './markdown';

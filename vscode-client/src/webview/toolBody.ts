@@ -5,7 +5,8 @@
  */
 
 import type { ToolKind, ToolStatus } from '../protocol';
-import { countsText, displayPath, type Item, type SessionState, type ToolCallState } from '../state';
+import type { Item, SessionState, ToolCallState } from '../stateModel';
+import { countsText, displayPath } from '../stateSelectors';
 import { diffView } from './diffView';
 import { MarkdownBlock, countsEl, h, icon } from './dom';
 import { highlight } from './markdown';

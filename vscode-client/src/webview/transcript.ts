@@ -5,7 +5,8 @@
  * bottom until the user scrolls up.
  */
 
-import { displayPath, type Item, type SessionState } from '../state';
+import type { Item, SessionState } from '../stateModel';
+import { displayPath } from '../stateSelectors';
 import { MarkdownBlock, countsEl, h, usageText } from './dom';
 import type { ToolCards } from './toolBody';
 

@@ -60,8 +60,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from synapse_lsp import bashparse, cmdline, trust
-from synapse_lsp.trust import folder_key
+from synapse_lsp import bashparse, cmdline
+from synapse_lsp.policy import trust
+from synapse_lsp.policy.trust import folder_key
 
 # "outside": allowed, and run outside the sandbox (the answer "Always run … outside the
 # sandbox here" to a command the sandbox blocked); a plain "allow" only spares the
@@ -769,7 +770,7 @@ def list_rules(home: Path) -> dict[str, FolderRules]:
 
 
 class RuleFile:
-    """The rule store `permissions.AskingGate` uses (its `RuleStore`): the rules of
+    """The rule store `policy.gate.AskingGate` uses (its `RuleStore`): the rules of
     `$SYNAPSE_HOME/permissions.json` plus each folder's own file."""
 
     def __init__(self, home: Path) -> None:

@@ -6,7 +6,7 @@ setting, home only) and, only when the folder is trusted, in the folder's
 `.synapse/settings.json`, `.claude/settings.json` and `.claude/settings.local.json`
 (`trust.HOOK_FILES`; read once per permission gate, so a file the agent writes
 mid-session changes nothing until the next session). Events: PreToolUse (from the
-permission gate, `permissions.AskingGate`), PostToolUse (`agent/loop.py`),
+permission gate, `policy.gate.AskingGate`), PostToolUse (`agent/loop.py`),
 UserPromptSubmit, Stop and SessionStart (`agent/session.py`).
 
 A hook gets Claude Code's JSON on stdin and answers with its exit code (0 ok, 2
@@ -40,12 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from synapse_lsp import catalog, cmdline, trust
+from synapse_lsp import catalog, cmdline
 from synapse_lsp.builtins.args import ArgError
 from synapse_lsp.config import SETTINGS_FILE, SettingsSource
 from synapse_lsp.events import RUNNING_TOOL_CALL, Notice
+from synapse_lsp.policy import trust
+from synapse_lsp.policy.secrets import child_env
 from synapse_lsp.sandbox import HOST_VIEW, PathView
-from synapse_lsp.secrets import child_env
 
 EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart")
 # Events whose matcher is used (on the tool name; SessionStart's on its source).

@@ -32,8 +32,8 @@ from synapse_lsp.cmdline import simple_commands
 from synapse_lsp.commands import Layer, OutsideEnv, Step
 from synapse_lsp.config import POLICIES, SANDBOX_MODES, Settings, SettingsSource, as_source
 from synapse_lsp.events import RUNNING_TOOL_CALL
-from synapse_lsp.hooks import Hooks
-from synapse_lsp.hooks import current as hook_scope
+from synapse_lsp.policy.hooks import Hooks
+from synapse_lsp.policy.hooks import current as hook_scope
 from synapse_lsp.question import (
     ACTIONS,
     ALLOW_ONCE,
