@@ -187,7 +187,7 @@ class Settings:
     max_tool_failures: int = 5
     # A turn that ends with plan items not completed gets one reminder to the model.
     todo_reminder: bool = True
-    # A snapshot of the folder before and after each turn, for /rewind (checkpoints.py).
+    # A snapshot of the folder before and after each turn, for /rewind (checkpoints/).
     checkpoints: bool = True
     # Stored sessions kept (oldest pruned when a new one starts; 0 = no cap).
     max_sessions: int = 0

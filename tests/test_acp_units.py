@@ -27,7 +27,7 @@ from acp.schema import (
 from synapse_lsp.acp.agent import permission_options, prompt_text
 from synapse_lsp.acp.files import ClientFiles
 from synapse_lsp.acp.session import AcpChatSettings, mcp_config
-from synapse_lsp.agent.session import context_text
+from synapse_lsp.agent.turn_context import context_text
 from synapse_lsp.config import Settings
 from synapse_lsp.events import FileDiff
 from synapse_lsp.files import ChangeRecorder, FileError

@@ -20,7 +20,8 @@ from synapse_lsp.agent.compaction import (
 from synapse_lsp.agent.model import ModelClient
 from synapse_lsp.agent.prompts import SIMPLE_NATIVE_COMMANDS, bash_tool
 from synapse_lsp.agent.scripted_api import FakeAnthropic
-from synapse_lsp.agent.session import ChatSession, Selection, TurnContext
+from synapse_lsp.agent.session import ChatSession
+from synapse_lsp.agent.turn_context import Selection, TurnContext
 from synapse_lsp.builtins import default_builtins
 from synapse_lsp.config import Settings
 from synapse_lsp.errors import SessionBusyError

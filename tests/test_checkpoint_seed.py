@@ -1,5 +1,5 @@
 """A new session's first checkpoint starts from the folder's last snapshot (another
-session's index, `checkpoint_seed.py`): it stages only what changed since, and what
+session's index, `checkpoints/seed.py`): it stages only what changed since, and what
 it keeps is the folder as it is now, so a rewind still restores exactly that."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from synapse_lsp import checkpoint_seed
 from synapse_lsp.checkpoints import Checkpoints
+from synapse_lsp.checkpoints import seed as checkpoint_seed
 
 
 def tree(root: Path, files: int = 40) -> None:
@@ -34,7 +34,7 @@ def kept(keeper: Checkpoints, tree_id: str, name: str) -> str:
 def staged_by(keeper: Checkpoints) -> list[str]:
     """Record the paths each `update-index --add` of `keeper` stages."""
     paths: list[str] = []
-    git = keeper._git
+    git = keeper.store.git
 
     async def recording(*args: str, **kwargs: Any) -> Any:
         stdin = kwargs.get("stdin")
@@ -42,7 +42,7 @@ def staged_by(keeper: Checkpoints) -> list[str]:
             paths.extend(p.decode() for p in stdin.split(b"\0") if p)
         return await git(*args, **kwargs)
 
-    keeper._git = recording  # type: ignore[method-assign]
+    keeper.store.git = recording  # type: ignore[method-assign]
     return paths
 
 

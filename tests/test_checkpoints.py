@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from synapse_lsp import checkpoints
 from synapse_lsp.agent.model import ModelClient
 from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.agent.slash import SESSION_COMMANDS
 from synapse_lsp.agent.store import ChatStore
 from synapse_lsp.checkpoints import CheckpointError, Checkpoints, forget_session, store_dir
+from synapse_lsp.checkpoints import records as checkpoint_records
 from synapse_lsp.config import Settings
 from synapse_lsp.errors import SessionBusyError
 from synapse_lsp.events import Event, Notice
@@ -530,7 +530,7 @@ async def main():
     keeper = Checkpoints(folder, folder.parent / "home", "s", folder.parent / "records")
     keeper.begin_turn(1, 0, "p")
     await keeper.settle()
-    keeper._background_gc()
+    keeper.store.background_gc()
     keeper.begin_turn(2, 0, "q")
 asyncio.run(main())
 print("ended")
@@ -544,7 +544,7 @@ print("ended")
 async def test_only_the_last_checkpoints_are_kept_with_their_refs(
     tmp_path: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(checkpoints, "MAX_CHECKPOINTS", 2)
+    monkeypatch.setattr(checkpoint_records, "MAX_CHECKPOINTS", 2)
     (workdir / ".gitignore").write_text(".env\n")
     keeper = Checkpoints(workdir, tmp_path / "home", "s1", tmp_path / "records")
     for turn in range(1, 5):

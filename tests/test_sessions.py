@@ -239,7 +239,7 @@ async def test_a_session_is_a_folder_with_a_header_a_log_and_a_lock(
     session = ChatSession(router, settings, model=model, store=store, workspace_root=workdir)
     await run(session, "first words")
     folder = store.root / session.id
-    # checkpoints/: the turn's checkpoint record (checkpoints.py)
+    # checkpoints/: the turn's checkpoint record (checkpoints/record.py)
     assert sorted(p.name for p in folder.iterdir()) == [
         "checkpoints",
         "events.jsonl",

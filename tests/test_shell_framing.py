@@ -1,5 +1,5 @@
 """The marker protocol as a state machine (`synapse_lsp.shell.framing`), fed bytes:
-no bash, no event loop. docs/architecture.md "Framing guarantees"."""
+no bash, no event loop. docs/shell.md "Framing guarantees"."""
 
 from __future__ import annotations
 

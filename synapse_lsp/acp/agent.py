@@ -90,8 +90,9 @@ if TYPE_CHECKING:
     from acp.interfaces import Client
 
     from synapse_lsp.acp.session import AcpChat
-    from synapse_lsp.agent.session import ChatSession, TurnContext
+    from synapse_lsp.agent.session import ChatSession
     from synapse_lsp.agent.store import ChatStore
+    from synapse_lsp.agent.turn_context import TurnContext
 
 log = logging.getLogger(__name__)
 
@@ -616,7 +617,7 @@ def permission_options(question: Question) -> list[PermissionOption]:
 def prompt_text(blocks: list[Any]) -> tuple[str, TurnContext | None]:
     """The user's text (resource links and embedded resources named inline, as `@name`)
     and the context the model gets with it (embedded resources' text, linked resources)."""
-    from synapse_lsp.agent.session import Attachment, TurnContext
+    from synapse_lsp.agent.turn_context import Attachment, TurnContext
 
     parts: list[str] = []
     attachments: list[Attachment] = []

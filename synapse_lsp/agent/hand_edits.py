@@ -2,7 +2,7 @@
 
 A rewind puts back, unasked, only what the agent changed: its built-ins, its
 commands, its hooks. Everything else a turn's checkpoint saw change is a conflict
-(`checkpoint_restore.py`: `onConflict` asks or skips). Two sources tell them apart:
+(`checkpoints/restore.py`: `onConflict` asks or skips). Two sources tell them apart:
 
 - **The folder at the edges of the agent's work.** The agent works from the first
   command after a model reply until its next model request begins: its commands and

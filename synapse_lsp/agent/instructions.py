@@ -20,7 +20,7 @@ files inside the home folder, and never a file the secrets deny-list names
 `@~/.ssh/id_rsa` sends nothing, and the refusal is listed in `/context`.
 
 A folder's instructions are text, not code: they are read in untrusted folders too
-(docs/architecture.md, threat model). Only files up to `MAX_BYTES` each are read.
+(docs/threat-model.md). Only files up to `MAX_BYTES` each are read.
 """
 
 from __future__ import annotations

@@ -20,12 +20,12 @@ import logging
 import weakref
 from typing import Any, Protocol
 
-from synapse_lsp import checkpoint_journal as journal
 from synapse_lsp.agent.history import estimate_tokens
 from synapse_lsp.agent.loop import Loop
+from synapse_lsp.agent.session_records import SessionRecords
 from synapse_lsp.agent.store import ChatStore, SavedChat
 from synapse_lsp.agent.turn_checkpoints import TurnCheckpoints
-from synapse_lsp.checkpoints import Checkpoint, Decide, RewindReport
+from synapse_lsp.checkpoints import Checkpoint, Decide, RewindReport, journal
 from synapse_lsp.errors import SynapseError
 from synapse_lsp.events import Event, Notice, UserMessage
 from synapse_lsp.router import BashRouter
@@ -39,14 +39,10 @@ class RewindableChat(Protocol):
     """What a rewind uses of `session.ChatSession` (which calls it)."""
 
     id: str
-    store: ChatStore | None
     router: BashRouter
     checkpoints: TurnCheckpoints
+    records: SessionRecords
     _loop: Loop
-    _transcript: list[Event]
-    _persisted: bool
-
-    def _record(self, event: Event) -> None: ...
 
 
 _REWINDING: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -116,12 +112,13 @@ async def _rewind(
     session: RewindableChat, turn: int, truncate: bool, decide: Decide | None
 ) -> RewindReport:
     loop = session._loop
+    records = session.records
     kept = {cp.turn: cp for cp in session.checkpoints.kept()}
     target = kept.get(turn)
     cut: int | None = None
     if truncate and target is not None:
-        cut = conversation_cut(loop.messages, session._transcript, target)
-    stored = session.store is not None and session._persisted
+        cut = conversation_cut(loop.messages, records.transcript, target)
+    stored = records.store is not None and records.persisted
     plan = {"messages": cut, "events": target.events} if cut is not None and target else None
     report = await session.checkpoints.rewind(turn, decide, plan if stored else None)
     # Buffers the rewind put back go to disk too, as the agent's edits did (never a
@@ -134,11 +131,11 @@ async def _rewind(
         kept_messages = loop.messages[: plan["messages"]]
         loop.messages = kept_messages
         loop.last_context_tokens = estimate_tokens(kept_messages)
-        del session._transcript[target.events :]
+        del records.transcript[target.events :]
         done = True
-        if session.store is not None and stored:
+        if records.store is not None and stored:
             try:
-                session.store.append_rewind(session.id, kept_messages, target.events)
+                records.store.append_rewind(session.id, kept_messages, target.events)
             except (OSError, SynapseError) as exc:  # the journal stays: the next start cuts
                 log.warning("cannot store the rewind: %s", exc)
                 done = False
@@ -150,7 +147,7 @@ async def _rewind(
             "The conversation was compacted since that turn (it is summarised): it is "
             "kept whole, and the next prompt follows it."
         )
-    session._record(Notice(report.text().splitlines()[0]))
+    records.record(Notice(report.text().splitlines()[0]))
     return report
 
 

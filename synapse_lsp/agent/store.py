@@ -9,7 +9,7 @@ Layout under `root` (faces use `$SYNAPSE_HOME/sessions`):
                         a single `write` (O_APPEND) as it happens; no fsync, so a crash
                         loses at most the record in flight
     <id>/lock           the writer lock (flock); holds the holder's pid, for messages
-    <id>/checkpoints/   one record per turn (`<turn>.json`, checkpoints.py) naming the
+    <id>/checkpoints/   one record per turn (`<turn>.json`, checkpoints/) naming the
                         shadow-git trees of the folder before and after it; a
                         session with one from the last 7 days is never pruned
                         (`has_checkpoints`)

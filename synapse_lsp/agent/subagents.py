@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -105,6 +106,56 @@ async def run_subagent(
         category=FailureCategory.EXECUTION_ERROR,
         data=data,
     )
+
+
+async def run_task(
+    parent: Loop,
+    emit: Emit,
+    ensure_model: Callable[[], ModelClient],
+    system: Callable[[str], list[dict[str, Any]]],
+    task_type: str,
+    prompt: str,
+    description: str,
+    *,
+    model: str | None = None,
+    max_turns: int | None = None,
+) -> CommandOutput:
+    """A chat session's `task:<type>` (its router's `subagent`): `run_subagent` with the
+    session's model client (`ensure_model`; a copy naming `model` for `--model`) and
+    the type's system prompt (`system`); without a model client, the reason why."""
+    try:
+        client = ensure_model()
+    except ModelError as exc:
+        return CommandOutput(
+            stderr=f"task:{task_type}: {exc.message}\n",
+            exit_code=1,
+            category=FailureCategory.DEPENDENCY_MISSING,
+        )
+    factory: Callable[[], ModelClient] = ensure_model
+    if model is not None and model != client.model:
+        variant = _with_model(client, model)
+        factory = lambda: variant  # noqa: E731
+    return await run_subagent(
+        parent,
+        emit,
+        task_type=task_type,
+        prompt=prompt,
+        description=description,
+        model=factory,
+        system=system(task_type),
+        max_turns=max_turns,
+        model_name=model or client.model,
+    )
+
+
+def _with_model(client: ModelClient, model: str) -> ModelClient:
+    """The session's client asking for another model (`task:* --model`): a shallow copy
+    sharing its connection pool (built first, so the copy never builds one of its own
+    that nobody closes)."""
+    client.prepare()
+    variant = copy.copy(client)
+    variant.model = model
+    return variant
 
 
 def _own_shell(parent: Loop) -> ShellSession:

@@ -1,4 +1,4 @@
-"""A chat session's checkpoints: one before and one after each turn (`checkpoints.py`).
+"""A chat session's checkpoints: one before and one after each turn (`checkpoints/`).
 
 The snapshot before a turn starts with the turn and runs beside the first model
 request; the session's router waits for it (`ready`) before any command runs, so
@@ -8,7 +8,7 @@ folder; `benchmarks/bench_checkpoints.py`). Between the two, the hand-edit guard
 (`hand_edits.py`) notes what someone other than the agent changed.
 
 A turn's checkpoint has the session's turn number (`turn_numbers.py`). A rewind
-killed half-way is finished by the next start (`checkpoint_journal.py`): the
+killed half-way is finished by the next start (`checkpoints/journal.py`): the
 session's own when it is resumed (`rewinds.py`), any other session's files when a
 session of the same folder first uses its checkpoints.
 """
@@ -22,7 +22,6 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from synapse_lsp import checkpoint_journal as journal
 from synapse_lsp.agent import stages
 from synapse_lsp.agent.hand_edits import HandEdits
 from synapse_lsp.agent.turn_numbers import label
@@ -32,6 +31,7 @@ from synapse_lsp.checkpoints import (
     Checkpoints,
     Decide,
     RewindReport,
+    journal,
     store_dir,
 )
 from synapse_lsp.config import Settings

@@ -36,7 +36,8 @@ from synapse_lsp.errors import SessionBusyError
 from synapse_lsp.events import Event, ToolCallFinished, ToolOutput, TurnFinished, Usage
 
 if TYPE_CHECKING:
-    from synapse_lsp.agent.session import ChatSession, TurnContext
+    from synapse_lsp.agent.session import ChatSession
+    from synapse_lsp.agent.turn_context import TurnContext
 
 log = logging.getLogger(__name__)
 

@@ -84,7 +84,8 @@ from synapse_lsp.lsp.sessions import title_of
 from synapse_lsp.lsp.wire import from_wire
 
 if TYPE_CHECKING:
-    from synapse_lsp.agent.session import ChatSession, TurnContext
+    from synapse_lsp.agent.session import ChatSession
+    from synapse_lsp.agent.turn_context import TurnContext
     from synapse_lsp.config import Settings
     from synapse_lsp.lsp.sessions import LiveChats
     from synapse_lsp.lsp.workspace import WorkspaceContext
@@ -322,7 +323,7 @@ def turn_context(context: PromptContext | None) -> TurnContext | None:
     """The editor's context as the agent takes it (positions as the editor sent them)."""
     if context is None:
         return None
-    from synapse_lsp.agent.session import Selection, TurnContext
+    from synapse_lsp.agent.turn_context import Selection, TurnContext
 
     sel = context.selection
     selection = (

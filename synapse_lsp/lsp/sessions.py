@@ -25,8 +25,9 @@ from synapse_lsp.lsp.names import invalid, request_failed
 from synapse_lsp.lsp.workspace import LspFace, WorkspaceContext
 
 if TYPE_CHECKING:
-    from synapse_lsp.agent.session import ChatSession, TurnContext
+    from synapse_lsp.agent.session import ChatSession
     from synapse_lsp.agent.store import ChatStore
+    from synapse_lsp.agent.turn_context import TurnContext
     from synapse_lsp.events import Event, TurnFinished
     from synapse_lsp.lsp.protocol import SessionInfo
     from synapse_lsp.lsp.updates import UpdateStream

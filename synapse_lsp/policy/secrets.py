@@ -119,8 +119,8 @@ def protect_process() -> None:
     `/proc/PID/environ` (the model's key, as the environment started it), memory and
     file descriptors are then root's, so a command of the same user — full-access, or
     the no-bwrap fallback — cannot read them. Programs it starts are dumpable again
-    (exec resets it). Root still reads everything (docs/architecture.md, threat
-    model). A no-op where prctl is not there."""
+    (exec resets it). Root still reads everything (docs/threat-model.md). A no-op where
+    prctl is not there."""
     import ctypes
     import ctypes.util
 

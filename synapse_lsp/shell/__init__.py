@@ -1,5 +1,4 @@
-"""The persistent shell, a package of small parts (docs/architecture.md "The
-persistent shell"):
+"""The persistent shell, a package of small parts (docs/shell.md):
 
 - `session`: `ShellSession`, the public API;
 - `bash`: one bash, from its start to its end, and the command running in it;

@@ -5,7 +5,7 @@ over when its completion marker (`framing`) has come and bash is seen back at it
 prompt (`terminal`); meanwhile its output arrives on its FIFOs (`streams`). A
 timeout or a cancel stops it (`groups`); a marker that does not hold (a command
 still running 1 s after it, or a prompt without one) is a protocol violation: the
-command and bash are killed. docs/architecture.md "The persistent shell".
+command and bash are killed. docs/shell.md.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from synapse_lsp.shell.terminal import READ_SIZE, Terminal
 
 log = logging.getLogger(__name__)
 
-# Framing (docs/architecture.md "Framing guarantees"). A completion marker counts only
+# Framing (docs/shell.md "Framing guarantees"). A completion marker counts only
 # once bash is seen back at its prompt; a marker followed by a command still running
 # this long is forged: the command is killed and the shell replaced.
 MARKER_GRACE_S = 1.0

@@ -10,7 +10,7 @@ sequence number (a previous prompt, a cancelled command) is dropped with the out
 before it; a marker split across chunks is held back until it is whole.
 
 A marker is only a candidate: it counts once bash is seen back at its prompt
-(`bash.py`; docs/architecture.md "Framing guarantees"), and the last one wins.
+(`bash.py`; docs/shell.md "Framing guarantees"), and the last one wins.
 """
 
 from __future__ import annotations

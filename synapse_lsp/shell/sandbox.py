@@ -9,7 +9,7 @@ except their `.git`, `$SYNAPSE_HOME` read-only with its `sessions/` hidden (and 
 `run/` but for the shell's own extension registry's folder), a private `/tmp`, no
 network unless asked. No pid namespace and no `--new-session`:
 the shell's process handling needs host pids and bash's job control
-(docs/architecture.md "The persistent shell", "Threat model and guarantees").
+(docs/shell.md, docs/threat-model.md).
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ TMP = Path("/tmp")  # noqa: S108 - the name commands use, inside or out
 @dataclass(frozen=True)
 class PathView:
     """How the session's commands spell paths, for Synapse's own file work (one world
-    for every layer, docs/architecture.md "One file system for every layer").
+    for every layer, docs/shell.md "One file system for every layer").
 
     A sandboxed shell sees `private_tmp` (a host directory) as `/tmp`, and every
     other path as the host has it: the rest of `/` is bound at its own path, and so
@@ -399,15 +399,15 @@ def bwrap_argv(
                 git = git.resolve()  # a linked .git: its target is what must not change
             if git.exists():
                 argv += ["--ro-bind", str(git), str(git)]
-            # What governs the agent in the folder (permissions.governing): read-only
+            # What governs the agent in the folder (policy.gate.governing): read-only
             # where it exists, like .git (a missing one a command could create is not
-            # honoured unconfirmed: docs/architecture.md, threat model).
+            # honoured unconfirmed: docs/threat-model.md).
             for name in GOVERNING_IN_FOLDER:
                 found = root / name
                 if found.exists() and not found.is_symlink():
                     argv += ["--ro-bind", str(found), str(found)]
         # Nested repositories (a sub-project, a submodule, a worktree): what makes git
-        # run programs stays read-only, commits still work (docs/architecture.md).
+        # run programs stays read-only, commits still work (docs/threat-model.md).
         argv += git_dir_binds(nested_git)
     else:  # read-only: bound anyway, a root under /tmp would be hidden by the private one
         for root in roots:

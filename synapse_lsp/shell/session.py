@@ -8,7 +8,7 @@ prompt is printed even after Ctrl-C, unlike a marker appended to the command.
 bash sits on the PTY (job control: each command is a process group we can signal);
 the command's stdout and stderr go to two FIFOs read concurrently, because a PTY
 moves bulk output 50x slower than a pipe here. The measurements and the reasons:
-docs/architecture.md "The persistent shell".
+docs/shell.md.
 
 `ShellSession` is the public API; the parts: `spawn` (starting bash, with `sandbox`),
 `bash` (one bash and the command running in it), `framing` (the marker protocol),

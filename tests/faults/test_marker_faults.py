@@ -1,7 +1,7 @@
 """Fault drill, the shell's framing: a command runs inside the very bash that frames it,
 so it can read the marker's nonce, shadow words, change prompts, terminal modes and
 traps. None of that may make Synapse lie about where bash is, end a command early,
-leak the framing into output, or cost more than one command (docs/architecture.md
+leak the framing into output, or cost more than one command (docs/shell.md
 "Framing guarantees")."""
 
 from __future__ import annotations

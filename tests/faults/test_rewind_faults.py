@@ -24,12 +24,11 @@ from typing import Any
 import pytest
 from pygls.exceptions import JsonRpcException
 
-from synapse_lsp import checkpoint_journal as journal
 from synapse_lsp.agent.model import ModelClient
 from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
 from synapse_lsp.agent.store import ChatStore
-from synapse_lsp.checkpoints import CheckpointError, store_dir
+from synapse_lsp.checkpoints import CheckpointError, journal, store_dir
 from synapse_lsp.config import Settings
 from synapse_lsp.errors import SessionBusyError, SynapseError
 from synapse_lsp.events import Event

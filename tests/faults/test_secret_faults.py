@@ -346,7 +346,7 @@ def test_the_key_is_not_in_synapses_proc_environ_for_a_same_user_command(tmp_pat
     count = proc.stdout.strip().splitlines()[0]
     if os.getuid() == 0:
         assert count != "0", "as root the key is readable (the threat model says so)"
-        doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+        doc = (Path(__file__).resolve().parents[2] / "docs" / "threat-model.md").read_text()
         assert "root reads" in doc and "PR_SET_DUMPABLE" in doc
     else:
         assert count == "0", proc.stdout + proc.stderr

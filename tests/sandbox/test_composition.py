@@ -1,6 +1,6 @@
 """One world for every layer: built-ins, extensions (an MCP tool, a skill script, their
 wrappers) and native commands compose in one line and see the same files, in every
-sandbox mode and in the no-bwrap fallback (docs/architecture.md "One file system for
+sandbox mode and in the no-bwrap fallback (docs/shell.md "One file system for
 every layer", where this table is printed).
 
 Each mode runs the whole table in order on one real workspace (`core.Workspace`: its
@@ -94,7 +94,7 @@ def expected(row: str | None | dict[str, str | None], mode: str) -> str | None:
 
 
 def table_markdown() -> str:
-    """The table as docs/architecture.md prints it (tests/test_docs_quotes.py keeps
+    """The table as docs/shell.md prints it (tests/test_docs_quotes.py keeps
     the two in step)."""
     lines = ["| line | " + " | ".join(MODES) + " |", "|---|" + "---|" * len(MODES)]
     for line, row in ROWS:
@@ -201,11 +201,9 @@ async def test_every_layer_composes_and_sees_one_world(
         assert not (work / "w1.txt").exists()
 
 
-def test_the_table_is_printed_in_the_architecture_doc() -> None:
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
-    assert table_markdown() in doc, (
-        "docs/architecture.md lost the composition table:\n" + table_markdown()
-    )
+def test_the_table_is_printed_in_the_shell_doc() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "shell.md").read_text()
+    assert table_markdown() in doc, "docs/shell.md lost the composition table:\n" + table_markdown()
 
 
 @pytest.mark.parametrize("world", ["workspace-write"], indirect=True)

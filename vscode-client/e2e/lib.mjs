@@ -76,7 +76,7 @@ export function pathWithoutSynapse() {
  */
 export function makeProfile(files, settings = {}) {
   // Where a user's folders are, not under /tmp: a sandboxed session sees /tmp as its
-  // own (docs/architecture.md "One file system for every layer"), so a write to the
+  // own (docs/shell.md "One file system for every layer"), so a write to the
   // workspace's parent would not be "outside" there.
   const base = process.env.SYNAPSE_E2E_DIR || (fs.existsSync('/var/tmp') ? '/var/tmp' : os.tmpdir());
   const dir = fs.mkdtempSync(path.join(base, 'synapse-e2e-'));

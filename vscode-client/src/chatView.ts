@@ -10,7 +10,7 @@ import * as path from 'node:path';
 
 import * as vscode from 'vscode';
 
-import { errorMessage } from './lifecycle';
+import { errorMessage } from './startProblems';
 import type { Action } from './state';
 import type { ChatState } from './stateModel';
 import { makeNonce, webviewHtml } from './webview/html';

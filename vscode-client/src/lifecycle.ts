@@ -12,107 +12,15 @@
  * - a failed start shows why and how to fix it, and is retried a couple of
  *   times (re-reading the configuration: VS Code may rewrite settings.json
  *   while we activate) before it stays failed until Restart or a settings change.
+ *
+ * Why a start failed and its message: startProblems.ts; the server process
+ * itself: serverProcess.ts.
  */
 
-import { spawn, type ChildProcess } from 'node:child_process';
-
-import { Backoff, type ServerLaunch } from './launch';
+import { Backoff } from './launch';
+import { StartError, problemMessage, type StartProblem } from './startProblems';
 
 export type LifecyclePhase = 'stopped' | 'starting' | 'running' | 'restarting' | 'failed';
-
-/** Why a start failed, as the extension shows it. */
-export type ProblemKind = 'not-found' | 'exited' | 'timeout' | 'no-python' | 'error';
-
-export interface StartProblem {
-  kind: ProblemKind;
-  /** The command line that was tried (for the message), if any. */
-  command?: string;
-  /** Where the command came from (synapse.server.command, PATH, …). */
-  source?: string;
-  /** errno code (ENOENT), exit code, signal, stderr tail or the error text. */
-  detail?: string;
-}
-
-/** An Error that carries a StartProblem (thrown by the extension's hooks). */
-export class StartError extends Error {
-  constructor(readonly problem: StartProblem) {
-    super(problemMessage(problem));
-  }
-}
-
-export const FIX = 'Install the Synapse server or set synapse.server.command (a settings change restarts it; so does "Synapse: Restart Server")';
-
-/** The message for the sidebar, the status bar tooltip, the notification and the log. */
-export function problemMessage(p: StartProblem): string {
-  const cmd = p.command ? `"${p.command}"` : 'the server command';
-  const from = p.source ? ` (${p.source})` : '';
-  const detail = p.detail ? `: ${p.detail}` : '';
-  switch (p.kind) {
-    case 'not-found':
-      return `Synapse server not found — ${cmd}${from} could not be run${detail}. ${FIX}.`;
-    case 'exited':
-      return `Synapse server exited during start-up — ${cmd}${from}${detail}. ${FIX}; "Synapse: Show Logs" has its output.`;
-    case 'timeout':
-      return `Synapse server did not answer — ${cmd}${from}${detail}. "Synapse: Show Logs" has its output; "Synapse: Restart Server" tries again.`;
-    case 'no-python':
-      return p.detail ?? `Synapse server not found — no suitable Python. ${FIX}.`;
-    case 'error':
-      return `Synapse server could not start — ${cmd}${from}${detail}. ${FIX}.`;
-  }
-}
-
-/** An error's message (anything thrown), for notifications and the log. */
-export function errorMessage(error: unknown): string {
-  if (error instanceof Error) return error.message;
-  return String(error);
-}
-
-/** A few words for the status bar text. */
-export function problemLabel(kind: ProblemKind | null): string {
-  switch (kind) {
-    case 'not-found':
-    case 'no-python':
-      return 'server not found';
-    case 'exited':
-      return 'server exited';
-    case 'timeout':
-      return 'server not answering';
-    default:
-      return 'server failed';
-  }
-}
-
-/**
- * Classify a process that ended before `initialize` answered: a missing module or
- * program (exit 127, "No module named synapse_lsp", "not found") is "not found".
- */
-export function exitedProblem(
-  code: number | null,
-  signal: string | null,
-  stderrTail: string,
-  base: { command?: string; source?: string },
-): StartProblem {
-  const lastLine =
-    stderrTail
-      .split('\n')
-      .map((l) => l.trim())
-      .filter(Boolean)
-      .pop() ?? '';
-  const how = signal ? `killed by ${signal}` : `exit code ${code}`;
-  const detail = lastLine ? `${how}: ${lastLine.slice(0, 300)}` : how;
-  const missing = code === 127 || /No module named '?synapse_lsp|command not found|not found|No such file or directory|can't open file/i.test(stderrTail);
-  return { kind: missing ? 'not-found' : 'exited', detail, ...base };
-}
-
-/** Classify a spawn error (ENOENT, EACCES, …). */
-export function spawnProblem(error: NodeJS.ErrnoException, base: { command?: string; source?: string }): StartProblem {
-  const code = error.code ?? '';
-  if (code === 'ENOENT' || code === 'EACCES' || code === 'ENOTDIR' || code === 'EISDIR') {
-    const why = code === 'ENOENT' ? 'no such file (ENOENT)' : code === 'EACCES' ? 'not executable (EACCES)' : code;
-    return { kind: 'not-found', detail: why, ...base };
-  }
-  return { kind: 'error', detail: error.message, ...base };
-}
 
 export interface LifecycleHooks<C> {
   /** Choose the server and build its client, not started yet (may throw StartError). */
@@ -375,75 +283,3 @@ export class ServerLifecycle<C> {
     }
   }
 }
-
-// ---- the server process ------------------------------------------------------
-
-/** A spawned server process and what it did (for the failure message). */
-export interface ProcessHandle {
-  launch: ServerLaunch;
-  child?: ChildProcess;
-  spawnError?: NodeJS.ErrnoException;
-  exit?: { code: number | null; signal: string | null };
-  /** The last few KB of its stderr (the output channel has all of it). */
-  stderr: string;
-}
-
-export function launchBase(launch: ServerLaunch): { command: string; source: string } {
-  const source =
-    launch.source === 'setting'
-      ? 'from synapse.server.command'
-      : launch.source === 'path'
-        ? 'synapse found on PATH'
-        : launch.source === 'bundled'
-          ? 'the server bundled with the extension'
-          : 'synapse.server.command is empty: python -m synapse_lsp';
-  return { command: [launch.command, ...launch.args].join(' '), source };
-}
-
-/** Spawn the server (stdio). Rejects with "not found" when the program cannot be run. */
-export function spawnServer(handle: ProcessHandle): Promise<ChildProcess> {
-  const { launch } = handle;
-  return new Promise((resolve, reject) => {
-    let child: ChildProcess;
-    try {
-      child = spawn(launch.command, [...launch.args, '--stdio'], { env: launch.env, cwd: launch.cwd, stdio: 'pipe' });
-    } catch (error) {
-      handle.spawnError = error as NodeJS.ErrnoException;
-      reject(new StartError(spawnProblem(handle.spawnError, launchBase(launch))));
-      return;
-    }
-    handle.child = child;
-    child.stderr?.on('data', (d: Buffer) => {
-      handle.stderr = (handle.stderr + d.toString()).slice(-4000);
-    });
-    child.once('exit', (code, signal) => {
-      handle.exit = { code, signal };
-    });
-    child.once('error', (error: NodeJS.ErrnoException) => {
-      handle.spawnError ??= error;
-      reject(new StartError(spawnProblem(error, launchBase(launch))));
-    });
-    child.once('spawn', () => resolve(child));
-  });
-}
-
-export function exitProblem(handle: ProcessHandle): StartProblem {
-  if (handle.spawnError) return spawnProblem(handle.spawnError, launchBase(handle.launch));
-  const exit = handle.exit ?? { code: null, signal: null };
-  if (!handle.exit) return { kind: 'exited', detail: 'the server closed its connection', ...launchBase(handle.launch) };
-  return exitedProblem(exit.code, exit.signal, handle.stderr, launchBase(handle.launch));
-}
-
-/** Resolves when the process has exited (or never ran), or after `ms`. */
-export function waitForExit(handle: ProcessHandle, ms: number): Promise<void> {
-  const child = handle.child;
-  if (!child || handle.exit || handle.spawnError || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
-}
-

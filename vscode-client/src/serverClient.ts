@@ -21,19 +21,7 @@ import {
 
 import { readApiKey, registerApiKey, setApiKey } from './apiKey';
 import { DEFAULT_API_KEY_ENV, NoSuitablePython, TRUST_NOTIFICATION, chooseServer, describeLaunch, initializationOptions, type ServerLaunch } from './launch';
-import {
-  ServerLifecycle,
-  StartError,
-  errorMessage,
-  exitProblem,
-  launchBase,
-  problemMessage,
-  spawnProblem,
-  spawnServer,
-  waitForExit,
-  type ProblemKind,
-  type ProcessHandle,
-} from './lifecycle';
+import { ServerLifecycle } from './lifecycle';
 import {
   Commands,
   PROTOCOL_VERSION,
@@ -46,6 +34,8 @@ import {
 } from './protocol';
 import type { Questions } from './questions';
 import { listenSaveDocuments } from './saveDocuments';
+import { exitProblem, launchBase, spawnServer, waitForExit, type ProcessHandle } from './serverProcess';
+import { StartError, errorMessage, problemMessage, spawnProblem, type ProblemKind } from './startProblems';
 import type { ServerPhase } from './stateModel';
 
 const RESTART_SETTINGS = ['synapse.server.command', 'synapse.pythonPath', 'synapse.apiKeyEnv'];

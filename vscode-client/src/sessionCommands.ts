@@ -7,9 +7,9 @@
 import * as vscode from 'vscode';
 import { ResponseError } from 'vscode-languageclient/node';
 
-import { errorMessage } from './lifecycle';
 import { Commands, type PromptResult, type SessionInfo, type SessionNewResult, type StatusResult } from './protocol';
 import { rewindCommand } from './rewind';
+import { errorMessage } from './startProblems';
 import type { Action } from './state';
 import type { ChatState } from './stateModel';
 import { promptContext, type Attachment, type ToWebview } from './webview/messages';

@@ -7,8 +7,8 @@
 import * as vscode from 'vscode';
 
 import { VIEW_ID } from './chatView';
-import { problemLabel, type ProblemKind } from './lifecycle';
 import { sandboxLabel, type SandboxInfo } from './protocol';
+import { problemLabel, type ProblemKind } from './startProblems';
 import type { ChatState } from './stateModel';
 import { busySessions } from './stateSelectors';
 

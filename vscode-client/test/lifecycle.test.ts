@@ -1,7 +1,8 @@
 /**
- * The server lifecycle (src/lifecycle.ts): bounded starts, failures with the reason
- * and the fix, retries that re-read the configuration, Restart superseding a start
- * that hangs, crash back-off. Fake clients for the state machine; real processes
+ * The server lifecycle (src/lifecycle.ts, with src/startProblems.ts and
+ * src/serverProcess.ts): bounded starts, failures with the reason and the fix,
+ * retries that re-read the configuration, Restart superseding a start that hangs,
+ * crash back-off. Fake clients for the state machine; real processes
  * (a missing program, a Python without synapse_lsp, the real server) for the messages.
  */
 
@@ -12,21 +13,9 @@ import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { Backoff, resolveServer } from '../src/launch';
-import {
-  ServerLifecycle,
-  StartError,
-  exitProblem,
-  exitedProblem,
-  problemLabel,
-  problemMessage,
-  spawnProblem,
-  spawnServer,
-  waitForExit,
-  type LifecycleHooks,
-  type LifecyclePhase,
-  type ProcessHandle,
-  type StartProblem,
-} from '../src/lifecycle';
+import { ServerLifecycle, type LifecycleHooks, type LifecyclePhase } from '../src/lifecycle';
+import { exitProblem, spawnServer, waitForExit, type ProcessHandle } from '../src/serverProcess';
+import { StartError, exitedProblem, problemLabel, problemMessage, spawnProblem, type StartProblem } from '../src/startProblems';
 import { pythonPath, serverUnavailable } from './harness';
 
 interface Fake {

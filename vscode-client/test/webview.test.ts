@@ -10,8 +10,8 @@ import * as path from 'node:path';
 import type { Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { problemMessage } from '../src/lifecycle';
 import { protocolMismatch } from '../src/protocol';
+import { problemMessage } from '../src/startProblems';
 import type { Action } from '../src/state';
 import { foldAll } from '../src/state';
 import {

@@ -2,7 +2,7 @@
 
 `Checkpoints.rewind` names the files the rewound turns changed; a `Restorer` decides
 each (`plan`), then writes the journal and puts them back (`apply`,
-`checkpoint_journal.py`). A file is put back without asking only when it holds
+`journal.py`). A file is put back without asking only when it holds
 exactly what the last rewound turn left *and* nobody but the agent touched it during
 those turns (`foreign`: the hand-edit guard's record, `agent/hand_edits.py`); any
 other is a conflict: `decide` says whether to overwrite it, else it is skipped and
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from synapse_lsp.checkpoint_journal import (
+from synapse_lsp.checkpoints.journal import (
     OTHER,
     Step,
     blob_id,
@@ -101,7 +101,7 @@ class RewindReport:
 
 
 class Store(Protocol):
-    """What a rewind uses of `checkpoints.Checkpoints`."""
+    """What a rewind uses of `keeper.Checkpoints`."""
 
     root: Path
     files: FileGateway | None

@@ -1,6 +1,6 @@
 """A rewind's journal, and the writes that never leave a file half-written.
 
-A rewind (`checkpoint_restore.py`) first decides every file (asking about
+A rewind (`restore.py`) first decides every file (asking about
 conflicts), then writes its journal, `<shadow store>/rewinds/<session>.json`,
 fsynced: for each file the blob of the store to put there (none: remove it), its
 mode, the git blob id of what the file held when the rewind planned it (`was`) and

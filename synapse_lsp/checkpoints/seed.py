@@ -1,6 +1,6 @@
 """A new session's first checkpoint starts from the folder's last snapshot.
 
-Each session keeps its own index in the folder's shadow store (`checkpoints.py`), and
+Each session keeps its own index in the folder's shadow store (`store.py`), and
 a snapshot is incremental through it: git's stat cache re-reads only the files whose
 size, times or inode changed since that index was written. A new session had no
 index, so its first snapshot hashed the whole folder again (0.9 s for 10,000 files,

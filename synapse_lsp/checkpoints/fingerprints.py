@@ -1,0 +1,83 @@
+"""Fingerprints of what a snapshot does not keep as files: a nested repository's
+tree (`tree_fingerprint`), the user's repository index and HEAD
+(`repo_fingerprint`), and which ignored entries changed between two snapshots
+(`ignored_changes`). All read by walking or reading small files, never by running
+git in the user's repositories.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from synapse_lsp.files import read_regular
+
+NESTED_ENTRIES = 20_000  # entries of one nested repository walked for its fingerprint
+
+
+def tree_fingerprint(top: Path, limit: int = NESTED_ENTRIES) -> str:
+    """A hash of every entry's path, kind, size and mtime under `top` (its `.git` left
+    out, links not followed, at most `limit` entries). Read by walking, never by running
+    git there: a nested repository's config is the agent's to write, and `git status`
+    would run what it names (`core.fsmonitor`)."""
+    digest = hashlib.sha1(usedforsecurity=False)
+    seen = 0
+    stack = [top]
+    while stack and seen < limit:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as items:
+                entries = sorted(items, key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name == ".git":
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            seen += 1
+            digest.update(
+                f"{entry.path}\0{info.st_mode}\0{info.st_size}\0{info.st_mtime_ns}\0".encode(
+                    "utf-8", "surrogateescape"
+                )
+            )
+            if stat.S_ISDIR(info.st_mode):
+                stack.append(Path(entry.path))
+    return digest.hexdigest()
+
+
+def ignored_changes(
+    before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]
+) -> list[str]:
+    keys = set(before) | set(after)
+    return sorted(k for k in keys if before.get(k, {}).get("mtime") != after.get(k, {}).get("mtime")
+                  or before.get(k, {}).get("size") != after.get(k, {}).get("size"))  # fmt: skip
+
+
+def repo_fingerprint(root: Path) -> str | None:
+    """The user's repository index and HEAD, as a fingerprint (read only)."""
+    git = root / ".git"
+    parts: list[str] = []
+    for name in ("index", "HEAD"):
+        target = git / name
+        try:
+            if name == "HEAD":  # small regular files only: never a FIFO or a device
+                head = read_regular(target, 4096, follow=False).decode(errors="replace")
+                parts.append(head.strip())
+                ref = head.strip()[5:] if head.startswith("ref: ") else ""
+                if ref.startswith("refs/") and ".." not in ref.split("/"):
+                    with contextlib.suppress(OSError):
+                        data = read_regular(git / ref, 4096, follow=False)
+                        parts.append(data.decode(errors="replace").strip())
+            else:
+                info = target.lstat()
+                parts.append(f"{info.st_size}:{info.st_mtime_ns}")
+        except OSError:
+            parts.append("-")
+    return "|".join(parts) if git.exists() else None
