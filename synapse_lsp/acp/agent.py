@@ -71,6 +71,7 @@ from synapse_lsp.acp.updates import (
     tool_kind,
 )
 from synapse_lsp.acp.warm import prepare_model
+from synapse_lsp.agent.turn_context import Attachment, TurnContext
 from synapse_lsp.cli.preload import sdk_ready
 from synapse_lsp.config import SANDBOX_MODES, LiveSettings
 from synapse_lsp.errors import SessionBusyError, SynapseError
@@ -92,7 +93,6 @@ if TYPE_CHECKING:
     from synapse_lsp.acp.session import AcpChat
     from synapse_lsp.agent.session import ChatSession
     from synapse_lsp.agent.store import ChatStore
-    from synapse_lsp.agent.turn_context import TurnContext
 
 log = logging.getLogger(__name__)
 
@@ -617,8 +617,6 @@ def permission_options(question: Question) -> list[PermissionOption]:
 def prompt_text(blocks: list[Any]) -> tuple[str, TurnContext | None]:
     """The user's text (resource links and embedded resources named inline, as `@name`)
     and the context the model gets with it (embedded resources' text, linked resources)."""
-    from synapse_lsp.agent.turn_context import Attachment, TurnContext
-
     parts: list[str] = []
     attachments: list[Attachment] = []
     for block in blocks:
