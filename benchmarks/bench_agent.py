@@ -328,9 +328,14 @@ async def main() -> None:
         default=["stream", "tools", "rss", "import"],
         choices=["stream", "tools", "rss", "import"],
     )
+    parser.add_argument(
+        "--no-checkpoints",
+        action="store_true",
+        help="turn checkpoints (and the hand-edit guard's probes) off, to compare the loop alone",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(synapse_home=Path(tmp) / "home")
+        settings = Settings(synapse_home=Path(tmp) / "home", checkpoints=not args.no_checkpoints)
         shell = ShellSession(Path(tmp), settings)
         await shell.start()
         try:

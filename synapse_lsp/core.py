@@ -71,6 +71,7 @@ class Workspace:
         before_mcp: Callable[[], Awaitable[None]] | None = None,
         trusted: bool | None = None,
         cannot_ask: str | None = None,
+        rules: RuleStore | None = None,
     ) -> None:
         self.root = root
         self.settings_source = as_source(settings)
@@ -81,6 +82,7 @@ class Workspace:
         self._files = files
         self._ask = ask
         self._cannot_ask = cannot_ask
+        self._rules = rules  # None: the remembered rules (`rule_store`)
         self._use_registry = extensions
         self._watch = watch
         self._progress = progress
@@ -233,10 +235,11 @@ class Workspace:
         )
 
     def rule_store(self) -> RuleStore:
-        """The remembered "Always allow" / deny rules (`permission_rules`)."""
+        """The remembered "Always allow" / deny rules (`permission_rules`), or what the
+        face gave (`rules`: e.g. a run's own prefixes over them, `policy.run_rules`)."""
         from synapse_lsp.policy.rules import RuleFile
 
-        return RuleFile(self.settings.synapse_home)
+        return self._rules or RuleFile(self.settings.synapse_home)
 
     @property
     def gate(self) -> AskingGate:

@@ -5,7 +5,9 @@ Each fenced block is marked, on the line just before its fence:
     <!-- example: run -->                 run it (sh: bash -e; python: the venv's python),
                                           offline: no API key, no model given
     <!-- example: run-with-model -->      run it with a model: the fake Messages API
-                                          stands in for the key the reader would give
+                                          stands in for the key the reader would give;
+                                          a yaml block is a GitHub Actions workflow: its
+                                          `run:` steps run in order (below)
     <!-- example: no-run: REASON -->      not run, and why
 
 or, for blocks without their own mark, by a file-level `<!-- examples: no-run: REASON -->`
@@ -17,6 +19,12 @@ Messages API, `synapse fake-api`, and a key), each with a timeout; every command
 succeed. Every block is
 linted: JSON blocks parse, and every `synapse …` flag exists in that command's parser
 (what `--help` prints). Benchmarks are never run here (nor anywhere in CI).
+
+A workflow (`yaml`, one job) runs its steps' `run:` scripts in order, each in `bash -e -o
+pipefail`, with the job's `env` (a `${{ … }}` value, such as the API key secret, is the
+fake API's), `$GITHUB_STEP_SUMMARY` and `$RUNNER_TEMP` in a scratch folder. The scratch
+copy of the repository, with `synapse` on PATH, stands in for the steps that set up the
+runner (`uses:`) and the one that installs Synapse (`id: install-synapse`).
 
 And the docs match the repository (issue 27 item 10): the README links every
 docs/*.md, relative links name files that exist, the README points to the fake API's
@@ -36,6 +44,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -109,10 +118,14 @@ def test_every_block_is_marked_runnable_or_not_with_a_reason(block: Block) -> No
     if block.mark not in _RUN:
         assert len(block.mark.removeprefix("no-run:").strip()) >= 5, f"{block.id}: give a reason"
     else:
-        assert block.info in ("sh", "bash", "python"), (
-            f"{block.id}: runnable blocks are sh or python"
+        languages = ("sh", "bash", "python", *(("yaml",) if block.mark == "run-with-model" else ()))
+        assert block.info in languages, (
+            f"{block.id}: runnable blocks are sh or python (a workflow: yaml, run-with-model)"
         )
         assert "bench" not in block.body, f"{block.id}: benchmarks never run in CI"
+        if block.info == "yaml":
+            _, steps = workflow(block.body)
+            assert [s for s in steps if "run" in s], f"{block.id}: a workflow runs something"
 
 
 @pytest.mark.parametrize("block", [b for b in ALL if b.info == "json"], ids=lambda b: b.id)
@@ -254,18 +267,87 @@ def test_runnable_examples_run_as_written(
     repo, env = scratch
     if block.mark == "run":  # what a reader without a key runs: no model is given
         env = {k: v for k, v in env.items() if not k.startswith("ANTHROPIC_")}
-    if block.info == "python":
-        argv = [sys.executable, "-c", block.body]
-    else:
-        argv = ["bash", "-e", "-o", "pipefail", "-c", block.body]
+    scripts = [block.body]
+    if block.info == "yaml":
+        env, scripts = _workflow_run(block, env, repo)
     before = _tracked_state(repo)
-    proc = subprocess.run(
-        argv, cwd=repo, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
-    )
-    assert proc.returncode == 0, (
-        f"{block.id} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    )
+    for script in scripts:
+        if block.info == "python":
+            argv = [sys.executable, "-c", script]
+        else:
+            argv = ["bash", "-e", "-o", "pipefail", "-c", script]
+        proc = subprocess.run(
+            argv, cwd=repo, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+        )
+        assert proc.returncode == 0, (
+            f"{block.id} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+        )
     assert _tracked_state(repo) == before, f"{block.id} changed files of the repository"
+    if block.info == "yaml" and "GITHUB_STEP_SUMMARY" in block.body:
+        summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+        assert summary.strip(), f"{block.id}: the job's summary stayed empty"
+
+
+# Steps a workflow example's run stands in for: the runner's set-up and the install.
+STOOD_IN = "install-synapse"
+
+
+def workflow(body: str) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """A one-job GitHub Actions workflow, read for the subset the docs use: the job's
+    `env` and its steps' scalar keys (`name`, `id`, `uses`, `run`: a `|` block or one
+    line); nested mappings (`with:`) are skipped."""
+    lines = body.split("\n")
+    env: dict[str, str] = {}
+    steps: list[dict[str, str]] = []
+    section = ""
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        index += 1
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        if indent == 4 and stripped.endswith(":"):
+            section = stripped[:-1]
+            continue
+        if section == "env" and indent == 6:
+            key, _, value = stripped.partition(":")
+            env[key] = value.strip().strip('"')
+        elif section == "steps" and indent in (6, 8):
+            if stripped.startswith("- "):
+                steps.append({})
+                stripped = stripped[2:]
+            key, _, value = stripped.partition(":")
+            if key not in ("name", "id", "uses", "run"):
+                continue
+            value = value.strip()
+            if value == "|":  # a literal block: the lines indented deeper
+                block: list[str] = []
+                while index < len(lines) and (
+                    not lines[index].strip() or len(lines[index]) - len(lines[index].lstrip()) > 8
+                ):
+                    block.append(lines[index])
+                    index += 1
+                value = textwrap.dedent("\n".join(block)).strip("\n") + "\n"
+            steps[-1][key] = value
+    return env, steps
+
+
+def _workflow_run(
+    block: Block, env: dict[str, str], repo: Path
+) -> tuple[dict[str, str], list[str]]:
+    """The environment and the scripts a workflow block runs (see the module doc)."""
+    job_env, steps = workflow(block.body)
+    runner = repo.parent / f"runner-{block.line}"
+    runner.mkdir(exist_ok=True)
+    summary = runner / "summary.md"
+    literal = {k: v for k, v in job_env.items() if not v.startswith("${{")}
+    env = {**env, **literal, "GITHUB_STEP_SUMMARY": str(summary), "RUNNER_TEMP": str(runner)}
+    missing = [k for k, v in job_env.items() if v.startswith("${{") and k not in env]
+    assert not missing, f"{block.id}: nothing stands in for {missing}"
+    runs = [s["run"] for s in steps if "run" in s and "uses" not in s and s.get("id") != STOOD_IN]
+    return env, runs
 
 
 def _tracked_state(repo: Path) -> dict[str, bytes]:

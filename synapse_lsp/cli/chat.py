@@ -6,8 +6,8 @@ with its title, command line, output head and tail, exit status and duration
 with `!` runs in the chat session's own shell with the terminal attached (bang.py);
 the next prompt tells the model what the user ran. One-shot: `synapse chat -p
 "PROMPT"` prints the final answer on stdout, tool activity on stderr, and exits
-0 on success. Without an API key the interactive REPL starts the offline demo
-model (`--demo` forces it) so the loop can be seen working.
+0 on success; or JSON, for scripts and CI (headless.py). Without an API key the
+interactive REPL starts the offline demo model (`--demo` forces it) to show the loop.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from synapse_lsp import __version__
-from synapse_lsp.cli import stop_signals
+from synapse_lsp.cli import headless, run_options, stop_signals
 from synapse_lsp.cli.asking import (
     TerminalQuestions,
     add_permission_flags,
@@ -32,7 +32,7 @@ from synapse_lsp.cli.asking import (
 )
 from synapse_lsp.cli.oneshot import DeferredStart
 from synapse_lsp.cli.preload import after_import, start_sdk_import
-from synapse_lsp.cli.render import DEFAULT_OUTPUT_LINES, Renderer, Style
+from synapse_lsp.cli.render import DEFAULT_OUTPUT_LINES
 from synapse_lsp.cli.startup import (
     SANDBOX_LOG,
     home_line,
@@ -40,9 +40,8 @@ from synapse_lsp.cli.startup import (
     quiet_notes,
     stderr_warnings,
 )
-from synapse_lsp.config import MIN_THINKING_BUDGET, LiveSettings, synapse_home
+from synapse_lsp.config import MIN_THINKING_BUDGET, LiveSettings, Settings, synapse_home
 from synapse_lsp.errors import ModelError, SynapseError
-from synapse_lsp.events import NO_ANSWER, TurnFinished
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.model import ModelClient
@@ -50,7 +49,7 @@ if TYPE_CHECKING:
     from synapse_lsp.agent.session import ChatSession
     from synapse_lsp.agent.store import ChatStore
     from synapse_lsp.core import Workspace
-    from synapse_lsp.policy.gate import Asker
+    from synapse_lsp.policy.gate import Asker, RuleStore
     from synapse_lsp.router import BashRouter
 
 DEMO_BANNER = (
@@ -61,21 +60,6 @@ READ_ONLY_NOTE = (
     "This session is open for writing in another Synapse process: it is read-only here "
     "until that process closes it."
 )
-EXIT_CODES = {"end_turn": 0, "cancelled": 130}
-
-
-class _OneShotRenderer(Renderer):
-    """`chat -p`'s renderer, remembering how the turn ended (`TurnFinished.note`): an
-    empty answer makes `-p` fail instead of printing nothing with exit 0."""
-
-    note: str | None = None
-
-    def show(self, event: Any) -> None:
-        if isinstance(event, TurnFinished):
-            self.note = event.note
-        super().show(event)
-
-
 OUTPUT_LINES_ENV = "SYNAPSE_OUTPUT_LINES"
 
 
@@ -88,9 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
         "flags win over them.",
     )
     parser.add_argument(
-        "-p", "--print", dest="prompt", metavar="PROMPT",
-        help="one-shot: run PROMPT, print the final answer on stdout, exit 0 on success",
+        "-p", "--print", dest="prompt", metavar="PROMPT", nargs="?", const=headless.FROM_STDIN,
+        help="one-shot: run PROMPT (- or none: read it from stdin), print the final answer "
+        "on stdout, exit 0 on success (the exit codes: docs/user-guide.md)",
     )  # fmt: skip
+    headless.add_flags(parser)
+    run_options.add_flags(parser)
     parser.add_argument("--resume", metavar="ID", help="continue a stored session")
     parser.add_argument("--list", action="store_true", help="list stored sessions and exit")
     parser.add_argument(
@@ -149,6 +136,8 @@ class Runtime:
     questions: TerminalQuestions = field(default_factory=lambda: TerminalQuestions(sys.stdout))
     face: dict[str, Any] = field(default_factory=dict)  # the face layer main() set (flags)
     deferred: DeferredStart | bool = False  # -p: start the tools after the request (oneshot)
+    rules: RuleStore | None = None  # None: the remembered rules (else --allow/--deny's too)
+    make_model: Callable[[Settings], ModelClient] | None = None  # the API client's maker
 
     async def start(self, *, demo: bool, allow_demo_fallback: bool) -> None:
         from synapse_lsp.core import Workspace
@@ -163,7 +152,7 @@ class Runtime:
         # denies what it would ask, saying `cannot_ask`).
         self.workspace = Workspace(
             self.cwd, self.settings, trusted=self.trusted, ask=self.ask,
-            cannot_ask=self.cannot_ask or None,
+            cannot_ask=self.cannot_ask or None, rules=self.rules,
         )  # fmt: skip
         if self.workspace.trust_notice:
             self.notes.append(self.workspace.trust_notice)
@@ -309,7 +298,7 @@ class Runtime:
         if demo:
             return None
         try:
-            return ModelClient.from_settings(self.settings())
+            return (self.make_model or ModelClient.from_settings)(self.settings())
         except ModelError:
             if not allow_demo_fallback:
                 raise
@@ -455,8 +444,9 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     stop_signals.for_chat(args.prompt is not None)  # -p: SIGINT/SIGTERM are a cancel
     cwd = (args.cwd or Path.cwd()).resolve()
-    if not cwd.is_dir():
-        print(f"synapse chat: --cwd {cwd}: not a directory", file=sys.stderr)
+    problem = headless.check(args) or run_options.check(args)
+    if problem or not cwd.is_dir():
+        print(f"synapse chat: {problem or f'--cwd {cwd}: not a directory'}", file=sys.stderr)
         return 2
     if args.prompt is None and not args.list and sys.stdin.isatty():
         ask_home_changes(synapse_home(), read=input)  # before the settings are read
@@ -507,8 +497,9 @@ def main(argv: list[str]) -> int:
         _print_sessions(store, sys.stdout)
         return 0
     one_shot = args.prompt is not None
-    if one_shot and not args.prompt.strip():
-        print("synapse chat: -p needs a non-empty prompt", file=sys.stderr)
+    problem = run_options.resolve_continue(args, store, cwd)  # --continue: --resume ID
+    if problem := problem or (headless.take_prompt(args) if one_shot else None):
+        print(f"synapse chat: {problem}", file=sys.stderr)
         return 2
     if args.resume:
         try:  # before anything starts: a wrong id should not cost a shell and the SDK
@@ -516,7 +507,11 @@ def main(argv: list[str]) -> int:
         except SynapseError as exc:
             print(f"synapse chat: {exc.message}", file=sys.stderr)
             return 2
-    runtime = Runtime(settings, cwd, store, face=overrides, quiet=quiet, deferred=one_shot)
+    runtime = Runtime(
+        settings, cwd, store, face=overrides, quiet=quiet, deferred=one_shot,
+        rules=run_options.rules(args, home),
+    )  # fmt: skip
+    runtime.make_model = run_options.model_factory(args, runtime)
     if args.yes:
         runtime.ask = yes_asker
     elif one_shot:
@@ -549,23 +544,8 @@ def main(argv: list[str]) -> int:
         for note in quiet_notes(runtime.notes, quiet):
             print(note, file=sys.stderr)
         assert runtime.session is not None
-        if one_shot:
-            from synapse_lsp.cli.repl import run_turn
-
-            runtime.session.skill_enhance = False  # the process ends with its one turn
-            style = Style.for_stream(sys.stderr, output_lines)
-            renderer = _OneShotRenderer(
-                sys.stdout, sys.stderr, one_shot=True, style=style, quiet=quiet
-            )
-            reason = loop.run_until_complete(run_turn(runtime.session, args.prompt, renderer))
-            if reason == "end_turn" and renderer.note == NO_ANSWER:
-                print(
-                    "synapse chat: the model ended the turn without an answer (no text); "
-                    "nothing to print",
-                    file=sys.stderr,
-                )
-                return 1
-            return stop_signals.exit_code(EXIT_CODES.get(reason, 1))
+        if one_shot:  # text, or JSON for scripts (cli/headless.py)
+            return headless.run(runtime, args, loop, output_lines=output_lines)
         if sys.stdin.isatty():
             with contextlib.suppress(ImportError):
                 import readline  # noqa: F401  (line editing and history for input())

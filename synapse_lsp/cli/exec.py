@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 from synapse_lsp import __version__
 from synapse_lsp.cli.asking import add_permission_flags, face_settings, yes_asker
@@ -51,6 +52,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_record(
+    command: str,
+    layer: str | None,
+    exit_code: int | None,
+    is_error: bool,
+    category: str | None,
+    stdout: str,
+    stderr: str,
+    text: str,
+    seconds: float,
+) -> dict[str, Any]:
+    """One command as `--json` prints it; `chat -p --output-format stream-json`'s
+    `tool_result` carries the same keys, so one parser reads both. `text` (what the
+    model was given) only when it is not just stdout, as synapse.shell.run sends it."""
+    return {
+        "command": command,
+        "layer": layer,
+        "exitCode": exit_code,
+        "isError": is_error,
+        "category": category,
+        "stdout": stdout,
+        "stderr": stderr,
+        "text": None if text == stdout else text,
+        "durationMs": round(seconds * 1000, 3),
+    }
+
+
 async def run(
     commands: list[str],
     cwd: Path,
@@ -85,18 +113,11 @@ async def run(
             if exit_code == 0:  # the first failure decides the exit status
                 exit_code = result.exit_code
             if as_json:
-                record = {
-                    "command": command,
-                    "layer": result.layer.value,
-                    "exitCode": result.exit_code,
-                    "isError": result.is_error,
-                    "category": result.category.value if result.category else None,
-                    "stdout": result.stdout,
-                    "stderr": result.stderr,
-                    # Only when it is not just stdout, as synapse.shell.run sends it.
-                    "text": None if result.text == result.stdout else result.text,
-                    "durationMs": round(result.duration * 1000, 3),
-                }
+                category = result.category.value if result.category else None
+                record = command_record(
+                    command, result.layer.value, result.exit_code, result.is_error, category,
+                    result.stdout, result.stderr, result.text, result.duration,
+                )  # fmt: skip
                 print(json.dumps(record, ensure_ascii=False))
             else:
                 if len(commands) > 1:

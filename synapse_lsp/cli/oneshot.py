@@ -8,7 +8,8 @@ the extension registry (skills, MCP servers, watcher, socket) - once a request i
 the wire (`ModelClient.sent`), while the model thinks. The session's commands wait
 for that start before anything else (`attach`), so a command runs exactly as it
 would have; the notes of the start (a sandbox that could not run, extensions that
-failed) are printed then, before any command's output. A start that fails (bash
+failed) are printed then, before any command's output (and handed to `listeners`:
+`--output-format stream-json` makes them `notice` events). A start that fails (bash
 cannot start) is said as `synapse chat: …` and ends the turn.
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from synapse_lsp.cli.startup import quiet_notes
@@ -37,6 +38,7 @@ class DeferredStart:
         self.model = model
         self.quiet = tuple(quiet)
         self.session: ChatSession | None = None
+        self.listeners: list[Callable[[str], None]] = []  # each note of the start, too
         self.task = workspace.tasks.spawn(self._start(), "start after the first request")
 
     async def _start(self) -> None:
@@ -44,7 +46,7 @@ class DeferredStart:
         try:
             await self.workspace.start()
         except SynapseError as exc:
-            print(f"synapse chat: {exc.message}", file=sys.stderr)
+            self._say(f"synapse chat: {exc.message}")
             if self.session is not None:
                 self.session.cancel()
             return
@@ -55,7 +57,12 @@ class DeferredStart:
         if self.workspace.registry_error is not None:
             notes.append(self.workspace.registry_error)
         for note in quiet_notes(notes, self.quiet):
-            print(note, file=sys.stderr)
+            self._say(note)
+
+    def _say(self, note: str) -> None:
+        print(note, file=sys.stderr)
+        for listener in self.listeners:
+            listener(note)
 
     def attach(self, session: ChatSession) -> None:
         """`session`'s commands wait for the start first."""

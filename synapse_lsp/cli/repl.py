@@ -32,7 +32,14 @@ from synapse_lsp.cli.render import DEFAULT_OUTPUT_LINES, Renderer, Style
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.session import ChatSession
+    from synapse_lsp.events import Event
     from synapse_lsp.router import BashRouter
+
+
+class Shows(Protocol):
+    """What shows a turn's events: the terminal's `Renderer`, `chat -p`'s JSON face."""
+
+    def show(self, event: Event) -> None: ...
 
 
 class ReplHost(SlashHost, Protocol):
@@ -112,7 +119,7 @@ class TypeAhead:
 async def run_turn(
     session: ChatSession,
     text: str,
-    renderer: Renderer,
+    renderer: Shows,
     typeahead: TypeAhead | None = None,
     questions: TerminalQuestions | None = None,
 ) -> str:
@@ -123,7 +130,6 @@ async def run_turn(
     from synapse_lsp.agent.turns import LiveChat
     from synapse_lsp.cli import stop_signals
     from synapse_lsp.cli.preload import sdk_ready
-    from synapse_lsp.events import Event
 
     loop = asyncio.get_running_loop()
     stops = stop_signals.installed()  # chat -p's (None in the REPL)

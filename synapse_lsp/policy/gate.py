@@ -64,27 +64,10 @@ __all__ = [  # re-exported: a question's titles and types live in question.py
 ]
 
 # Native commands whose non-option arguments are paths they write, delete or move.
-_WRITERS = frozenset(
-    {
-        "rm",
-        "rmdir",
-        "mv",
-        "cp",
-        "touch",
-        "mkdir",
-        "tee",
-        "ln",
-        "chmod",
-        "chown",
-        "chgrp",
-        "truncate",
-        "install",
-        "rsync",
-        "shred",
-        "unlink",
-        "dd",
-    }
-)
+_WRITERS = frozenset({
+    "rm", "rmdir", "mv", "cp", "touch", "mkdir", "tee", "ln", "chmod", "chown", "chgrp",
+    "truncate", "install", "rsync", "shred", "unlink", "dd",
+})  # fmt: skip
 # Writers that only read all but their last path (`cp a b dest/`; `ln -s target name`).
 _COPIERS = frozenset({"cp", "ln", "install", "rsync"})
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
@@ -222,7 +205,8 @@ def _writes(
 
 class Rules(Protocol):
     """Remembered decisions for one folder (`permission_rules`): per simple command;
-    `closed` says why every command is denied (the rules could not be read)."""
+    `closed` says why every command is denied (the rules could not be read);
+    `why_denied` words a deny rule's refusal (a rule given for this run says so)."""
 
     @property
     def closed(self) -> str | None: ...
@@ -230,6 +214,8 @@ class Rules(Protocol):
     def outside_line(self, commands: Sequence[str]) -> bool: ...
 
     def decide_line(self, commands: Sequence[str]) -> tuple[str | None, str | None]: ...
+
+    def why_denied(self, prefix: str) -> str: ...
 
 
 class RuleStore(Protocol):
@@ -627,8 +613,8 @@ class AskingGate:
         except OSError as exc:
             return "deny", f"the remembered permission rules cannot be read ({exc})"
         decision, rule = rules.decide_line(parts)
-        if decision == "deny" and rules.closed is None:
-            rule = f"by the remembered rule `{rule}` (see `synapse permissions list`)"
+        if decision == "deny" and rules.closed is None and rule is not None:
+            return decision, rules.why_denied(rule)
         return decision, rule
 
 

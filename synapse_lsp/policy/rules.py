@@ -85,36 +85,11 @@ _PYTHON = re.compile(r"python(?:\d+(?:\.\d+)?)?")
 _UNKNOWN_PROGRAM = re.compile(r"[$`*?\[\]{}()<>|;&!~]")
 
 # Tools whose first argument is a subcommand: the prefix is `tool subcommand`.
-SUBCOMMAND_TOOLS = frozenset(
-    {
-        "apt",
-        "apt-get",
-        "brew",
-        "bun",
-        "cargo",
-        "conda",
-        "docker",
-        "dotnet",
-        "gh",
-        "git",
-        "go",
-        "helm",
-        "kubectl",
-        "make",
-        "npm",
-        "pip",
-        "pip3",
-        "pipenv",
-        "pnpm",
-        "podman",
-        "poetry",
-        "rustup",
-        "systemctl",
-        "terraform",
-        "uv",
-        "yarn",
-    }
-)
+SUBCOMMAND_TOOLS = frozenset({
+    "apt", "apt-get", "brew", "bun", "cargo", "conda", "docker", "dotnet", "gh", "git", "go",
+    "helm", "kubectl", "make", "npm", "pip", "pip3", "pipenv", "pnpm", "podman", "poetry",
+    "rustup", "systemctl", "terraform", "uv", "yarn",
+})  # fmt: skip
 # (tool, subcommand) pairs that name one more thing: `npm run build`, `uv run pytest`,
 # `docker compose up`, `gh pr create` ("*": every subcommand of the tool).
 NESTED: Mapping[str, frozenset[str]] = {
@@ -426,6 +401,10 @@ class Rules:
             if rule.matches(words):
                 return rule
         return None
+
+    def why_denied(self, prefix: str) -> str:
+        """How a refusal by the deny rule `prefix` is worded (the gate's "denied: …")."""
+        return f"by the remembered rule `{prefix}` (see `synapse permissions list`)"
 
     def decide(self, simple_command: str) -> Decision | None:
         """The decision for one simple command: "allow", "deny" or None (no rule)."""

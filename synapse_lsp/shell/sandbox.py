@@ -46,6 +46,9 @@ PROBE_TIMEOUT_S = 10.0
 # What the probe found, by the resolved path of bwrap: None when it works, else why not.
 _probes: dict[str, str | None] = {}
 _warned: set[str] = set()
+# PATH -> (the bwrap found there, its real path): `status` runs before every command,
+# and a PATH walk costs a stat per folder; a cached bwrap that is gone is looked up again.
+_found: dict[str, tuple[str, str]] = {}
 probe_seconds: dict[str, float] = {}  # how long each probe took (benchmarks, logs)
 
 
@@ -73,12 +76,12 @@ def status(settings: Settings) -> SandboxStatus:
     mode, network = settings.sandbox, settings.network
     if mode == "full-access":
         return SandboxStatus(mode, False, network, None)
-    found = shutil.which("bwrap")
-    if found is None:
+    located = _bwrap()
+    if located is None:
         reason: str | None = NOT_INSTALLED
         key = "<missing>"
     else:
-        key = os.path.realpath(found)
+        found, key = located
         if key not in _probes:
             _probes[key] = _probe(found)
         reason = _probes[key]
@@ -88,6 +91,19 @@ def status(settings: Settings) -> SandboxStatus:
             log.warning("the shell runs without a sandbox (%s requested): %s", mode, reason)
         return SandboxStatus(mode, False, network, reason)
     return SandboxStatus(mode, True, network, None)
+
+
+def _bwrap() -> tuple[str, str] | None:
+    """(bwrap on PATH, its real path), or None."""
+    path = os.environ.get("PATH", "")
+    cached = _found.get(path)
+    if cached is not None and os.access(cached[1], os.X_OK):
+        return cached
+    found = shutil.which("bwrap")
+    if found is None:
+        return None
+    _found[path] = (found, os.path.realpath(found))
+    return _found[path]
 
 
 def _probe(bwrap: str) -> str | None:
@@ -131,6 +147,7 @@ def _probe(bwrap: str) -> str | None:
 def _reset_for_tests() -> None:
     """Forget the probes and warnings (tests put a different bwrap on PATH)."""
     _probes.clear()
+    _found.clear()
     _warned.clear()
     probe_seconds.clear()
 

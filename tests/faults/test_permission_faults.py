@@ -322,6 +322,9 @@ async def test_a_huge_lines_rules_are_matched_off_the_event_loop(
             threads.add(threading.get_ident())
             return self.inner.outside_line(commands)
 
+        def why_denied(self, prefix: str) -> str:
+            return self.inner.why_denied(prefix)
+
     class Watched(permission_rules.RuleFile):
         def load(self, root: Path) -> Any:
             return WatchedRules(super().load(root))

@@ -1,0 +1,66 @@
+"""Command prefixes allowed or denied for one run only (`synapse chat --allow/--deny`),
+layered over the remembered rules (`rules.py`) and never written to a file.
+
+The run's prefixes join the folder's rules as if remembered, so they match exactly as
+remembered ones do (an allow the command as written, a deny through wrappers and
+paths; a deny beats an allow, whichever layer either comes from), and a refusal by
+one of them says it was given for this run. What the gate remembers ("Always allow")
+still goes to the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from synapse_lsp.policy.rules import Decision, Rule, RuleFile, Rules, normalize_prefix, prefix_words
+
+# The `source` of a run's rule: no file holds it.
+RUN_SOURCE = Path("<this run>")
+
+
+@dataclass(frozen=True)
+class RunLayered(Rules):
+    """A folder's rules with the run's own among them."""
+
+    run_denies: frozenset[str] = frozenset()
+
+    def why_denied(self, prefix: str) -> str:
+        if prefix in self.run_denies:
+            return f"by `--deny {prefix}`, given for this run"
+        return super().why_denied(prefix)
+
+
+class RunRules:
+    """A rule store (`policy.gate.RuleStore`): `stored`'s rules plus this run's `allow`
+    and `deny` prefixes. ValueError names a prefix that is not one (`normalize_prefix`)."""
+
+    def __init__(self, stored: RuleFile, allow: Sequence[str] = (), deny: Sequence[str] = ()):
+        self.stored = stored
+        self.allow = tuple(dict.fromkeys(_prefix(p, "--allow") for p in allow))
+        self.deny = tuple(dict.fromkeys(_prefix(p, "--deny") for p in deny))
+
+    def load(self, root: Path) -> RunLayered:
+        found = self.stored.load(root)
+        mine = [_rule(p, "deny") for p in self.deny] + [_rule(p, "allow") for p in self.allow]
+        return RunLayered(
+            found.root, (*mine, *found.rules), found.problems, found.closed, frozenset(self.deny)
+        )
+
+    def remember(self, root: Path, prefix: str, decision: str) -> None:
+        self.stored.remember(root, prefix, decision)
+
+    def prefix(self, simple_command: str, *, with_flags: bool = False) -> str:
+        return self.stored.prefix(simple_command, with_flags=with_flags)
+
+
+def _prefix(text: str, flag: str) -> str:
+    try:
+        return normalize_prefix(text)
+    except ValueError as exc:
+        raise ValueError(f"{flag} {exc}") from None
+
+
+def _rule(prefix: str, decision: Decision) -> Rule:
+    return Rule(prefix, decision, RUN_SOURCE, prefix_words(prefix))
