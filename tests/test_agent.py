@@ -746,3 +746,22 @@ async def test_a_plan_from_a_command_reaches_the_consumer(make: MakeSession) -> 
     assert finished(events).stop_reason == "end_turn"
     plans = [e for e in events if isinstance(e, PlanUpdated)]
     assert [p.entries for p in plans] == [(PlanEntry("look around", "in_progress"),)]
+
+
+async def test_an_appended_system_prompt_reaches_the_agent_not_its_subagents(
+    api: FakeAnthropic, make: MakeSession
+) -> None:
+    """`synapse chat --append-system-prompt`: the last block of the session's own system
+    prompt (so /context counts it); a `task:*` sub-agent's prompt does not carry it."""
+    session = make(
+        [
+            {"commands": ['task:explore --prompt "where is f?" --description "find f"']},
+            {"text": "f is nowhere."},
+            {"text": "Done."},
+        ]
+    )
+    session.append_system_prompt("Answer like a pirate.")
+    await turn(session, "find f")
+    systems = [r["system"] for r in api.message_requests]
+    assert [s[-1]["text"] == "Answer like a pirate." for s in systems] == [True, False, True]
+    assert session._system()[-1]["text"] == "Answer like a pirate."

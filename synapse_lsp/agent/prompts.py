@@ -116,15 +116,19 @@ def system_blocks(
     workspace_root: Path | None = None,
     task_type: str | None = None,
     instructions: str = "",
+    append: str = "",
 ) -> list[dict[str, Any]]:
     """System prompt blocks: the stable one is a cache breakpoint, the project's
-    instructions (`agent/instructions.py`) and the environment follow."""
+    instructions (`agent/instructions.py`) and the environment follow; `append` (the
+    user's `--append-system-prompt`) comes last."""
     blocks: list[dict[str, Any]] = [
         {"type": "text", "text": system_text(commands, task_type), "cache_control": CACHE}
     ]
     if instructions:
         blocks.append({"type": "text", "text": instructions})
     blocks.append({"type": "text", "text": environment_text(cwd, workspace_root)})
+    if append:
+        blocks.append({"type": "text", "text": append})
     return blocks
 
 

@@ -448,6 +448,10 @@ class ChatSession:
         """The AGENTS.md / CLAUDE.md files this session's prompt holds (read once)."""
         return self._model.instructions()
 
+    def append_system_prompt(self, text: str) -> None:
+        """`synapse chat --append-system-prompt`: for this session's agent, not sub-agents."""
+        self._model.set_append(text)
+
     # -------------------------------------------------------- background work
 
     @property

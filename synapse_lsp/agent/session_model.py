@@ -47,6 +47,9 @@ class SessionModel:
         self._workspace_root = workspace_root
         self._system_cache: list[dict[str, Any]] | None = None
         self._instructions: instructions_.Found | None = None
+        # Text the user appends to the main agent's system prompt for this run
+        # (`synapse chat --append-system-prompt`); sub-agents do not get it.
+        self.append = ""
 
     def client(self) -> ModelClient:
         """The client (built on first use; ModelError when it cannot be)."""
@@ -90,8 +93,13 @@ class SessionModel:
                 cwd=self._cwd,
                 workspace_root=root,
                 instructions=self.instructions().prompt_text(root or self._cwd),
+                append=self.append,
             )
         return self._system_cache
+
+    def set_append(self, text: str) -> None:
+        """Append `text` to the main agent's system prompt from the next request on."""
+        self.append, self._system_cache = text, None
 
     def instructions(self) -> instructions_.Found:
         """The AGENTS.md / CLAUDE.md files the prompt holds (read once)."""

@@ -138,18 +138,17 @@ class Runtime:
     deferred: DeferredStart | bool = False  # -p: start the tools after the request (oneshot)
     rules: RuleStore | None = None  # None: the remembered rules (else --allow/--deny's too)
     make_model: Callable[[Settings], ModelClient] | None = None  # the API client's maker
+    system_append: str = ""  # --append-system-prompt
 
     async def start(self, *, demo: bool, allow_demo_fallback: bool) -> None:
         from synapse_lsp.core import Workspace
 
         model = self._api_model(demo=demo, allow_demo_fallback=allow_demo_fallback)
-        # The SDK takes most of a second to import: overlap it with starting the shell.
-        # `synapse chat` run as a program started it already (cli/entry.py).
+        # The SDK's import (most of a second) overlaps the shell's start (or began in entry.py).
         start_sdk_import()
         self.model = model if model is not None else await self._demo_model()
         after_import(self.model.prepare)  # the API client too, while nobody waits
-        # The gate asks through `ask` (this terminal; none for -p or a pipe: the gate then
-        # denies what it would ask, saying `cannot_ask`).
+        # The gate asks through `ask`; without one (-p, a pipe) it denies, saying `cannot_ask`.
         self.workspace = Workspace(
             self.cwd, self.settings, trusted=self.trusted, ask=self.ask,
             cannot_ask=self.cannot_ask or None, rules=self.rules,
@@ -312,29 +311,25 @@ class Runtime:
         self.notes.append(DEMO_BANNER)
         return ModelClient(api_key="demo", base_url=self.demo.base_url, model="synapse-demo")
 
-    def new_session_now(self) -> ChatSession:
+    def new_session_now(self, resume: str | None = None) -> ChatSession:
+        """A new session, or the stored one `resume` names; with the run's appended
+        system prompt, and -p's deferred start attached."""
         from synapse_lsp.agent.session import ChatSession
 
         assert self.router is not None
-        self.session = ChatSession(
-            self.router, self.settings, model=self.model, store=self.store,
-            workspace_root=self.cwd,
-        )  # fmt: skip
+        common: dict[str, Any] = {"model": self.model, "workspace_root": self.cwd}
+        session = self.session = (
+            ChatSession(self.router, self.settings, store=self.store, **common)
+            if resume is None
+            else ChatSession.resume(self.store, resume, self.router, self.settings, **common)
+        )
+        session.append_system_prompt(self.system_append)
         if isinstance(self.deferred, DeferredStart):
-            self.deferred.attach(self.session)
-        return self.session
+            self.deferred.attach(session)
+        return session
 
     def resume_now(self, session_id: str) -> ChatSession:
-        from synapse_lsp.agent.session import ChatSession
-
-        assert self.router is not None
-        self.session = ChatSession.resume(
-            self.store, session_id, self.router, self.settings, model=self.model,
-            workspace_root=self.cwd,
-        )  # fmt: skip
-        if isinstance(self.deferred, DeferredStart):
-            self.deferred.attach(self.session)
-        return self.session
+        return self.new_session_now(resume=session_id)
 
     async def close(self) -> None:
         if self.session is not None:
@@ -511,7 +506,8 @@ def main(argv: list[str]) -> int:
         settings, cwd, store, face=overrides, quiet=quiet, deferred=one_shot,
         rules=run_options.rules(args, home),
     )  # fmt: skip
-    runtime.make_model = run_options.model_factory(args, runtime)
+    runtime.make_model = run_options.model_factory()
+    runtime.system_append = args.append_system_prompt or ""
     if args.yes:
         runtime.ask = yes_asker
     elif one_shot:

@@ -2,12 +2,10 @@
 `--continue` (the folder's latest stored session), `--append-system-prompt TEXT`, and
 `--allow` / `--deny PREFIX` (command prefixes for this run only: policy/run_rules.py).
 
-The agent has no hook for an appended system prompt yet, so the run's API client
-(`RunModel`) adds TEXT as the last system block of the session's own requests: those
-whose first block is the session's stable prompt (`prompts.system_text` of its
-built-ins), not a sub-agent's (its prompt has a section of its own), nor a
-compaction's (a prompt of its own). The client also counts the time spent on the API
-(`duration_api_ms` of `-p`'s JSON result).
+TEXT is the last block of the session's own system prompt
+(`ChatSession.append_system_prompt`): not a sub-agent's, nor a compaction's, and
+`/context` counts it. The run's API client (`RunModel`) counts the time spent on the
+API (`duration_api_ms` of `-p`'s JSON result).
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ import contextlib
 import time
 from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from synapse_lsp.agent.model import ModelClient, StreamItem
 from synapse_lsp.policy.rules import normalize_prefix
@@ -26,7 +24,6 @@ if TYPE_CHECKING:
     from synapse_lsp.agent.store import ChatStore
     from synapse_lsp.config import Settings
     from synapse_lsp.policy.run_rules import RunRules
-    from synapse_lsp.router import BashRouter
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -93,22 +90,9 @@ def rules(args: argparse.Namespace, home: Path) -> RunRules | None:
     return RunRules(RuleFile(home), args.allow, args.deny)
 
 
-class HasRouter(Protocol):
-    router: BashRouter | None
-
-
-def model_factory(args: argparse.Namespace, host: HasRouter) -> Callable[[Settings], ModelClient]:
-    """How the run builds its API client: a `RunModel` appending `--append-system-prompt`
-    to the requests of sessions on `host.router` (set before any request)."""
-
-    def main_prompt() -> str:
-        from synapse_lsp.agent.prompts import system_text
-
-        assert host.router is not None
-        return system_text(host.router.builtins.values())
-
-    append = args.append_system_prompt or ""
-    return lambda settings: RunModel.from_settings(settings, append=append, main_prompt=main_prompt)
+def model_factory() -> Callable[[Settings], ModelClient]:
+    """How the run builds its API client: a `RunModel`, which times the API."""
+    return RunModel.from_settings
 
 
 class ApiClock:
@@ -122,23 +106,9 @@ class ApiClock:
 class RunModel(ModelClient):
     """The API client of one `synapse chat` run (see the module doc)."""
 
-    def __init__(
-        self, *, append: str = "", main_prompt: Callable[[], str] | None = None, **kwargs: Any
-    ) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.append = append
-        self.main_prompt = main_prompt
-        self._main: str | None = None  # the stable prompt, once asked
         self.clock = ApiClock()
-
-    def _appended(self, system: list[dict[str, Any]] | str) -> list[dict[str, Any]] | str:
-        if not self.append or isinstance(system, str) or not system:
-            return system
-        if self._main is None and self.main_prompt is not None:
-            self._main = self.main_prompt()
-        if system[0].get("text") != self._main:
-            return system  # a sub-agent's prompt
-        return [*system, {"type": "text", "text": self.append}]
 
     async def stream(
         self,
@@ -149,9 +119,7 @@ class RunModel(ModelClient):
         max_tokens: int | None = None,
     ) -> AsyncGenerator[StreamItem, None]:
         started = time.monotonic()
-        inner = super().stream(
-            system=self._appended(system), messages=messages, tools=tools, max_tokens=max_tokens
-        )
+        inner = super().stream(system=system, messages=messages, tools=tools, max_tokens=max_tokens)
         try:
             async with contextlib.aclosing(inner):
                 async for item in inner:
