@@ -66,11 +66,11 @@ WORKSPACE_SAFE = frozenset(
         "logLevel",
     }
 )
-# Settings honoured only from $SYNAPSE_HOME/settings.json: neither a folder's file nor
-# the face (editor settings can come from a repository's .vscode/settings.json).
-HOME_ONLY = frozenset(
-    {"mcpEnvAllowCredentials", "pricing", "hooks", "skillEnhance", "skillEnhanceMinTools"}
-)
+# Honoured only from $SYNAPSE_HOME/settings.json: not a folder's, nor the face's (a repo's).
+HOME_ONLY = frozenset({"mcpEnvAllowCredentials", "pricing", "hooks", "claudeUserHooks"}) | {
+    "skillEnhance",
+    "skillEnhanceMinTools",
+}
 # Keys a folder's own settings file may hold that are read elsewhere, and only once the
 # folder is trusted (hooks.py reads its `hooks`): neither applied nor refused here.
 FOLDER_TRUSTED = frozenset({"hooks"})
@@ -215,10 +215,10 @@ class Settings:
     mcp_env_allow_credentials: bool = False
     # Model prices over the package's table (agent/pricing.py); HOME_ONLY.
     pricing: PriceOverrides = field(default_factory=PriceOverrides)
-    # Commands run at points of a session, in Claude Code's `hooks` shape (`{event:
-    # [{matcher, hooks: [{type, command, timeout}]}]}`), checked in full by hooks.py;
-    # HOME_ONLY (a trusted folder's own hooks are read by hooks.py).
+    # Commands run at points of a session, in Claude Code's `hooks` shape, checked by
+    # hooks.py; with `claude_user_hooks`, ~/.claude/settings.json's too. Both HOME_ONLY.
     hooks: Mapping[str, Any] = field(default_factory=dict)
+    claude_user_hooks: bool = True
     # After a turn that ended with at least `skill_enhance_min_tools` tool calls, a
     # background task:skill:enhance improves or creates a skill (agent/skill_enhance.py);
     # both HOME_ONLY (the run writes under $SYNAPSE_HOME/skills with nobody watching).

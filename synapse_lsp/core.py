@@ -148,25 +148,22 @@ class Workspace:
     _trust_hint = ""  # a face's own words for how to trust the folder
 
     def mcp_config_files(self) -> list[Path]:
-        """The MCP config files this folder's registry reads: home, then the folder's
-        own only when the folder is trusted."""
+        """The MCP configs the folder's registry reads: home's, a trusted folder's own."""
         from synapse_lsp.extensions.mcp_client import config_paths
 
         paths = config_paths(self.settings, self.root, trusted=self.trusted)
         return [p for p in paths if p not in self.unconfirmed]
 
     def mcp_withheld_reason(self) -> str | None:
-        """Why the folder's own `mcp_servers.json` is not loaded (None: it is, or it is
-        not there): what listings of the folder's servers say (`trust.NOT_TRUSTED_HINT`)."""
-        from synapse_lsp.extensions.mcp_client import CONFIG_NAME
-
-        own = self.root / CONFIG_NAME
-        if not own.is_file():
+        """Why the folder's own MCP configs (`trust.FOLDER_CONFIGS`) are not loaded (None:
+        they are, or there are none): what listings of the folder's servers say."""
+        own = [self.root / name for name in trust.FOLDER_CONFIGS]
+        if not any(path.is_file() for path in own):
             return None
         if not self.trusted:
             how = self._trust_hint
             return f"this folder is not trusted: {how}" if how else trust.NOT_TRUSTED_FOR_MODEL
-        return trust.CHANGED_FOR_MODEL if own in self.unconfirmed else None
+        return trust.CHANGED_FOR_MODEL if set(own) & set(self.unconfirmed) else None
 
     def changed_mcp_configs(self) -> list[Path]:
         """The MCP config files changed since the user confirmed them, as they are now
@@ -193,7 +190,7 @@ class Workspace:
         if registry is None:
             return
         registry.mcp.config_files = self.mcp_config_files()
-        await registry.refresh("mcp")
+        await registry.refresh("all")  # the folder's skills come (or go) with its servers
 
     def new_gate(
         self, shell: Callable[[], ShellSession | None], *, typed_by_user: bool = False
@@ -324,6 +321,8 @@ class Workspace:
             module = await asyncio.to_thread(
                 importlib.import_module, "synapse_lsp.extensions.registry"
             )
+            from synapse_lsp.extensions.claude_sources import skill_roots
+
             registry: ExtensionRegistry = module.ExtensionRegistry(
                 self.settings_source,
                 self.root,
@@ -334,6 +333,9 @@ class Workspace:
             )
             router.extensions = registry
             registry.withheld_reason = self.mcp_withheld_reason
+            registry.skill_roots = lambda: skill_roots(
+                self.settings.synapse_home, self.root, self.trusted
+            )
             registry.mcp.withheld = self.changed_mcp_configs
             registry.view = lambda: router.shell.view  # a wrapper's paths, as its shell spells them
             for command in registry.builtins():

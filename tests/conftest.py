@@ -51,6 +51,15 @@ def _sandbox_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
         monkeypatch.setenv("SYNAPSE_SANDBOX", str(marker.args[0]))
 
 
+@pytest.fixture(autouse=True)
+def _no_users_claude_files(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The machine user's own Claude Code commands and sub-agents (`~/.claude`) stay out
+    of the tests: an empty $CLAUDE_CONFIG_DIR (a test that wants some sets its own)."""
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path_factory.getbasetemp() / "no-claude"))
+
+
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     path = tmp_path / "work"

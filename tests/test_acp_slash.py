@@ -66,4 +66,4 @@ async def test_rewind_checkpoints_and_context_over_acp(tmp_path: Path, api: Fake
     announced = next(
         u for u in client.of(sid) if u["sessionUpdate"] == "available_commands_update"
     )["availableCommands"]
-    assert [c["name"] for c in announced] == list(ACP_SLASH)
+    assert [c["name"] for c in announced] == [*ACP_SLASH, "init"]  # then the prompt commands

@@ -173,6 +173,7 @@ exit 0
         "session_id": session.id,
         "transcript_path": "",
         "cwd": str(env.work),
+        "permission_mode": "ask-writes-outside-workspace",  # the `permission` policy
         "hook_event_name": "PreToolUse",
         "tool_name": "Bash",
         "tool_input": {"command": "rm -rf build"},
@@ -415,7 +416,9 @@ print("Current branch: feature/x")
     assert "hunter2" not in json.dumps(session.messages)
 
 
-async def test_stop_can_continue_the_turn_once(env: Env) -> None:
+async def test_stop_can_continue_the_turn_up_to_the_cap(env: Env) -> None:
+    from synapse_lsp.agent.session_hooks import MAX_STOP_CONTINUATIONS
+
     stop = script(
         env.tmp / "hooks" / "stop.sh",
         f"""#!/usr/bin/env bash
@@ -424,16 +427,17 @@ echo '{{"decision": "block", "reason": "run the tests before you stop"}}'
 """,
     )
     session = await env.session({"hooks": hooks_of("Stop", str(stop))})
-    env.api.add({"text": "done"}, {"text": "tests pass, done"})
+    env.api.add(*[{"text": f"done {i}"} for i in range(MAX_STOP_CONTINUATIONS + 1)])
     events = await turn(session, "fix it")
     assert last(events).stop_reason == "end_turn"
-    assert env.api.calls == 2  # one continuation, though the hook blocked twice
+    assert env.api.calls == MAX_STOP_CONTINUATIONS + 1  # the cap, though it always blocks
     assert texts(env.api.message_requests[1]).endswith(
         "Stop hook feedback:\nrun the tests before you stop"
     )
-    assert [e["stop_hook_active"] for e in logged(env.tmp / "stop.log")] == [False, True]
+    actives = [e["stop_hook_active"] for e in logged(env.tmp / "stop.log")]
+    assert actives == [False] + [True] * MAX_STOP_CONTINUATIONS
     notices = [e.message for e in events if isinstance(e, Notice)]
-    assert any("not followed (once a turn)" in n for n in notices), notices
+    assert any(f"({MAX_STOP_CONTINUATIONS} continuations a turn at most)" in n for n in notices)
 
 
 async def test_session_start_context_comes_once(env: Env) -> None:
@@ -527,7 +531,7 @@ async def test_slash_hooks_lists_them_with_their_problems(env: Env) -> None:
                 {"matcher": "(", "hooks": [{"command": "never"}]},
             ],
             "Stop": [{"hooks": [{"type": "command", "command": "./check.sh"}]}],
-            "Notification": [{"hooks": [{"type": "command", "command": "notify-send hi"}]}],
+            "PostToolUseFailure": [{"hooks": [{"type": "command", "command": "notify-send hi"}]}],
             "PostToolUse": [{"hooks": [{"type": "prompt", "prompt": "judge it"}]}],
         }
     }
@@ -543,7 +547,7 @@ async def test_slash_hooks_lists_them_with_their_problems(env: Env) -> None:
     ]
     problems = "\n".join(lines[4:])
     assert "hooks.PreToolUse[1].matcher '(': bad pattern" in problems
-    assert "hooks.Notification: not an event Synapse runs" in problems
+    assert "hooks.PostToolUseFailure: not an event Synapse runs" in problems
     assert "type 'prompt' is not supported" in problems
 
 
@@ -563,13 +567,16 @@ async def test_the_users_own_commands_run_no_hooks(env: Env) -> None:
 
 def test_hook_json_on_stdin_is_what_claude_code_sends() -> None:
     """The fields every hook gets, by event (docs/user-guide.md "Hooks")."""
-    common = {"session_id", "transcript_path", "cwd", "hook_event_name"}
+    common = {"session_id", "transcript_path", "cwd", "permission_mode", "hook_event_name"}
     per_event: dict[str, set[str]] = {
         "PreToolUse": {"tool_name", "tool_input", "tool_use_id"},
         "PostToolUse": {"tool_name", "tool_input", "tool_response", "tool_use_id"},
         "UserPromptSubmit": {"prompt"},
         "Stop": {"stop_hook_active"},
         "SessionStart": {"source"},
+        "SessionEnd": {"reason"},
+        "PreCompact": {"trigger", "custom_instructions"},
+        "Notification": {"message", "notification_type"},
     }
     guide = (Path(__file__).resolve().parents[1] / "docs" / "user-guide.md").read_text()
     section = guide.split("## Hooks", 1)[1].split("\n## ", 1)[0]

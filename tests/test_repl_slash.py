@@ -211,3 +211,22 @@ def test_the_resume_picker_in_a_terminal(tmp_path: Path, workdir: Path) -> None:
             assert chat.wait_exit() == 0
         finally:
             chat.close()
+
+
+def test_the_repl_sends_a_custom_command_expanded(tmp_path: Path, workdir: Path) -> None:
+    """`~/.claude/commands/greet.md` typed as `/greet Bob` in the REPL goes to the model
+    expanded; a `!cmd` note typed before it follows the expansion, not inside $ARGUMENTS."""
+    claude = tmp_path / "claude"
+    (claude / "commands").mkdir(parents=True)
+    (claude / "commands" / "greet.md").write_text(
+        "---\ndescription: Greet someone\n---\nSay hello to $ARGUMENTS, briefly.\n"
+    )
+    with FakeApiProcess([{"text": "Hello, Bob."}], tmp_path / "api") as api:
+        env = home_env(tmp_path / "home", api.env(CLAUDE_CONFIG_DIR=str(claude)))
+        repl = finish(spawn([], env, workdir, stdin="!echo from-bang\n/greet Bob\n/q\n"))
+        bodies = api.message_bodies()
+    assert repl.returncode == 0, repl.stderr
+    assert len(bodies) == 1
+    sent = str(bodies[0]["messages"][-1]["content"])
+    assert "Say hello to Bob, briefly." in sent
+    assert "from-bang" in sent and "Bob, briefly.\\n\\n" in sent

@@ -24,8 +24,6 @@ from acp.schema import (
     AgentMessageChunk,
     AllowedOutcome,
     AuthenticateResponse,
-    AvailableCommand,
-    AvailableCommandInput,
     AvailableCommandsUpdate,
     ClientCapabilities,
     ContentToolCallContent,
@@ -47,7 +45,6 @@ from acp.schema import (
     TextContentBlock,
     TextResourceContents,
     ToolCallUpdate,
-    UnstructuredCommandInput,
 )
 
 from synapse_lsp.acp.files import ClientFiles
@@ -63,6 +60,7 @@ from synapse_lsp.acp.updates import (
     STOP_REASONS,
     AcpUpdate,
     acp_usage,
+    available_commands,
     event_update,
     live_output,
     text_block,
@@ -407,23 +405,8 @@ class SynapseAcpAgent:
         return SetSessionModeResponse()
 
     async def _announce_commands(self, live: AcpChat) -> None:
-        from synapse_lsp.agent.slash import SESSION_COMMANDS
-
-        commands = []
-        for name in ACP_SLASH:
-            command = SESSION_COMMANDS.get(name)
-            if command is None:
-                continue
-            _, _, hint = command.usage.partition(" ")
-            commands.append(
-                AvailableCommand(
-                    name=command.name,
-                    description=command.help,
-                    input=AvailableCommandInput(root=UnstructuredCommandInput(hint=hint))
-                    if hint
-                    else None,
-                )
-            )
+        """The slash commands, the session's custom ones (`.claude/commands`) included."""
+        commands = available_commands(ACP_SLASH, live.chat)
         with contextlib.suppress(Exception):
             await self.conn.session_update(
                 live.id,

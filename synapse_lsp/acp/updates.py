@@ -27,6 +27,8 @@ from acp.schema import (
     AgentMessageChunk,
     AgentPlanUpdate,
     AgentThoughtChunk,
+    AvailableCommand,
+    AvailableCommandInput,
     ContentToolCallContent,
     FileEditToolCallContent,
     PlanEntry,
@@ -35,10 +37,12 @@ from acp.schema import (
     ToolCallLocation,
     ToolCallProgress,
     ToolCallStart,
+    UnstructuredCommandInput,
     UserMessageChunk,
 )
 from acp.schema import Usage as AcpUsage
 
+from synapse_lsp.agent.slash import SESSION_COMMANDS
 from synapse_lsp.events import (
     Event,
     Notice,
@@ -214,3 +218,26 @@ def acp_usage(usage: Usage) -> AcpUsage:
         cached_read_tokens=usage.cache_read_input_tokens,
         cached_write_tokens=usage.cache_creation_input_tokens,
     )
+
+
+def available_commands(names: tuple[str, ...], chat: Any) -> list[AvailableCommand]:
+    """The slash commands a session offers its client: the registry's `names`, then the
+    session's Claude Code custom commands (`chat.claude`; sent as prompts, the session
+    expands them)."""
+    rows: list[tuple[str, str, str]] = []
+    for name in names:
+        command = SESSION_COMMANDS.get(name)
+        if command is not None:
+            rows.append((command.name, command.help, command.usage.partition(" ")[2]))
+    claude = getattr(chat, "claude", None)
+    if claude is not None:
+        for custom in claude.commands().commands.values():
+            rows.append((custom.name, custom.description, custom.argument_hint))
+    return [
+        AvailableCommand(
+            name=name,
+            description=help_,
+            input=AvailableCommandInput(root=UnstructuredCommandInput(hint=hint)) if hint else None,
+        )
+        for name, help_, hint in rows
+    ]

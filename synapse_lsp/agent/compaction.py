@@ -37,6 +37,7 @@ from synapse_lsp.agent.history import Message, add_message, blocks, estimate_tok
 from synapse_lsp.agent.model import StreamDone
 from synapse_lsp.errors import ModelError
 from synapse_lsp.events import Notice, Usage
+from synapse_lsp.policy import hooks
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.model import ModelClient
@@ -109,6 +110,9 @@ async def maybe_compact(
     cfg = settings or CompactionSettings()
     if max(context_tokens, 0) < cfg.threshold:
         return None
+    if (scope := hooks.current()) is not None:  # the turn's PreCompact hooks, first
+        fields = {"trigger": "auto", "custom_instructions": ""}
+        await scope.hooks.event(scope, "PreCompact", "auto", fields)
     return await compact(messages, model=model, settings=cfg, offload=offload)
 
 

@@ -226,7 +226,7 @@ class Loop:
         # Permission questions of concurrent calls (and their sub-agents) one at a time.
         self.ask_lock = asyncio.Lock()
         self._failures = 0  # failing tool calls in a row, this turn
-        self._tripped = False  # the breaker tripped this turn: no more commands run
+        self.tripped = False  # the breaker tripped this turn: no more commands run
         self._reminded: Any = None  # the plan the last reminder was about
         # Usage per model name (pricing.py); the owner resets it per turn, a sub-agent's
         # loop shares its parent's. `offload`: where compaction saves large outputs.
@@ -256,7 +256,7 @@ class Loop:
     async def run(self, user_content: list[dict[str, Any]], emit: Emit) -> LoopResult:
         self.turn_usage = Usage()
         self._failures = 0
-        self._tripped = False
+        self.tripped = False
         self.add({"role": "user", "content": self._noted(user_content, first=True)})
         final_text = ""
         reminded = False
@@ -352,7 +352,7 @@ class Loop:
         return [block, *content] if first else [*content, block]
 
     def _breaker_tripped(self) -> bool:
-        return self._tripped
+        return self.tripped
 
     def _remind(self, emit: Emit) -> bool:
         """Once per turn, when the plan has steps not completed (and this plan was not
@@ -523,7 +523,7 @@ class Loop:
     def _count(self, outcome: _Outcome) -> None:
         """The breaker's count: a failing call adds one, any other resets it (a denial or
         a cancel is the user's word, not a failure, and leaves it as it is)."""
-        if self._tripped or outcome.status in ("denied", "cancelled"):
+        if self.tripped or outcome.status in ("denied", "cancelled"):
             return  # once tripped, the count stays (calls of its group that ran after)
         if not outcome.result.get("is_error"):
             self._failures = 0
@@ -531,7 +531,7 @@ class Loop:
         self._failures += 1
         limit = self.settings.max_tool_failures
         if limit > 0 and self._failures >= limit:
-            self._tripped = True
+            self.tripped = True
             outcome.result["content"] = str(outcome.result["content"]) + breaker_note(
                 self._failures
             )

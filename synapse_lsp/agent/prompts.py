@@ -85,15 +85,26 @@ def builtins_section(commands: Iterable[Command]) -> str:
     return "\n\n".join(parts)
 
 
-def system_text(commands: Iterable[Command], task_type: str | None = None) -> str:
-    """The stable system prompt; with `task_type`, the sub-agent's section is appended."""
+def system_text(
+    commands: Iterable[Command],
+    task_type: str | None = None,
+    *,
+    subagent: str | None = None,
+    more_types: str = "",
+) -> str:
+    """The stable system prompt; with `task_type`, the sub-agent's section is appended
+    (`subagent`: that section's text, a Claude Code sub-agent's). `more_types`: a
+    section listing more task types, after the built-ins."""
+    builtins = builtins_section(commands) + (f"\n\n{more_types}" if more_types else "")
     text = render(
         "system",
-        builtins=builtins_section(commands),
+        builtins=builtins,
         whitelist=", ".join(SIMPLE_NATIVE_COMMANDS),
         zone_b=", ".join(ZONE_B_EXAMPLES),
     )
-    if task_type is not None:
+    if subagent is not None:
+        text += "\n" + subagent
+    elif task_type is not None:
         name = SUBAGENT_TEMPLATES.get(task_type, "subagent_general")
         text += "\n" + render(name)
     return text
@@ -117,13 +128,14 @@ def system_blocks(
     task_type: str | None = None,
     instructions: str = "",
     append: str = "",
+    subagent: str | None = None,
+    more_types: str = "",
 ) -> list[dict[str, Any]]:
     """System prompt blocks: the stable one is a cache breakpoint, the project's
     instructions (`agent/instructions.py`) and the environment follow; `append` (the
-    user's `--append-system-prompt`) comes last."""
-    blocks: list[dict[str, Any]] = [
-        {"type": "text", "text": system_text(commands, task_type), "cache_control": CACHE}
-    ]
+    user's `--append-system-prompt`) comes last. `subagent`, `more_types`: `system_text`'s."""
+    stable = system_text(commands, task_type, subagent=subagent, more_types=more_types)
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": stable, "cache_control": CACHE}]
     if instructions:
         blocks.append({"type": "text", "text": instructions})
     blocks.append({"type": "text", "text": environment_text(cwd, workspace_root)})

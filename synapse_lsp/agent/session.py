@@ -17,16 +17,16 @@ TurnFinished("error", …) saying so; once the lock is free the session reloads 
 the other process wrote and goes on. `ChatSession.fork` continues a copy under a
 new id instead.
 
-`ChatSession` is the session's lifecycle (new, `resume`, `fork`, `close`), its usage
-and cost, `/compact`, `/context` and `rewind`. It owns the parts that do the rest:
-`turn_runner.py` (running a turn: its worker, its order, cancel), `session_records.py`
-(the stored conversation: title, replay, records, the lock), `session_model.py` (the
-model client, the system prompt), `session_hooks.py` (SessionStart, UserPromptSubmit,
-Stop), `session_skills.py` (the background skill enhancement), `turn_checkpoints.py`,
-`editor_notes.py`. It uses `loop.py` (the per-turn model <-> router loop),
-`history.py` (message rules), `compaction.py`, `subagents.py` (`task:<type>`),
-`rewinds.py`, `transcript.py` (what is stored for replay) and `turn_context.py` (what
-the editor knows of a turn); their public names are re-exported here.
+`ChatSession` is the session's lifecycle (new, `resume`, `fork`, `close`), its usage and cost,
+`/compact`, `/context` and `rewind`. It owns the parts that do the rest: `turn_runner.py` (running
+a turn: its worker, its order, cancel), `session_records.py` (the stored conversation: title,
+replay, records, the lock), `session_model.py` (the model client, the system prompt),
+`session_hooks.py` (SessionStart, UserPromptSubmit, Stop), `session_skills.py` (the background
+skill enhancement), `turn_checkpoints.py`, `editor_notes.py`, `claude_code.py` (Claude Code's
+custom commands and sub-agents). It uses `loop.py` (the per-turn model <-> router loop),
+`history.py` (message rules), `compaction.py`, `subagents.py` (`task:<type>`), `rewinds.py`,
+`transcript.py` (what is stored for replay) and `turn_context.py` (what the editor knows of a
+turn); their public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from synapse_lsp.agent import instructions as instructions_
 from synapse_lsp.agent import rewinds, subagents
+from synapse_lsp.agent.claude_code import ClaudeCode
 from synapse_lsp.agent.compaction import (
     COMPACT_RATIO,
     DEFAULT_CONTEXT_WINDOW,
@@ -135,10 +136,7 @@ class ChatSession:
         self._cwd = router.shell.cwd
         # The stored conversation (title, replay, records, the lock): session_records.py.
         self.records = SessionRecords(
-            store,
-            self.id,
-            lambda: self.settings,
-            lambda: str(self.workspace_root or self._cwd),
+            store, self.id, lambda: self.settings, lambda: str(self.workspace_root or self._cwd)
         )
         self.checkpoints = TurnCheckpoints(
             lambda: self.id,
@@ -148,8 +146,9 @@ class ChatSession:
             router.files,
             lambda notice: self._runner.notify(notice),
         )
+        self.claude = ClaudeCode(router.permission, lambda: self.workspace_root or self._cwd)
         self.router = router.derive(
-            subagent=self._run_subagent,
+            subagent=self.claude.tasks(self._run_subagent),
             in_subagent=False,
             before_command=self.checkpoints.ready,
         )
@@ -161,6 +160,7 @@ class ChatSession:
             lambda: self.router,
             self._cwd,
             lambda: self.workspace_root,
+            self.claude,
         )
         self._loop = Loop(
             router=self.router,
@@ -182,16 +182,14 @@ class ChatSession:
             tool_running=lambda: self._loop.current_tool_call_id is not None,
         )
         self._loop.notes = self.feedback.take
-        # Hooks (hooks.py): the folder's, as its permission gate carries them; run for
-        # this session's turns (the runner makes them the turn's `HookScope`).
+        # Hooks (hooks.py): the folder's, as its gate carries them (session_hooks.py).
         self.hooks = of_gate(router.permission)
         self._session_hooks = SessionHooks(
             lambda: self.hooks, self.records, lambda: self.router, self._loop, self.checkpoints
         )
         self._runner = TurnRunner(self)  # the turns: turn_runner.py
-        # `/skill enhance on|off` for this session (None: the `skillEnhance` setting), and
-        # its background run (session_skills.py); its notices reach the user through the
-        # runner (in the running turn, else before the next).
+        # `/skill enhance on|off` for this session (None: the `skillEnhance` setting), and its
+        # background run (session_skills.py); its notices go through the runner.
         self.skill_enhance: bool | None = None
         self._skills = SessionSkills(self)
 
@@ -318,7 +316,7 @@ class ChatSession:
 
     def run_turn(self, text: str, context: TurnContext | None = None) -> AsyncIterator[Event]:
         """Stream the turn's events; the last one is always a TurnFinished."""
-        return self._runner.start(text, context)
+        return self._runner.start(self.claude.expand(text), context)
 
     def cancel(self) -> None:
         """Stop the running turn: interrupt the command, close the stream; the
@@ -329,6 +327,7 @@ class ChatSession:
         self.cancel()
         await self._skills.aclose()  # a background enhancement still running ends here
         await self._runner.join()
+        await self._session_hooks.end()  # SessionEnd
         await self.checkpoints.settle()  # the last turn's "after" snapshot
         if self.store is not None:
             self.store.close(self.id)
@@ -419,6 +418,7 @@ class ChatSession:
                 model = self._ensure_model()
             except ModelError as exc:
                 return exc.message
+            await self._session_hooks.pre_compact(focus or "", self._runner.notify)
             done = await compact(
                 self._loop.messages,
                 model=self._ensure_model,

@@ -9,6 +9,7 @@ prompt the session gets here (`source`: "startup", or "resume" for a resumed one
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -17,11 +18,16 @@ from synapse_lsp.agent.loop import Emit, Loop, LoopResult
 from synapse_lsp.agent.session_records import SessionRecords
 from synapse_lsp.agent.turn_checkpoints import TurnCheckpoints
 from synapse_lsp.events import Notice
+from synapse_lsp.policy import hook_env
 from synapse_lsp.policy.hooks import Hooks, HookScope, context_block
 from synapse_lsp.policy.hooks import current as hook_scope
 
 if TYPE_CHECKING:
     from synapse_lsp.router import BashRouter
+
+log = logging.getLogger(__name__)
+# How many times one turn's Stop hooks may send the agent on (a Ralph-style loop).
+MAX_STOP_CONTINUATIONS = 8
 
 
 class SessionHooks:
@@ -66,7 +72,7 @@ class SessionHooks:
         blocks: list[dict[str, Any]] = []
         if not self.started:
             self.started = True
-            started = await scope.hooks.session_start(scope, self.source)
+            started = await self._session_start(scope)
             if started:
                 blocks.append(context_block("SessionStart", started))
         verdict = await scope.hooks.user_prompt_submit(scope, text)
@@ -74,30 +80,74 @@ class SessionHooks:
             blocks.append(context_block("UserPromptSubmit", verdict.context))
         return verdict.blocked, blocks
 
+    async def _session_start(self, scope: HookScope) -> list[str]:
+        """SessionStart hooks, with a `$CLAUDE_ENV_FILE` whose exports the session shell
+        then runs (policy/hook_env.py)."""
+        with hook_env.env_file() as path:
+            context = await scope.hooks.session_start(scope, self.source, str(path))
+            commands, problems = hook_env.exports(path, self._loop.settings)
+        for problem in problems:
+            scope.notify(Notice(problem, "warning"))
+        if commands:
+            shell = self._router().shell
+            result = await shell.run("\n".join(commands))
+            if result.exit_code != 0:
+                said = (result.stderr or result.stdout).strip()[:300]
+                scope.notify(Notice(f"$CLAUDE_ENV_FILE exports failed: {said}", "warning"))
+        return context
+
+    async def pre_compact(self, focus: str, notify: Callable[[Notice], None]) -> None:
+        """PreCompact hooks before `/compact` (`trigger` manual; the loop's own
+        compaction runs them with `auto`: compaction.py)."""
+        scope = self.scope(notify)
+        if scope is not None:
+            fields = {"trigger": "manual", "custom_instructions": focus}
+            await scope.hooks.event(scope, "PreCompact", "manual", fields)
+
+    async def end(self) -> None:
+        """SessionEnd hooks as the session closes (`reason` "other"), when its
+        SessionStart ran; their warnings go to the log."""
+        scope = self.scope(lambda notice: log.warning("%s", notice.message))
+        if self.started and scope is not None:
+            self.started = False  # once (close may come twice)
+            await scope.hooks.event(scope, "SessionEnd", "other", {"reason": "other"})
+
     async def stop(self, result: LoopResult, emit: Emit) -> LoopResult:
-        """Stop hooks, when the turn ended normally: one may have the agent go on, once
-        per turn (asked again with `stop_hook_active`, a second block is not followed)."""
+        """Stop hooks, when the turn ended normally (not by a hook's `continue: false`
+        nor by the tool-failure breaker): while one blocks, the agent goes on with its
+        reason, asked again with `stop_hook_active`, at most MAX_STOP_CONTINUATIONS
+        times a turn."""
         await stages.at("stop_hooks")  # a cancel from here on: no Stop hook runs
         scope = hook_scope()
-        if scope is None or result.stop_reason != "end_turn" or scope.halt is not None:
+        if scope is None or not self._stops(result, scope) or not scope.hooks.has("Stop"):
             return result
-        if scope.hooks._has("Stop"):  # the Stop hooks' changes are the agent's (hand_edits)
-            await self._checkpoints.agent_acts()
-        reason = await scope.hooks.stop(scope, False)
-        if reason is None:
-            return result
-        emit(Notice(f"A Stop hook has the agent go on: {reason.splitlines()[0][:200]}"))
-        feedback = [{"type": "text", "text": f"Stop hook feedback:\n{reason}"}]
-        more = await self._loop.run(feedback, emit)
-        result = LoopResult(
-            more.stop_reason,
-            result.usage + more.usage,
-            more.final_text or result.final_text,
-            model_calls=result.model_calls + more.model_calls,
-        )
-        again = more.stop_reason == "end_turn" and scope.halt is None
-        if again:
-            await self._checkpoints.agent_acts()
-        if again and await scope.hooks.stop(scope, True) is not None:
-            emit(Notice("A Stop hook asked again to go on: not followed (once a turn).", "warning"))
+        for continued in range(MAX_STOP_CONTINUATIONS + 1):
+            await self._checkpoints.agent_acts()  # the Stop hooks' changes are the agent's
+            reason = await scope.hooks.stop(scope, continued > 0)
+            if reason is None:
+                return result
+            if continued == MAX_STOP_CONTINUATIONS:
+                emit(
+                    Notice(
+                        "A Stop hook asked again to go on: not followed "
+                        f"({MAX_STOP_CONTINUATIONS} continuations a turn at most).",
+                        "warning",
+                    )
+                )
+                return result
+            emit(Notice(f"A Stop hook has the agent go on: {reason.splitlines()[0][:200]}"))
+            feedback = [{"type": "text", "text": f"Stop hook feedback:\n{reason}"}]
+            more = await self._loop.run(feedback, emit)
+            result = LoopResult(
+                more.stop_reason,
+                result.usage + more.usage,
+                more.final_text or result.final_text,
+                model_calls=result.model_calls + more.model_calls,
+            )
+            if not self._stops(more, scope):
+                return result
         return result
+
+    def _stops(self, result: LoopResult, scope: HookScope) -> bool:
+        """The loop ended on its own: not cut, not halted by a hook, not the breaker."""
+        return result.stop_reason == "end_turn" and scope.halt is None and not self._loop.tripped

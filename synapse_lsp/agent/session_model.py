@@ -20,6 +20,7 @@ from synapse_lsp.agent import prompts
 from synapse_lsp.agent.pricing import context_window
 
 if TYPE_CHECKING:
+    from synapse_lsp.agent.claude_code import ClaudeCode
     from synapse_lsp.agent.model import ModelClient
     from synapse_lsp.config import Settings
     from synapse_lsp.router import BashRouter
@@ -36,8 +37,11 @@ class SessionModel:
         router: Callable[[], BashRouter],
         cwd: Path,
         workspace_root: Callable[[], Path | None],
+        claude: ClaudeCode | None = None,
     ) -> None:
-        """`window`: the context window in tokens; None = the model's (per turn)."""
+        """`window`: the context window in tokens; None = the model's (per turn).
+        `claude`: the Claude Code sub-agents the prompt lists (and whose prompts it is)."""
+        self._claude = claude
         self.window = window
         self._client = model
         self._owns = False  # a client we built ourselves is ours to close
@@ -79,13 +83,16 @@ class SessionModel:
 
     def system(self, task_type: str | None = None) -> list[dict[str, Any]]:
         root = self._workspace_root()
+        agents = self._claude.agents() if self._claude is not None else None
         if task_type is not None:
+            agent = agents.get(task_type) if agents is not None else None
             return prompts.system_blocks(
                 self._router().builtins.values(),
                 cwd=self._cwd,
                 workspace_root=root,
                 task_type=task_type,
                 instructions=self.instructions().prompt_text(root or self._cwd),
+                subagent=agent.section() if agent is not None else None,
             )
         if self._system_cache is None:
             self._system_cache = prompts.system_blocks(
@@ -94,6 +101,7 @@ class SessionModel:
                 workspace_root=root,
                 instructions=self.instructions().prompt_text(root or self._cwd),
                 append=self.append,
+                more_types=agents.prompt_section() if agents is not None else "",
             )
         return self._system_cache
 

@@ -9,21 +9,23 @@ case-insensitive and the leading `/` is optional when looking one up.
 that the command is not available there. `/resume` takes a full id, a unique id
 prefix or `--latest`; bare, on a terminal (`PickerHost`), it offers a numbered list.
 `/hooks` and `/skill enhance` act on the host's current chat session (`chat_session()`).
+
+That session's Claude Code custom commands (`.claude/commands`, agent/claude_code.py)
+join the table for `/help` and `is_prompt`: such a line is a prompt, which the face
+sends as a turn (`ChatSession.run_turn` expands it); a built-in of the same name wins,
+said once (`run`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from synapse_lsp.agent.context import compact_command, context_command, cost_command
 from synapse_lsp.agent.turn_checkpoints import checkpoints_command, rewind_command
 from synapse_lsp.errors import SynapseError
 from synapse_lsp.policy.hooks import Hooks
-
-if TYPE_CHECKING:
-    from synapse_lsp.agent.session import ChatSession
 
 
 class SlashHost(Protocol):
@@ -142,13 +144,34 @@ class SlashRegistry:
         """Run `/name args`; the text to show (an unknown name says how to list them)."""
         word, _, rest = line.strip().partition(" ")
         command = self.get(word)
+        claude = _claude(host)
         if command is None:
+            if claude is not None and claude.commands().get(word) is not None:
+                return (
+                    f"{word} is a custom command (a prompt); this face does not send it: the "
+                    "editor's chat, ACP clients and `synapse chat -p` do."
+                )
             return f"Unknown command {word}; /help lists them."
-        return await command.handler(host, rest.strip())
+        shown: str = await command.handler(host, rest.strip())
+        notice = claude.clash_notice(command.name) if claude is not None else None
+        return f"{shown}\n{notice}" if notice and shown else notice or shown
+
+    def is_prompt(self, host: object, line: str) -> bool:
+        """Whether `line` is a custom command of the host's session (no built-in has its
+        name): a face sends it as the user's prompt rather than to `run`."""
+        word = line.strip().split(maxsplit=1)[0] if line.strip().startswith("/") else ""
+        claude = _claude(host)
+        return (
+            bool(word)
+            and self.get(word) is None
+            and (claude is not None and claude.commands().get(word) is not None)
+        )
 
 
 async def _help(host: SlashHost, arg: str) -> str:
-    return SESSION_COMMANDS.help_text()
+    claude = _claude(host)
+    custom = claude.commands().listing() if claude is not None else ""
+    return SESSION_COMMANDS.help_text() + (f"\n{custom}" if custom else "")
 
 
 async def _exit(host: SlashHost, arg: str) -> str:
@@ -246,11 +269,17 @@ async def _model(host: SlashHost, arg: str) -> str:
     return f"Model: {now} from the next request on (this session only)."
 
 
-def _chat(host: object) -> ChatSession | None:
-    """The host's current chat session (a host with `chat_session()`), else None."""
+def _chat(host: object) -> Any:
+    """The host's current chat session (a host with `chat_session()`; an
+    `agent.session.ChatSession`, not imported: it imports this table), else None."""
     getter = getattr(host, "chat_session", None)
     session: Any = getter() if callable(getter) else None
     return session if hasattr(session, "skill_enhance_on") else None
+
+
+def _claude(host: object) -> Any:
+    """The current session's Claude Code files (`agent.claude_code.ClaudeCode`), or None."""
+    return getattr(_chat(host), "claude", None)
 
 
 async def _hooks(host: SlashHost, arg: str) -> str:

@@ -7,7 +7,8 @@ parent shell's current directory, with the same writable roots and sandbox, clos
 when the sub-agent ends (before issue 19 sub-agents shared the parent's shell, so
 concurrent ones would have queued on it and changed each other's cwd) — its own plan
 state, and a router derived with `in_subagent=True` (so `task:*` is refused inside
-it); `task:explore` also gets a read-only permission gate. Its permission questions
+it); `task:explore` also gets a read-only permission gate, and a Claude Code sub-agent
+type (claude_agents.py) the gate its `tools` call for (`Access`). Its permission questions
 go through the parent loop's `ask_lock` (`loop.SerialGate`): parallel sub-agents ask one
 at a time. Its events go to the parent's consumer tagged with the `task:*` call's id
 (`RUNNING_TOOL_CALL`), its usage counts toward the parent's turn, and its final text
@@ -21,8 +22,9 @@ import contextlib
 import copy
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from synapse_lsp import catalog
 from synapse_lsp.agent.loop import Emit, Loop, SerialGate
@@ -30,6 +32,7 @@ from synapse_lsp.agent.readonly import denial
 from synapse_lsp.commands import CommandOutput, FailureCategory, Layer, Step
 from synapse_lsp.errors import ModelError
 from synapse_lsp.events import RUNNING_TOOL_CALL
+from synapse_lsp.policy import hooks
 
 if TYPE_CHECKING:
     from synapse_lsp.agent.model import ModelClient
@@ -59,8 +62,9 @@ async def run_subagent(
     gate: Any = parent.router.permission
     if gate is not None:
         gate = SerialGate(gate, parent.ask_lock)
-    if task_type in READ_ONLY_TASKS:
-        gate = ExploreGate(gate, task_type)
+    access = Access() if task_type in READ_ONLY_TASKS else _access(parent, task_type)
+    if access is not None:
+        gate = ExploreGate(gate, task_type, access)
     child = Loop(
         router=parent.router.derive(shell=shell, permission=gate, in_subagent=True, state={}),
         settings=parent.settings_source,
@@ -135,7 +139,7 @@ async def run_task(
     if model is not None and model != client.model:
         variant = _with_model(client, model)
         factory = lambda: variant  # noqa: E731
-    return await run_subagent(
+    output = await run_subagent(
         parent,
         emit,
         task_type=task_type,
@@ -146,6 +150,12 @@ async def run_task(
         max_turns=max_turns,
         model_name=model or client.model,
     )
+    scope = hooks.current()  # the turn's: SubagentStop hooks run once it has finished
+    if scope is not None:
+        await scope.hooks.event(
+            scope, "SubagentStop", None, {"stop_hook_active": False, "agent_type": task_type}
+        )
+    return output
 
 
 def _with_model(client: ModelClient, model: str) -> ModelClient:
@@ -202,14 +212,36 @@ async def _close(shell: ShellSession, starting: asyncio.Future[None]) -> None:
 READ_ONLY_TASKS = frozenset({"explore", "skill:search"})
 
 
+@dataclass(frozen=True)
+class Access:
+    """What a restricted sub-agent may run besides reading, listing and searching."""
+
+    edits: bool = False  # the built-ins that write files (`write`, `edit`)
+    extensions: frozenset[str] = frozenset()  # these extension commands (`mcp:s:t`)
+
+
+@runtime_checkable
+class RestrictingRunner(Protocol):
+    """A task runner some of whose types are restricted (claude_agents.AgentRunner)."""
+
+    def access(self, task_type: str) -> Access | None: ...
+
+
+def _access(parent: Loop, task_type: str) -> Access | None:
+    runner = parent.router.subagent
+    return runner.access(task_type) if isinstance(runner, RestrictingRunner) else None
+
+
 class ExploreGate:
     """task:explore and task:skill:search are read-only: only reading, listing and
     searching may run (the built-ins the catalog calls `read_only_safe`, and `-h`/
-    `--help` of an extension command)."""
+    `--help` of an extension command); a restricted Claude Code sub-agent also what its
+    `Access` adds."""
 
-    def __init__(self, inner: Any, task_type: str = "explore") -> None:
+    def __init__(self, inner: Any, task_type: str = "explore", access: Access = Access()) -> None:
         self.inner = inner
         self.task_type = task_type
+        self.access = access
 
     async def check(
         self, command: str, layer: Layer, cwd: Path, steps: Sequence[Step] = ()
@@ -228,16 +260,23 @@ class ExploreGate:
 
         words = command.split()
         first = cmdline.first_word(command)
+        what = "may only read and edit files" if self.access.edits else "is read-only"
         refusal = (
-            f"task:{self.task_type} is read-only; this command may change things. Report what "
+            f"task:{self.task_type} {what}; this command may change things. Report what "
             "should be done instead."
         )
         if layer is Layer.AGENT:
             builtin = catalog.lookup([first, *words[1:2]])
-            if builtin is not None and catalog.traits(builtin).read_only_safe:
+            traits = catalog.traits(builtin) if builtin is not None else None
+            if traits is not None and (
+                traits.read_only_safe
+                or (self.access.edits and traits.effect is catalog.Effect.WRITE)
+            ):
                 return None
             return refusal
         if layer is Layer.EXTENSION:
+            if words and words[0] in self.access.extensions:
+                return None
             # `mcp:a:b --help` prints the usage page; it does not call the tool
             return None if len(words) == 2 and words[1] in ("-h", "--help") else refusal
         # Native commands: the conservative allow-list of `agent/readonly.py` (every

@@ -5,7 +5,7 @@ its final text. Adjacent task:* calls of one model response run concurrently
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, cast, runtime_checkable
 
 from synapse_lsp import catalog
 from synapse_lsp.builtins.args import ArgError, parse_args
@@ -29,6 +29,20 @@ class TaskRunner(Protocol):
         model: str | None = None,
         max_turns: int | None = None,
     ) -> Awaitable[CommandOutput]: ...
+
+
+@runtime_checkable
+class TypedRunner(Protocol):
+    """A runner with task types of its own besides `TASK_TYPES` (a chat session's: the
+    Claude Code sub-agents, agent/claude_agents.py)."""
+
+    def task_types(self) -> Mapping[str, str]: ...
+
+
+def known_types(runner: object) -> dict[str, str]:
+    """`TASK_TYPES`, then the runner's own (a built-in type's name stays the built-in's)."""
+    extra = runner.task_types() if isinstance(runner, TypedRunner) else {}
+    return {**TASK_TYPES, **{k: v for k, v in extra.items() if k not in TASK_TYPES}}
 
 
 def long_options(argv: list[str]) -> list[str]:
@@ -130,8 +144,9 @@ Example:
                 category=FailureCategory.DEPENDENCY_MISSING,
             )
         try:
-            if task_type not in TASK_TYPES:
-                known = ", ".join(f"task:{t}" for t in TASK_TYPES)
+            types = known_types(ctx.subagent)
+            if task_type not in types:
+                known = ", ".join(f"task:{t}" for t in types)
                 raise ArgError(f"unknown task type {task_type!r}; known: {known}")
             args = parse_args(long_options(argv[1:]), options=_OPTIONS)
             if args.positional:

@@ -50,7 +50,7 @@ async def yes_asker(question: Question) -> str | None:
 
 
 # Nobody reads these questions: the gate refuses what must be confirmed by a person
-# (a change to what governs the agent, `policy.gate.governing`).
+# (a change to what governs the agent, `policy.governing`).
 yes_asker.answers_everything = True  # type: ignore[attr-defined]
 
 

@@ -232,7 +232,7 @@ def interactive(
             else:
                 told.add(command, result.exit_code, result.stdout + result.stderr)
             continue
-        if text.startswith("/"):
+        if text.startswith("/") and not SESSION_COMMANDS.is_prompt(runtime, text):
             slash = SESSION_COMMANDS.get(text.split()[0])
             if slash is not None and slash.name == "help":
                 out.write(HELP_INTRO + "\n")
@@ -245,7 +245,8 @@ def interactive(
             continue
         assert runtime.session is not None
         note = told.take()
-        prompt_text = text + ("\n\n" + note if note else "")
+        # A custom command (.claude/commands) is expanded first: the `!` note is no argument.
+        prompt_text = runtime.session.claude.expand(text) + ("\n\n" + note if note else "")
         reason = loop.run_until_complete(
             run_turn(runtime.session, prompt_text, renderer, typeahead, runtime.questions)
         )

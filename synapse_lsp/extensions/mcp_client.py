@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from synapse_lsp.config import Settings
+from synapse_lsp.extensions import claude_sources, mcp_vars
 from synapse_lsp.extensions.mcp_import import import_mcp_sdk
-from synapse_lsp.policy import secrets as secret_rules
+from synapse_lsp.extensions.mcp_vars import Expander
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -102,14 +103,15 @@ class ServerConfig:
 def config_paths(
     settings: Settings, workspace_root: Path | None, *, trusted: bool = True
 ) -> list[Path]:
-    """Where configs are read from, lowest precedence first (workspace entries win).
+    """Where configs are read from, lowest precedence first (workspace entries win; of
+    the folder's, Synapse's own over Claude Code's `.mcp.json`: `claude_sources`).
 
-    The folder's own file only when the folder is `trusted` (`synapse_lsp.policy.trust`
+    The folder's own files only when the folder is `trusted` (`synapse_lsp.policy.trust`
     decides; `core.Workspace` passes its decision): an untrusted folder gets the
     home configuration only."""
     paths = [settings.synapse_home / "mcp" / CONFIG_NAME]
     if workspace_root is not None and trusted:
-        paths.append(workspace_root / CONFIG_NAME)
+        paths += [workspace_root / claude_sources.MCP_JSON, workspace_root / CONFIG_NAME]
     return paths
 
 
@@ -120,7 +122,7 @@ def load_config(
 
     Returns the servers and one message per problem. A broken file or server entry is
     reported (naming the file and server) and skipped; everything else still loads.
-    `$VAR` in `env` and `headers` never expands to a secret (`_expander`); `settings`
+    `$VAR` in `env` and `headers` never expands to a secret (`mcp_vars.expander`); `settings`
     (defaults when None) says which variables are secrets and where the home file is.
     """
     policy = settings or Settings()
@@ -153,70 +155,16 @@ def load_config(
         extra = sorted(set(raw) - {"mcpServers"})
         if extra:
             problems.append(f"{path}: unknown top-level key(s) {', '.join(extra)} (ignored)")
-        expand = _expander(path, policy)
+        expand = mcp_vars.expander(path, policy)
         for name, entry in raw.get("mcpServers", {}).items():
             try:
+                earlier = servers[name].source if name in servers else None
                 servers[name] = _server_config(name, entry, path, expand, problems)
+                problems += claude_sources.shadowed(name, path, earlier)
             except ValueError as exc:
                 servers.pop(name, None)
                 problems.append(f"{path}: server {name!r}: {exc}; this server was not loaded")
     return servers, problems
-
-
-# Expands one config value; (server, key, field) name it in a refusal's warning.
-Expander = Callable[[str, str, str, str], str]
-
-
-def _is_home_file(path: Path, settings: Settings) -> bool:
-    try:
-        return path.resolve().parent == (settings.synapse_home / "mcp").resolve()
-    except OSError:
-        return False
-
-
-def _expander(path: Path, settings: Settings) -> Callable[[list[str]], Expander]:
-    """`$VAR`/`${VAR}` expansion for one file's `env` and `headers` values that never
-    yields a secret, given the list its warnings go to. A model credential (the
-    `apiKeyEnv` variable, any ANTHROPIC_*, or a variable holding a credential's value)
-    expands only in $SYNAPSE_HOME/mcp/mcp_servers.json and only with
-    `mcpEnvAllowCredentials`; a `secretEnv` variable only in that home file. A
-    refused reference stays as written and is named (never its value) in a warning."""
-    home = _is_home_file(path, settings)
-    refuse = secret_rules.credential_refuser(
-        settings,
-        allow_credentials=home and settings.mcp_env_allow_credentials,
-        allow_secrets=home,
-    )
-
-    def bind(problems: list[str]) -> Expander:
-        def expand(value: str, server: str, field_name: str, key: str) -> str:
-            text, refused = secret_rules.expand(value, refuse)
-            for item in refused:
-                if item.why == "credential":
-                    how = (
-                        'set "mcpEnvAllowCredentials": true in $SYNAPSE_HOME/settings.json'
-                        if home
-                        else "a model credential reaches an MCP server only from "
-                        '$SYNAPSE_HOME/mcp/mcp_servers.json, with "mcpEnvAllowCredentials": '
-                        "true in $SYNAPSE_HOME/settings.json"
-                    )
-                    what = (
-                        "a model credential"
-                        if secret_rules.is_model_credential(item.name, settings)
-                        else "set to a model credential's value"
-                    )
-                else:
-                    how = "a secretEnv variable expands only in $SYNAPSE_HOME/mcp/mcp_servers.json"
-                    what = "a variable named secret by the secretEnv setting"
-                problems.append(
-                    f"{path}: server {server!r}: {field_name} {key!r}: ${item.name} is {what}; "
-                    f"left unexpanded ({how})"
-                )
-            return text
-
-        return expand
-
-    return bind
 
 
 def _server_config(
@@ -242,7 +190,13 @@ def _server_config(
     kind = entry.get("type")
     if kind is not None and kind not in _TYPES:
         raise ValueError(f"'type' must be one of {', '.join(sorted(_TYPES))}, not {kind!r}")
+    warnings: list[str] = []
+    expand = (expander or mcp_vars.expander(path, Settings()))(warnings)
+    everywhere = claude_sources.expands_all(path)  # Claude Code's `${VAR}` in these too
     command, url = entry.get("command"), entry.get("url")
+    if everywhere:
+        command, url = (expand(v, name, k, k) if isinstance(v, str) else v
+                        for k, v in (("command", command), ("url", url)))  # fmt: skip
     if command is None and url is None:
         raise ValueError("missing 'command' (stdio server) or 'url' (remote server)")
     if command is not None and url is not None:
@@ -254,6 +208,7 @@ def _server_config(
     ):
         raise ValueError("'url' must be an http:// or https:// URL")
     args = _str_list(entry, "args")
+    args = [expand(a, name, "args", a) for a in args] if everywhere else args
     env = _str_map(entry, "env")
     headers = _str_map(entry, "headers")
     cwd = entry.get("cwd")
@@ -280,8 +235,6 @@ def _server_config(
     timeout = _positive(entry, "timeout", None)
     connect_timeout = _positive(entry, "connectTimeout", DEFAULT_CONNECT_TIMEOUT)
     assert connect_timeout is not None
-    warnings: list[str] = []
-    expand = (expander or _expander(path, Settings()))(warnings)
     env_items = tuple((k, expand(v, name, "env", k)) for k, v in env.items())
     header_items = tuple((k, expand(v, name, "headers", k)) for k, v in headers.items())
     if problems is not None:  # the manager's problems: logged and shown by the registry

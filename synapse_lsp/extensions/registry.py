@@ -33,8 +33,9 @@ from synapse_lsp.config import (
     read_settings_file,
 )
 from synapse_lsp.extensions import wrapper_files
+from synapse_lsp.extensions.claude_sources import scan_roots, skill_roots
 from synapse_lsp.extensions.mcp2bash import McpToolCommand
-from synapse_lsp.extensions.mcp_client import CONFIG_NAME, McpManager, McpServer
+from synapse_lsp.extensions.mcp_client import McpManager, McpServer
 from synapse_lsp.extensions.search import CommandSearchCommand, SearchIndex
 from synapse_lsp.extensions.skill_commands import (
     SkillDeleteCommand,
@@ -46,7 +47,7 @@ from synapse_lsp.extensions.skill_commands import (
     SkillRollbackCommand,
     SkillSearchCommand,
 )
-from synapse_lsp.extensions.skills import SkillInfo, SkillScriptCommand, scan_skills, skills_dir
+from synapse_lsp.extensions.skills import SkillInfo, SkillScriptCommand
 from synapse_lsp.extensions.watcher import ExtensionWatcher
 from synapse_lsp.files import DiskFiles
 from synapse_lsp.policy import trust
@@ -93,6 +94,7 @@ class ExtensionRegistry:
         # Why the folder's own mcp_servers.json is not loaded, when it is not (the owner
         # knows the folder's trust; `core.Workspace` sets it): `withheld_servers()`.
         self.withheld_reason: Callable[[], str | None] = lambda: None
+        self.skill_roots: Callable[[], list[Path]] = lambda: skill_roots(self.settings.synapse_home)
         self.mcp = McpManager(
             self.settings, workspace_root, self._server_changed, config_files, only_servers
         )
@@ -130,9 +132,8 @@ class ExtensionRegistry:
         self._refresh_skills()
         await self._reload_mcp()
         if self.watch:
-            self._watcher = ExtensionWatcher(
-                self.settings.synapse_home, self.workspace_root, self._on_files_changed
-            )
+            home, root, roots = self.settings.synapse_home, self.workspace_root, self.skill_roots()
+            self._watcher = ExtensionWatcher(home, root, self._on_files_changed, roots)
             self._watcher.start()
         if self.serve_socket:
             await self._start_socket()
@@ -188,9 +189,8 @@ class ExtensionRegistry:
         if server is None:
             return None
         if tool in server.config.disabled_tools:
-            return _Unavailable(
-                name, f"{name} is disabled in {server.config.source} (disabledTools)"
-            )
+            why = f"{name} is disabled in {server.config.source} (disabledTools)"
+            return _Unavailable(name, why)
         if server.state in ("ready", "broken"):
             return self._mcp_cmds.get(name)
         if server.state in ("connecting", "idle"):
@@ -216,14 +216,14 @@ class ExtensionRegistry:
         return {"mcp": sorted(self.mcp.servers), "skill": sorted(self.skills)}
 
     def withheld_servers(self) -> str | None:
-        """Why the folder's own servers are not here, when this registry does not load
-        them (None: it does, or there are none): "this folder's mcp_servers.json (github)
-        is not loaded: this folder is not trusted: run `synapse trust`"."""
-        root = self.workspace_root
-        reason = self.withheld_reason()
-        if root is None or reason is None or root / CONFIG_NAME in self.mcp.paths():
+        """Why the folder's own servers are not here (None: loaded, or none): "this folder's
+        mcp_servers.json (github) is not loaded: this folder is not trusted: run …"."""
+        root, reason = self.workspace_root, self.withheld_reason()
+        if root is None or reason is None:
             return None
-        return trust.withheld_servers_note(root, reason)
+        held = tuple(n for n in trust.FOLDER_CONFIGS if (root / n).is_file()
+                     and root / n not in self.mcp.paths())  # fmt: skip
+        return trust.withheld_servers_note(root, reason, files=held) if held else None
 
     async def wait_for_pending(self, limit: float, named_in: str | None = None) -> None:
         """Wait for the servers still connecting (those a command line `named_in` names,
@@ -275,7 +275,7 @@ class ExtensionRegistry:
         self.version += 1
 
     def _refresh_skills(self) -> None:
-        skills, self.skill_warnings = scan_skills(skills_dir(self.settings.synapse_home))
+        skills, self.skill_warnings = scan_roots(self.skill_roots())
         for warning in self.skill_warnings:
             log.warning("%s", warning)
         self.skills = {s.name: s for s in skills}

@@ -1,11 +1,12 @@
 """Background watcher (watchfiles): skills and MCP config changes -> registry refresh.
 
 Watches `$SYNAPSE_HOME` recursively (so the skills folder may be deleted and
-re-created) keeping only `skills/**` and `mcp/mcp_servers.json`, and the workspace
-root non-recursively for its `mcp_servers.json`. Changes are grouped with a short
-debounce (50 ms, polled every 10 ms) instead of watchfiles' 1.6 s default, so a new
-script is a command within a fraction of a second. The watcher is one owned task
-per root; `stop()` ends them and waits.
+re-created) keeping only `skills/**` and `mcp/mcp_servers.json`, the workspace
+root non-recursively for its `mcp_servers.json` and `.mcp.json`, and each other skills
+folder there is (`~/.claude/skills`, a trusted folder's `.claude/skills`) recursively.
+Changes are grouped with a short debounce (50 ms, polled every 10 ms) instead of
+watchfiles' 1.6 s default, so a new script is a command within a fraction of a second.
+The watcher is one owned task per root; `stop()` ends them and waits.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
+from synapse_lsp.extensions.claude_sources import MCP_JSON
 from synapse_lsp.extensions.mcp_client import CONFIG_NAME
 
 log = logging.getLogger(__name__)
@@ -32,8 +34,11 @@ class ExtensionWatcher:
         synapse_home: Path,
         workspace_root: Path | None,
         on_change: Callable[[set[str]], Awaitable[None]],
+        skill_roots: Sequence[Path] = (),
     ) -> None:
         self.home = synapse_home
+        # Skills folders outside $SYNAPSE_HOME (its own `skills/` is watched with it).
+        self.skill_roots = [r for r in skill_roots if not r.is_relative_to(synapse_home)]
         self.workspace_root = workspace_root
         self.on_change = on_change
         self._stop = asyncio.Event()
@@ -48,6 +53,7 @@ class ExtensionWatcher:
         roots: list[tuple[Path, bool]] = [(self.home, True)]
         if self.workspace_root is not None and self.workspace_root.is_dir():
             roots.append((self.workspace_root, False))
+        roots += [(root, True) for root in self.skill_roots if root.is_dir()]
         for root, recursive in roots:
             self._tasks.append(
                 asyncio.create_task(self._watch(root, recursive), name=f"watch:{root}")
@@ -73,8 +79,10 @@ class ExtensionWatcher:
             if rel.parts == ("mcp", CONFIG_NAME) or rel.parts == ("mcp",):
                 return "mcp"
             return None
-        if self.workspace_root is not None and path == self.workspace_root / CONFIG_NAME:
-            return "mcp"
+        if any(path.is_relative_to(root) for root in self.skill_roots):
+            return "skills"
+        if self.workspace_root is not None and path.parent == self.workspace_root:
+            return "mcp" if path.name in (CONFIG_NAME, MCP_JSON) else None
         return None
 
     async def _watch(self, root: Path, recursive: bool) -> None:
@@ -107,6 +115,6 @@ class ExtensionWatcher:
             if not self._stop.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), 0.5)
-                if recursive:
+                if root == self.home:  # never another skills folder (not ours to make)
                     with contextlib.suppress(OSError):
                         root.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,8 @@ from synapse_lsp.cmdline import simple_commands
 from synapse_lsp.commands import Layer, OutsideEnv, Step
 from synapse_lsp.config import POLICIES, SANDBOX_MODES, Settings, SettingsSource, as_source
 from synapse_lsp.events import RUNNING_TOOL_CALL
-from synapse_lsp.policy.hooks import Hooks
+from synapse_lsp.policy.governing import governing
+from synapse_lsp.policy.hooks import Hooks, notified
 from synapse_lsp.policy.hooks import current as hook_scope
 from synapse_lsp.question import (
     ACTIONS,
@@ -539,7 +540,7 @@ class AskingGate:
             # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel that comes as
             # the answer does, and the command would run in a cancelled turn.
             async with asyncio.timeout(wait):
-                answer = await self._ask(question)
+                answer = await notified(self._ask, question, self.hooks)
         except TimeoutError:
             return f"denied: nobody answered the permission question within {wait:g} s"
         except Exception as exc:  # the face could not ask: do not run
@@ -628,36 +629,6 @@ def _writes_files(step: Step) -> bool:
 
 SHOWN_CHARS = 2000
 SHOWN_COMMANDS = 40
-
-
-def governing(path: Path, root: Path, home: Path) -> str | None:
-    """What the host path `path` governs, when it is one of the files that decide what
-    the agent may do or what runs outside the sandbox; else None. In `$SYNAPSE_HOME`:
-    everything but `skills/` and `outputs/` (settings and hooks, permission rules,
-    trusted folders, MCP configs, wrappers, sessions, checkpoints). In the folder:
-    `.synapse/`, `.claude/settings*.json`, `mcp_servers.json` and `.git/`."""
-    real = Path(os.path.realpath(path))
-    home_real = Path(os.path.realpath(home))
-    if real == home_real or real.is_relative_to(home_real):
-        rest = real.relative_to(home_real).parts
-        if rest and rest[0] in ("skills", "outputs"):
-            return None
-        return "Synapse's own settings, permissions and store ($SYNAPSE_HOME)"
-    root_real = Path(os.path.realpath(root))
-    if not real.is_relative_to(root_real):
-        return None
-    rest = real.relative_to(root_real).parts
-    if not rest:
-        return None
-    if rest[0] == ".synapse":
-        return "the folder's Synapse settings and permissions"
-    if rest[0] == ".claude" and len(rest) == 2 and rest[1].startswith("settings"):
-        return "the folder's hooks (Claude Code settings)"
-    if rest == ("mcp_servers.json",):
-        return "the folder's MCP servers (programs Synapse starts)"
-    if rest[0] == ".git":
-        return "the repository's git configuration and hooks"
-    return None
 
 
 def _writer_target(step: Step, cwd: Path, view: PathView) -> Path | None:

@@ -1,13 +1,18 @@
-"""Hooks: the user's own commands at five points of a session, in Claude Code's shape.
+"""Hooks: the user's own commands at eight points of a session, in Claude Code's shape.
 
 `{"hooks": {"PreToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command",
 "command": "…", "timeout": 60}]}]}}` in `$SYNAPSE_HOME/settings.json` (the `hooks`
 setting, home only) and, only when the folder is trusted, in the folder's
 `.synapse/settings.json`, `.claude/settings.json` and `.claude/settings.local.json`
 (`trust.HOOK_FILES`; read once per permission gate, so a file the agent writes
-mid-session changes nothing until the next session). Events: PreToolUse (from the
-permission gate, `policy.gate.AskingGate`), PostToolUse (`agent/loop.py`),
-UserPromptSubmit, Stop and SessionStart (`agent/session.py`).
+mid-session changes nothing until the next session); with `claudeUserHooks` (the
+default), Claude Code's user settings too (`claude_user_settings`), named once in a
+notice. Events: PreToolUse (from the
+permission gate, `policy.gate.AskingGate`; `updatedInput`: hook_events.py),
+PostToolUse (`agent/loop.py`), UserPromptSubmit, Stop, SessionStart (with
+`$CLAUDE_ENV_FILE`: hook_env.py) and SessionEnd (`agent/session_hooks.py`),
+PreCompact (session_hooks.py, `agent/compaction.py`), Notification (`notified`, from
+the gate's question). Running one hook: hook_process.py.
 
 A hook gets Claude Code's JSON on stdin and answers with its exit code (0 ok, 2
 blocking, else an error) and, on 0, optional JSON on stdout. The one Bash tool is
@@ -34,8 +39,7 @@ import contextvars
 import json
 import os
 import re
-import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,37 +48,22 @@ from synapse_lsp import catalog, cmdline
 from synapse_lsp.builtins.args import ArgError
 from synapse_lsp.config import SETTINGS_FILE, SettingsSource
 from synapse_lsp.events import RUNNING_TOOL_CALL, Notice
-from synapse_lsp.policy import trust
+from synapse_lsp.policy import claude_home, hook_events, trust
+from synapse_lsp.policy.hook_process import (
+    DEFAULT_TIMEOUT_S,
+    MATCHED,
+    SHOWN_CHARS,
+    Hook,
+    Ran,
+    run_one,
+)
+from synapse_lsp.policy.hook_process import short as _short
 from synapse_lsp.policy.secrets import child_env
+from synapse_lsp.question import Question
 from synapse_lsp.sandbox import HOST_VIEW, PathView
 
-EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart")
-# Events whose matcher is used (on the tool name; SessionStart's on its source).
-MATCHED = frozenset({"PreToolUse", "PostToolUse", "SessionStart"})
-DEFAULT_TIMEOUT_S = 60.0
-MAX_OUTPUT_BYTES = 1 << 20  # of each stream a hook prints; the rest is dropped
-SHOWN_CHARS = 2000  # of a hook's message, in a tool result or a notice
-PIPE_GRACE_S = 1.0  # for its output once a hook has exited
-
-
-@dataclass(frozen=True)
-class Hook:
-    event: str
-    matcher: str  # "" and "*" match everything
-    command: str
-    timeout: float
-    source: str  # the settings file it came from
-
-    def matches(self, subject: str | None) -> bool:
-        """Claude Code's rule: all for "" or "*"; names (`Edit|Write`) when the matcher
-        is only word characters and `|`; else a regular expression searched in it."""
-        if self.event not in MATCHED or self.matcher in ("", "*"):
-            return True
-        if subject is None:
-            return False
-        if re.fullmatch(r"[\w|]+", self.matcher):
-            return subject in {part.strip() for part in self.matcher.split("|")}
-        return re.search(self.matcher, subject) is not None
+EVENTS: tuple[str, ...] = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop")
+EVENTS += ("SessionStart", "SessionEnd", "PreCompact", "Notification", "SubagentStop")
 
 
 def parse(value: Any, source: str) -> tuple[list[Hook], list[str]]:
@@ -197,6 +186,10 @@ class HookScope:
     # How the session's commands spell paths: hooks run on the host, so a `/tmp/x`
     # the model names reaches them as the host file it is (`sandbox.PathView`).
     view: Callable[[], PathView] = lambda: HOST_VIEW
+    # Lines a PreToolUse hook replaced (`updatedInput.command`): old -> new, taken by
+    # the router (`hook_events.take_rewrite`); `rewritten`: the new lines (no chains).
+    rewrites: dict[str, str] = field(default_factory=dict)
+    rewritten: set[str] = field(default_factory=set)
 
 
 _SCOPE: contextvars.ContextVar[HookScope | None] = contextvars.ContextVar(
@@ -211,6 +204,25 @@ def current() -> HookScope | None:
 def enter(scope: HookScope | None) -> None:
     """Make `scope` the current one for this task (and the tasks it starts)."""
     _SCOPE.set(scope)
+
+
+async def notified(
+    ask: Callable[[Question], Awaitable[str | None]], question: Question, hooks: Any
+) -> str | None:
+    """`ask(question)` — a permission question waiting for its answer — with the
+    Notification hooks of the current turn started alongside (not awaited)."""
+    scope = current()
+    if isinstance(hooks, Hooks) and scope is not None and hooks.has("Notification"):
+        fields = {"message": f"Synapse needs your permission: {question.command}"}
+        fields["notification_type"] = PROMPT
+        task = asyncio.ensure_future(hooks.event(scope, "Notification", PROMPT, fields))
+        _RUNNING.add(task)
+        task.add_done_callback(_RUNNING.discard)
+    return await ask(question)
+
+
+PROMPT = "permission_prompt"
+_RUNNING: set[asyncio.Future[None]] = set()  # Notification hooks under way
 
 
 def of_gate(gate: object) -> Hooks | None:
@@ -233,35 +245,6 @@ class PreVerdict:
 class PromptVerdict:
     blocked: str | None = None  # why the prompt is not sent
     context: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class _Ran:
-    hook: Hook
-    exit_code: int | None
-    stdout: str
-    stderr: str
-    error: str | None = None  # could not start, timed out, killed by a signal
-    output: dict[str, Any] = field(default_factory=dict)  # its JSON (exit 0)
-    # Exit 0, but what it printed cannot be its answer: cut off at MAX_OUTPUT_BYTES, or
-    # starting with `{` and not a JSON object. A failure: PreToolUse denies (fail
-    # closed), the other events warn and go on without it.
-    bad_output: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None or self.exit_code not in (0, 2) or self.bad_output is not None
-
-    def failure(self) -> str:
-        what = self.error or self.bad_output or f"exited with {self.exit_code}"
-        said = _short(self.stderr.strip() or self.stdout.strip())
-        return f"the {self.hook.event} hook `{_short(self.hook.command, 120)}` {what}" + (
-            f": {said}" if said else ""
-        )
-
-    def specific(self, key: str) -> Any:
-        inner = self.output.get("hookSpecificOutput")
-        return inner.get(key) if isinstance(inner, dict) else None
 
 
 # ---------------------------------------------------------------- the hooks
@@ -293,6 +276,12 @@ class Hooks:
         self._withheld = withheld
         self._home: tuple[object, list[Hook], list[str]] | None = None
         self._folder: tuple[bool, list[Hook], list[str], list[str]] | None = None
+        self._user: tuple[list[Hook], list[str]] | None = None  # claude_user_settings()
+        self._announced = False  # the notice naming the user's Claude Code hooks
+
+    def trusted(self) -> bool:
+        """Whether the folder is trusted now (its own files count)."""
+        return self._trusted()
 
     def configured(self) -> Configured:
         """Home hooks as the live settings say; the folder's, read once per trust state."""
@@ -306,6 +295,10 @@ class Hooks:
             self._folder = (trusted, *self._read_folder(trusted))
         _, home, home_problems = self._home
         _, folder, folder_problems, withheld = self._folder
+        if settings.claude_user_hooks:  # ~/.claude/settings.json's: the user's own
+            if self._user is None:
+                self._user = _read_hooks(claude_user_settings()) or ([], [])
+            home, home_problems = home + self._user[0], home_problems + self._user[1]
         return Configured(
             tuple(home + folder), tuple(home_problems + folder_problems), tuple(withheld)
         )
@@ -319,12 +312,7 @@ class Hooks:
             if not trusted or path in unconfirmed:
                 withheld.append(str(path))
                 continue
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError, RecursionError) as exc:
-                problems.append(f"{path}: cannot read its hooks: {exc}")
-                continue
-            found, bad = parse(data.get("hooks") if isinstance(data, dict) else None, str(path))
+            found, bad = _read_hooks(path) or ([], [])
             hooks += found
             problems += bad
         return hooks, problems, withheld
@@ -358,7 +346,7 @@ class Hooks:
     async def pre_tool_use(self, scope: HookScope, line: str, cwd: Path) -> PreVerdict:
         """The hooks' word on a command line: any deny wins, then ask, then allow. A
         hook that fails denies (fail closed)."""
-        if not self._has("PreToolUse"):
+        if not self.has("PreToolUse"):
             return PreVerdict(None)  # no parsing of a long line for nothing
         name, tool_input = tool_call(line, cwd, scope.view())
         fields = {
@@ -366,6 +354,7 @@ class Hooks:
             "tool_input": tool_input,
             "tool_use_id": RUNNING_TOOL_CALL.get(),
         }
+        scope.rewrites.pop(line, None)  # one a caller other than the router left
         denied: list[str] = []
         asked: list[str] = []
         allowed = False
@@ -377,12 +366,14 @@ class Hooks:
                 denied.append(_short(ran.stderr.strip()) or "(the hook gave no reason)")
                 continue
             _show(scope, ran)
-            if ran.specific("updatedInput") is not None:
-                denied.append(
-                    f"the PreToolUse hook `{_short(ran.hook.command, 120)}` returned "
-                    "updatedInput, which Synapse does not support: the command is not run"
-                )
-                continue
+            updated = ran.specific("updatedInput")
+            if updated is not None:
+                problem = hook_events.rewrite(scope, line, updated, tool_input)
+                if problem is not None:
+                    denied.append(
+                        f"the PreToolUse hook `{_short(ran.hook.command, 120)}` {problem}"
+                    )
+                    continue
             decision = ran.specific("permissionDecision")
             reason = ran.specific("permissionDecisionReason") or ran.output.get("reason")
             if decision is None:  # the older `decision` field
@@ -408,7 +399,10 @@ class Hooks:
                     f"permissionDecision {decision!r} (not allow, deny or ask)"
                 )
         if denied:
+            scope.rewrites.pop(line, None)
             return PreVerdict("deny", "denied by a PreToolUse hook: " + "; ".join(denied))
+        if line in scope.rewrites:  # the router runs the new line, gated afresh
+            return PreVerdict("deny", hook_events.REWRITTEN + scope.rewrites[line])
         if asked:
             shown = "; ".join(a for a in asked if a)
             return PreVerdict("ask", "a PreToolUse hook asks" + (f": {shown}" if shown else ""))
@@ -418,7 +412,7 @@ class Hooks:
         self, scope: HookScope, line: str, cwd: Path, response: dict[str, Any]
     ) -> str:
         """What the hooks add to the tool result the model sees ("" for nothing)."""
-        if not self._has("PostToolUse"):
+        if not self.has("PostToolUse"):
             return ""
         name, tool_input = tool_call(line, cwd, scope.view())
         if "file_path" in tool_input:
@@ -473,9 +467,13 @@ class Hooks:
                 reasons.append(str(ran.output.get("reason") or "(no reason given)"))
         return "\n".join(_short(r) for r in reasons) if reasons else None
 
-    async def session_start(self, scope: HookScope, source: str) -> list[str]:
+    async def session_start(
+        self, scope: HookScope, source: str, env_file: str | None = None
+    ) -> list[str]:
+        """Their context for the model; `env_file` is their `$CLAUDE_ENV_FILE`."""
         context: list[str] = []
-        for ran in await self._run(scope, "SessionStart", source, {"source": source}):
+        extra = {"CLAUDE_ENV_FILE": env_file} if env_file else {}
+        for ran in await self._run(scope, "SessionStart", source, {"source": source}, extra):
             if self._fail_open(scope, ran):
                 continue
             if ran.exit_code == 2:
@@ -484,12 +482,21 @@ class Hooks:
             context += _context(ran)
         return context
 
+    async def event(
+        self, scope: HookScope, event: str, subject: str | None, fields: dict[str, Any]
+    ) -> None:
+        """An event whose hooks only run (SessionEnd, PreCompact, Notification): they
+        fail open; exit 2 shows their stderr to the user; `systemMessage` is shown."""
+        for ran in await self._run(scope, event, subject, fields):
+            if not self._fail_open(scope, ran) and ran.exit_code == 2:
+                scope.notify(Notice(ran.failure(), "warning"))
+
     # ---------------------------------------------------------- running them
 
-    def _has(self, event: str) -> bool:
+    def has(self, event: str) -> bool:
         return any(h.event == event for h in self.configured().hooks)
 
-    def _fail_open(self, scope: HookScope, ran: _Ran) -> bool:
+    def _fail_open(self, scope: HookScope, ran: Ran) -> bool:
         """A failed hook of an event that fails open: a warning, and True (skip it).
         Also shows `systemMessage` and notes `continue: false`."""
         if ran.failed:
@@ -501,9 +508,18 @@ class Hooks:
         return False
 
     async def _run(
-        self, scope: HookScope, event: str, subject: str | None, fields: dict[str, Any]
-    ) -> list[_Ran]:
-        hooks = [h for h in self.configured().hooks if h.event == event and h.matches(subject)]
+        self,
+        scope: HookScope,
+        event: str,
+        subject: str | None,
+        fields: dict[str, Any],
+        extra_env: dict[str, str] | None = None,
+    ) -> list[Ran]:
+        found = self.configured().hooks
+        if not self._announced and (user := [h for h in found if h.source == CLAUDE_SOURCE]):
+            self._announced = True
+            scope.notify(Notice(_user_notice(user), "info"))
+        hooks = [h for h in found if h.event == event and h.matches(subject)]
         if not hooks:
             return []
         unique = list({h.command: h for h in hooks}.values())  # one run per command
@@ -511,173 +527,62 @@ class Hooks:
             "session_id": scope.session_id,
             "transcript_path": scope.transcript_path,
             "cwd": str(scope.cwd()),
+            "permission_mode": self._settings().permission,
             "hook_event_name": event,
             **fields,
         }
         data = json.dumps(payload).encode()
         env = child_env(os.environ, self._settings())
         env["CLAUDE_PROJECT_DIR"] = env["SYNAPSE_PROJECT_DIR"] = str(self.root)
-        return list(await asyncio.gather(*(_run_one(h, data, env, self.root) for h in unique)))
+        env.update(extra_env or {})
+        return list(await asyncio.gather(*(run_one(h, data, env, self.root) for h in unique)))
 
 
-async def _run_one(hook: Hook, data: bytes, env: dict[str, str], cwd: Path) -> _Ran:
-    spawn = asyncio.ensure_future(
-        asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
-            hook.command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,  # its own process group: killed whole
-        )
-    )
-    try:  # shielded: cancelled inside, asyncio kills bash alone, then waits for its pipes
-        proc = await asyncio.shield(spawn)  # (held by what it started: a `sleep 60`)
-    except asyncio.CancelledError:
-        spawn.add_done_callback(_kill_spawned)  # its whole group, once it is known
-        raise
-    except OSError as exc:
-        return _Ran(hook, None, "", "", f"could not start ({exc})")
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    out, err = bytearray(), bytearray()
-    cut: list[bool] = []  # stdout went past MAX_OUTPUT_BYTES
-    parts = [
-        asyncio.ensure_future(_feed(proc.stdin, data)),
-        asyncio.ensure_future(_read(proc.stdout, out, cut)),
-        asyncio.ensure_future(_read(proc.stderr, err, [])),
-    ]
-    error: str | None = None
-    try:
-        try:
-            # The hook is done when its process exits: not `proc.wait()`, which in
-            # Python 3.11 also waits for every pipe to close, so a child that left the
-            # group (`setsid job &`) and holds stdout held the call far past the timeout.
-            async with asyncio.timeout(hook.timeout):  # not wait_for: it can drop a cancel
-                await _exited(proc)
-        except TimeoutError:
-            error = f"timed out after {hook.timeout:g} s"
-        _kill_group(proc.pid)  # on timeout, and what it left behind holding the pipes
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(PIPE_GRACE_S):
-                await _exited(proc)
-        # A child that left the group (setsid) may still hold a pipe: what came within
-        # a short bound is kept, and the pipes are closed on our side.
-        await asyncio.wait({parts[1], parts[2]}, timeout=PIPE_GRACE_S)
-    finally:
-        _kill_group(proc.pid)
-        for part in parts:
-            part.cancel()
-        await asyncio.gather(*parts, return_exceptions=True)
-        transport = getattr(proc, "_transport", None)
-        if transport is not None:
-            transport.close()  # our ends of the pipes: nothing waits on a stray child
-    stdout, stderr = _text(out), _text(err)
-    code = proc.returncode
-    if error is None and code is not None and code < 0:
-        error = f"was killed by signal {-code}"
-    output: dict[str, Any] = {}
-    bad: str | None = None
-    if error is None and code == 0:
-        start = stdout.lstrip().lstrip("\ufeff").lstrip()  # whitespace, a BOM
-        if cut:
-            bad = (
-                f"exited 0 but its output was over {MAX_OUTPUT_BYTES // (1 << 20)} MiB "
-                "(cut off, so not read as its answer)"
-            )
-        elif start.startswith("{"):
-            parsed: Any = None
-            with contextlib.suppress(ValueError, RecursionError):
-                parsed = json.loads(start)
-            if isinstance(parsed, dict):
-                output = parsed
-            else:
-                bad = "exited 0 but its output was not valid JSON (it starts with `{`)"
-    return _Ran(hook, None if error else code, stdout, stderr, error, output, bad)
-
-
-async def _exited(proc: asyncio.subprocess.Process) -> None:
-    """Until `proc` has exited and been reaped (its pipes may still be open): a pidfd
-    says when it exits, then the event loop's child watcher reaps it."""
-    if proc.returncode is not None:
-        return
-    loop = asyncio.get_running_loop()
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        fd = -1
-    if fd >= 0:
-        gone: asyncio.Future[None] = loop.create_future()
-
-        def readable() -> None:
-            if not gone.done():
-                gone.set_result(None)
-
-        loop.add_reader(fd, readable)
-        try:
-            if proc.returncode is None:
-                await gone
-        finally:
-            loop.remove_reader(fd)
-            os.close(fd)
-    delay = 0.002
-    while proc.returncode is None:  # exited; the watcher reaps it in a moment
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 0.05)
-
-
-async def _feed(stream: asyncio.StreamWriter, data: bytes) -> None:
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        stream.write(data)
-        await stream.drain()
-        stream.close()
-
-
-async def _read(stream: asyncio.StreamReader, kept: bytearray, cut: list[bool]) -> None:
-    """A stream to its end into `kept`, keeping the first MAX_OUTPUT_BYTES (`cut` gets
-    an entry when more came)."""
-    while chunk := await stream.read(65536):
-        room = MAX_OUTPUT_BYTES - len(kept)
-        if len(chunk) > room and not cut:
-            cut.append(True)
-        if room > 0:
-            kept += chunk[:room]
-
-
-def _text(data: bytearray) -> str:
-    return data.decode("utf-8", errors="replace")
-
-
-def _kill_spawned(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
-    """A hook whose start a cancel interrupted: its group killed, our pipe ends closed."""
-    if not spawn.cancelled() and spawn.exception() is None:
-        _kill_group(spawn.result().pid)
-        spawn.result()._transport.close()  # type: ignore[attr-defined]
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def _show(scope: HookScope, ran: _Ran) -> None:
+def _show(scope: HookScope, ran: Ran) -> None:
     """A hook's `systemMessage`, to the user."""
     message = ran.output.get("systemMessage")
     if isinstance(message, str) and message.strip():
         scope.notify(Notice(_short(message.strip()), "info"))
 
 
-def _context(ran: _Ran) -> list[str]:
+def _context(ran: Ran) -> list[str]:
     """Context for the model from a successful hook: `additionalContext`, else its
-    plain (non-JSON) stdout."""
+    plain stdout (not JSON: `{}` or any object without it adds nothing)."""
     extra = ran.specific("additionalContext")
     if isinstance(extra, str):
         return [extra.strip()] if extra.strip() else []
-    if not ran.output and ran.stdout.strip():
+    if not ran.is_json and ran.stdout.strip():  # `{}`: an answer with nothing to add
         return [ran.stdout.strip()]
     return []
+
+
+CLAUDE_SOURCE = "~/.claude/settings.json"  # the `source` of the user's Claude Code hooks
+
+
+def claude_user_settings() -> Path:
+    """Claude Code's user settings: `settings.json` in `claude_home.user_dir()`."""
+    return claude_home.user_dir() / "settings.json"
+
+
+def _read_hooks(path: Path) -> tuple[list[Hook], list[str]] | None:
+    """The hooks of one settings file and its problems; None when it does not exist."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError) as exc:
+        return [], [f"{path}: cannot read its hooks: {exc}"]
+    source = CLAUDE_SOURCE if path == claude_user_settings() else str(path)
+    return parse(data.get("hooks") if isinstance(data, dict) else None, source)
+
+
+def _user_notice(user: Sequence[Hook]) -> str:
+    listed = "; ".join(f"{h.event} `{_short(h.command, 80)}`" for h in user[:10])
+    more = f" and {len(user) - 10} more" if len(user) > 10 else ""
+    return (
+        f"Running your Claude Code hooks ({claude_user_settings()}) as your own: {listed}{more}."
+        ' Turn them off with "claudeUserHooks": false in $SYNAPSE_HOME/settings.json.'
+    )
 
 
 def context_block(event: str, texts: Sequence[str]) -> dict[str, Any]:
@@ -687,7 +592,3 @@ def context_block(event: str, texts: Sequence[str]) -> dict[str, Any]:
         "type": "text",
         "text": f"<system-reminder>\n{event} hook additional context:\n{body}\n</system-reminder>",
     }
-
-
-def _short(text: str, limit: int = SHOWN_CHARS) -> str:
-    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from synapse_lsp.config import Settings
 
 CREDENTIAL_PREFIX = "ANTHROPIC_"
-# What `os.path.expandvars` (posixpath) recognises: `$NAME` and `${NAME}`.
+# What `os.path.expandvars` (posixpath) recognises: `$NAME` and `${NAME}`; and the
+# shell's `${NAME:-default}` (Claude Code's `.mcp.json` uses it).
 _VAR = re.compile(r"\$(\w+|\{[^}]*\})", re.ASCII)
 
 
@@ -69,14 +70,19 @@ def expand(
 ) -> tuple[str, list[Refused]]:
     """`os.path.expandvars(value)`, except that a reference `refuse(name, its value)`
     answers with a reason for is left as written. Returns the text and the refusals.
-    Unknown variables are left as written, as `expandvars` does."""
+    Unknown variables are left as written, as `expandvars` does; `${NAME:-default}` is
+    `default` when NAME is unset or empty (a refused NAME stays as written, default
+    and all)."""
     source = os.environ if env is None else env
     refused: list[Refused] = []
 
     def one(match: re.Match[str]) -> str:
-        name = match.group(1)
+        name, default = match.group(1), None
         if name.startswith("{") and name.endswith("}"):
-            name = name[1:-1]
+            name, sep, fallback = name[1:-1].partition(":-")
+            default = fallback if sep else None
+        if not source.get(name) and default is not None:
+            return default
         if name not in source:
             return match.group(0)
         why = refuse(name, source[name])

@@ -1,7 +1,8 @@
 """Workspace trust: whether a folder's own extension config may run.
 
 Opening a folder must not run what the folder says. A folder's own
-`mcp_servers.json` starts programs and its hooks (`HOOK_FILES`: the `hooks` of
+`mcp_servers.json` and Claude Code's `.mcp.json` start programs, its Claude Code
+skills (`.claude/skills/`) are scripts, and its hooks (`HOOK_FILES`: the `hooks` of
 `.synapse/settings.json` and of Claude Code's `.claude/settings.json` and
 `.claude/settings.local.json`) run commands, so they are used only once the user
 trusts that folder; an untrusted folder gets the home configuration only, and is told
@@ -51,7 +52,8 @@ log = logging.getLogger(__name__)
 ENV = "SYNAPSE_TRUST_WORKSPACE"
 STORE_NAME = "trusted_folders.json"
 # The folder's own files that only a trusted folder may use.
-FOLDER_CONFIGS = ("mcp_servers.json",)
+FOLDER_CONFIGS = ("mcp_servers.json", ".mcp.json")
+FOLDER_SKILLS = ".claude/skills"  # Claude Code's skills of the folder (a folder)
 # The folder's settings files whose `hooks` (hooks.py) only a trusted folder may use.
 HOOK_FILES = (".synapse/settings.json", ".claude/settings.json", ".claude/settings.local.json")
 # Every file trust unlocks, fingerprinted whether or not it holds hooks today.
@@ -82,7 +84,9 @@ def store_path(home: Path) -> Path:
 
 def needs_trust(root: Path) -> list[Path]:
     """The folder's own config files that trust would let run (empty: nothing to ask)."""
-    return [root / name for name in FOLDER_CONFIGS if (root / name).is_file()] + hook_files(root)
+    found = [root / name for name in FOLDER_CONFIGS if (root / name).is_file()]
+    skills = [root / FOLDER_SKILLS] if (root / FOLDER_SKILLS).is_dir() else []
+    return found + skills + hook_files(root)
 
 
 def _small_regular_text(path: Path, limit: int = 1 << 20) -> str:
@@ -460,16 +464,18 @@ CHANGED_FOR_MODEL = (
 )
 
 
-def folder_server_names(root: Path) -> list[str]:
-    """The server names in the folder's own `mcp_servers.json`, read without trusting
-    it ([] when it is missing, unreadable or not `{"mcpServers": {…}}`)."""
-    try:
-        data = json.loads(_small_regular_text(root / FOLDER_CONFIGS[0]))
-    except (OSError, ValueError, RecursionError):
-        return []
-    servers = data.get("mcpServers") if isinstance(data, dict) else None
-    if not isinstance(servers, dict):
-        return []
+def folder_server_names(root: Path, files: tuple[str, ...] = FOLDER_CONFIGS) -> list[str]:
+    """The server names in the folder's own MCP configs (`files` of `FOLDER_CONFIGS`),
+    read without trusting them (none from one missing, unreadable or not
+    `{"mcpServers": {…}}`)."""
+    servers: dict[str, object] = {}
+    for name in files:
+        try:
+            data = json.loads(_small_regular_text(root / name))
+        except (OSError, ValueError, RecursionError):
+            continue
+        table = data.get("mcpServers") if isinstance(data, dict) else None
+        servers.update(table if isinstance(table, dict) else {})
     # Names an untrusted repository chose, shown to the user and the model: only
     # plain ones, a few, short (no newline can forge a line of a tool result).
     plain = sorted(n for n in map(str, servers) if _PLAIN_NAME.fullmatch(n))
@@ -483,8 +489,12 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 MAX_SHOWN_NAMES = 10
 
 
-def withheld_servers_note(root: Path, reason: str, by: str = "") -> str:
-    """`this folder's mcp_servers.json (a, b) is not loaded<by>: <reason>`."""
-    found = folder_server_names(root)
+def withheld_servers_note(
+    root: Path, reason: str, by: str = "", files: tuple[str, ...] = FOLDER_CONFIGS[:1]
+) -> str:
+    """`this folder's mcp_servers.json (a, b) is not loaded<by>: <reason>` (`files`:
+    those of `FOLDER_CONFIGS` withheld; several: "… and .mcp.json (a, b) are not …")."""
+    found = folder_server_names(root, files)
     listed = f" ({', '.join(found)})" if found else ""
-    return f"this folder's {FOLDER_CONFIGS[0]}{listed} is not loaded{by}: {reason}"
+    verb = "is" if len(files) == 1 else "are"
+    return f"this folder's {' and '.join(files)}{listed} {verb} not loaded{by}: {reason}"

@@ -28,6 +28,7 @@ from synapse_lsp.commands import (
 from synapse_lsp.config import Settings, SettingsSource, as_source
 from synapse_lsp.files import ChangeRecorder, DiskFiles, FileGateway
 from synapse_lsp.output import bound_text
+from synapse_lsp.policy import hook_events, hooks
 from synapse_lsp.router.base import (
     _RECORDER,
     EXTENSION_PREFIXES,
@@ -223,6 +224,11 @@ class BashRouter(NativeRunner, InProcessRunner):
                 )
                 return self._finish(command, layer, out, started)
             denied = await self.permission.check(line, layer, self.shell.cwd, steps)
+            replaced = hook_events.take(hooks.current(), line) if denied is not None else None
+            if replaced is not None:  # a PreToolUse hook's updatedInput: gated afresh
+                routed = await self._route(replaced, False, on_output, emit, False)
+                routed.text = f"[{hook_events.REWRITTEN}{replaced}]\n{routed.text}"
+                return routed
             if denied is not None:
                 out = CommandOutput(
                     stderr=f"Not run: {denied}\n",

@@ -354,7 +354,7 @@ def programs_in_git_config(git: Path) -> list[str]:
 
 
 # The folder's files that decide what the agent may do (`permissions.governing`).
-GOVERNING_IN_FOLDER = (".synapse", ".claude", "mcp_servers.json")
+GOVERNING_IN_FOLDER = (".synapse", ".claude", "mcp_servers.json", ".mcp.json")
 
 
 def bwrap_argv(
@@ -416,7 +416,7 @@ def bwrap_argv(
                 git = git.resolve()  # a linked .git: its target is what must not change
             if git.exists():
                 argv += ["--ro-bind", str(git), str(git)]
-            # What governs the agent in the folder (policy.gate.governing): read-only
+            # What governs the agent in the folder (policy.governing): read-only
             # where it exists, like .git (a missing one a command could create is not
             # honoured unconfirmed: docs/threat-model.md).
             for name in GOVERNING_IN_FOLDER:

@@ -116,3 +116,24 @@ async def test_the_sandbox_keeps_the_folders_rules_read_only(
         assert (await shell.run("echo fine > other.txt")).exit_code == 0
     finally:
         await shell.close()
+
+
+async def test_claude_codes_own_settings_are_guarded_like_ours(
+    shell: ShellSession, settings: Settings, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`~/.claude/settings*.json` holds hooks Synapse runs unsandboxed (the user's own):
+    a built-in write of it asks its own question, even where writing is otherwise free."""
+    claude = workdir / "claude-home"  # inside the workspace: no other question applies
+    claude.mkdir()
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude))
+    asker = Recorder(DENY)
+    router = _router(shell, settings, workdir, asker)
+    hook = json.dumps({"hooks": {"Stop": [{"hooks": [{"command": "touch /tmp/x"}]}]}})
+    for name in ("settings.json", "settings.local.json"):
+        result = await router.route(f"write claude-home/{name} '{hook}'")
+        assert result.exit_code == 126, result.text
+        assert "Claude Code settings" in asker.questions[-1][0]
+        assert not (claude / name).exists()
+    before = len(asker.questions)
+    assert (await router.route("write claude-home/CLAUDE.md 'notes'")).exit_code == 0
+    assert len(asker.questions) == before
