@@ -268,3 +268,30 @@ async def test_the_users_claude_code_hooks_run_named_once_and_can_be_turned_off(
     env.api.add({"commands": ["touch c.txt"]}, {"text": "ok"})
     (call,) = finished_calls(await turn(session, "go"))
     assert call.status == "completed" and (env.work / "c.txt").exists()
+
+
+def test_chat_p_separates_the_texts_of_a_turn_a_stop_hook_continued(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """`synapse chat -p`: the answer after a Stop hook sent the agent on is a paragraph of
+    its own (it was printed glued: `first stopafter stop hook`)."""
+    from tests.fake_api import FakeApiProcess
+    from tests.test_repl import chat, home_env
+
+    mark = tmp_path / "stopped-once"
+    hook = tmp_path / "stop.sh"
+    hook.write_text(
+        f"#!/bin/sh\ncat >/dev/null\nif [ -e {mark} ]; then exit 0; fi\n"
+        f"touch {mark}\necho 'check the tests too' >&2\nexit 2\n"
+    )
+    hook.chmod(0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    stop = {"Stop": [{"hooks": [{"type": "command", "command": str(hook)}]}]}
+    (home / "settings.json").write_text(json.dumps({"hooks": stop}))
+    with FakeApiProcess(
+        [{"text": "first stop"}, {"text": "after stop hook"}], tmp_path / "a"
+    ) as api:
+        done = chat(["-p", "go"], home_env(home, api.env()), workdir)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "first stop\n\nafter stop hook\n"

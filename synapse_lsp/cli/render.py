@@ -180,6 +180,7 @@ class Renderer:
         self.style = style or Style()
         self.buffer: list[str] = []  # one-shot: the current message's text
         self.mid_line = False
+        self.answered = False  # a model response ended: its next text is a new paragraph
         self.thinking = False  # inside a run of thinking deltas
         self.calls: dict[str, _Call] = {}
         # Running `task:*` calls -> their description: while several run at once, each
@@ -304,6 +305,7 @@ class Renderer:
             ToolCallStarted,
             ToolOutput,
             TurnFinished,
+            UsageUpdated,
         )
 
         nested = getattr(event, "parent_tool_call_id", None) is not None
@@ -314,9 +316,14 @@ class Renderer:
         if isinstance(event, TextDelta):
             if nested:
                 return  # a sub-agent's prose stays in its card; its tool calls are shown
+            # A turn a Stop hook continued: the next response's text is a paragraph of
+            # its own, not glued to the last one's words.
+            fresh, self.answered = self.answered, False
             if self.one_shot:
-                self.buffer.append(event.text)
+                self.buffer.append(("\n\n" if fresh and self.buffer else "") + event.text)
             else:
+                if fresh and self.mid_line:
+                    self.out.write("\n\n")
                 self.out.write(event.text)
                 self.out.flush()
                 self.mid_line = not event.text.endswith("\n")
@@ -342,6 +349,8 @@ class Renderer:
             elif parent in self.subagents and len(self.subagents) > 1:
                 label = self.subagents[parent]
             self.command_started(event.tool_call_id, event.command, indent, note, label)
+        elif isinstance(event, UsageUpdated):
+            self.answered = self.answered or not nested
         elif isinstance(event, ToolOutput):
             self.command_output(event.tool_call_id, event.chunk)
         elif isinstance(event, ToolCallFinished):
