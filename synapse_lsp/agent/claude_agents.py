@@ -24,12 +24,11 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 from synapse_lsp.agent import prompts
 from synapse_lsp.agent.claude_files import parse_front_matter, read_text, split_list
 from synapse_lsp.agent.subagents import Access
-from synapse_lsp.builtins.task import TASK_TYPES
+from synapse_lsp.builtins.task import TASK_TYPES, TaskRunner
 from synapse_lsp.commands import CommandOutput
 
 MODEL_ALIASES = {
@@ -158,16 +157,7 @@ def _read(path: Path, scope: str, problems: list[str]) -> AgentDef | None:
     )
 
 
-class Run(Protocol):
-    def __call__(
-        self,
-        task_type: str,
-        prompt: str,
-        description: str,
-        *,
-        model: str | None = None,
-        max_turns: int | None = None,
-    ) -> Awaitable[CommandOutput]: ...
+Run = TaskRunner  # the session's own runner, which this one wraps
 
 
 class AgentRunner:
