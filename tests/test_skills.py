@@ -75,7 +75,7 @@ def home(settings: Settings) -> Path:
         "import sys\nif sys.argv[1:] == ['--help']:\n    print('own help of nodoc')\n",
     )
     write(tools / "scripts" / "stdin.py", "import sys\nprint(sys.stdin.read().upper(), end='')\n")
-    write(tools / "scripts" / "data.unknown", "no interpreter for this\n")
+    write(tools / "scripts" / "data.rb", "no interpreter for this\n")  # a script, no shebang
     # Hostile names: never a command, never run.
     canary = root / "canary"
     write(root / "skills" / "a;rm -rf x" / "scripts" / "s.sh", f"touch {canary}\n")
@@ -189,7 +189,7 @@ async def test_unsafe_and_unrunnable_names_are_skipped_with_warnings(
     warnings = "\n".join(registry.problems)
     assert "skill folder 'a;rm -rf x' skipped" in warnings
     assert "script 'bad name;touch x.sh' skipped" in warnings
-    assert "script 'data.unknown' skipped: no shebang" in warnings
+    assert "script 'data.rb' skipped: no shebang" in warnings
     listing = await ext_router.route("command:search rm")
     assert listing.data["matches"] == []
     assert not (home / "canary").exists()

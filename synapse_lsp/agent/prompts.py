@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from datetime import date
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from synapse_lsp import catalog
 from synapse_lsp.commands import Command
@@ -34,6 +34,14 @@ SUBAGENT_TEMPLATES = {
 }
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 CACHE = {"type": "ephemeral"}
+
+
+@runtime_checkable
+class PromptSection(Protocol):
+    """A built-in that adds a section of its own to the prompt (`skill:search`: the
+    installed skills, by name and one line each)."""
+
+    def prompt_section(self) -> str: ...
 
 
 class PromptError(Exception):
@@ -85,6 +93,12 @@ def builtins_section(commands: Iterable[Command]) -> str:
     return "\n\n".join(parts)
 
 
+def sections_text(commands: Iterable[Command]) -> str:
+    """The sections built-ins add (`PromptSection`), in their prompt order."""
+    parts = [c.prompt_section() for c in ordered_builtins(commands) if isinstance(c, PromptSection)]
+    return "\n\n".join(p.strip() for p in parts if p.strip())
+
+
 def system_text(
     commands: Iterable[Command],
     task_type: str | None = None,
@@ -133,9 +147,14 @@ def system_blocks(
 ) -> list[dict[str, Any]]:
     """System prompt blocks: the stable one is a cache breakpoint, the project's
     instructions (`agent/instructions.py`) and the environment follow; `append` (the
-    user's `--append-system-prompt`) comes last. `subagent`, `more_types`: `system_text`'s."""
+    user's `--append-system-prompt`) comes last. `subagent`, `more_types`: `system_text`'s.
+    The built-ins' own sections (`sections_text`: the installed skills) come right after
+    the stable block, which stays the same whatever is installed."""
+    commands = list(commands)
     stable = system_text(commands, task_type, subagent=subagent, more_types=more_types)
     blocks: list[dict[str, Any]] = [{"type": "text", "text": stable, "cache_control": CACHE}]
+    if sections := sections_text(commands):
+        blocks.append({"type": "text", "text": sections})
     if instructions:
         blocks.append({"type": "text", "text": instructions})
     blocks.append({"type": "text", "text": environment_text(cwd, workspace_root)})

@@ -328,7 +328,7 @@ class ExtensionRegistry:
                 long_help=cmd.help() if script.doc else None,
                 exec_argv=script.argv([]),
                 help_exact=True,
-                env=(("SYNAPSE_SKILL_DIR", str(script.path.parent.parent)),),
+                env=script.env,  # its skill folder: SYNAPSE_SKILL_DIR, PYTHONPATH
             )
             wanted[name] = wrapper_files.render(spec)
         problems = self.wrapper_problems["skill"] = []

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import hashlib
-import os
 import re
 import shutil
 from collections.abc import Mapping
@@ -25,10 +23,11 @@ from typing import Literal, Protocol
 from synapse_lsp import catalog
 from synapse_lsp.builtins.args import ArgError, non_negative_int, parse_args
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
+from synapse_lsp.extensions import skill_files, skill_listing
 from synapse_lsp.extensions.search import query_mode, search_invocation
+from synapse_lsp.extensions.skill_files import SAFE_NAME
 from synapse_lsp.extensions.skills import (
     MAX_VERSIONS,
-    SAFE_NAME,
     SkillInfo,
     SkillStoreError,
     delete_skill,
@@ -101,6 +100,10 @@ class SkillSearchCommand(catalog.Described):
 
     def __init__(self, source: SkillSource) -> None:
         self.source = source
+
+    def prompt_section(self) -> str:
+        """The system prompt's list of installed skills (skill_listing.py)."""
+        return skill_listing.prompt_listing(self.source.skills.values())
 
     def help(self) -> str:
         return f"""\
@@ -320,23 +323,6 @@ list of the files you changed."""
         return out
 
 
-def _fingerprint(folder: Path) -> str | None:
-    """A hash of a skill folder's paths and contents; None when it is gone."""
-    if not folder.is_dir():
-        return None
-    digest = hashlib.sha256()
-    for here, dirs, files in sorted(os.walk(folder)):
-        dirs.sort()
-        for name in sorted(files):
-            path = Path(here) / name
-            digest.update(str(path.relative_to(folder)).encode() + b"\0")
-            try:
-                digest.update(path.read_bytes() if not path.is_symlink() else b"link")
-            except OSError:
-                digest.update(b"unreadable")
-    return digest.hexdigest()
-
-
 def _copies(root: Path, names: list[str]) -> list[tuple[str, str, Path]]:
     """(name, fingerprint, copy) of each existing skill, copied under skills/.staging."""
     import tempfile
@@ -344,7 +330,7 @@ def _copies(root: Path, names: list[str]) -> list[tuple[str, str, Path]]:
     out: list[tuple[str, str, Path]] = []
     for name in names:
         folder = root / name
-        fingerprint = _fingerprint(folder)
+        fingerprint = skill_files.fingerprint(folder)
         if fingerprint is None:
             continue
         (root / ".staging").mkdir(parents=True, exist_ok=True)
@@ -364,7 +350,7 @@ def _keep_changed(root: Path, before: list[tuple[str, str, Path]]) -> list[tuple
     saved: list[tuple[str, int]] = []
     for name, fingerprint, copy in before:
         try:
-            if _fingerprint(root / name) != fingerprint:
+            if skill_files.fingerprint(root / name) != fingerprint:
                 saved.append((name, save_version(root, name, "reinforce", source=copy).number))
         except OSError:
             pass
@@ -633,6 +619,7 @@ Examples:
             return refused
         name = args.positional[0]
         root = skills_dir(ctx.settings.synapse_home)
+        existed = (root / name).is_dir()
         try:
             restored, saved = await asyncio.to_thread(rollback_skill, root, name, number)
         except SkillStoreError as exc:
@@ -643,6 +630,8 @@ Examples:
         )
         if saved is not None:
             text += f" What it replaced is version {saved.number}."
+        elif existed:
+            text += " It already was that version: nothing new was kept."
         return CommandOutput(
             text + "\n",
             data={"skill": name, "restored": restored.number, "saved": saved and saved.number},

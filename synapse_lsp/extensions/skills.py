@@ -5,8 +5,9 @@ optionally `domain`, `tags`, `tools`) and a `scripts/` folder. Each script runs
 with the interpreter its shebang names, else by extension (`.py` python3,
 `.sh`/`.bash` bash, `.js`/`.mjs`/`.cjs` node), else directly when it is executable.
 Names that are not safe command names are skipped with a warning; scripts are always
-started with an argv list, never shell text. The lifecycle (versions, import with its
-archive checks, rollback, delete) is at the end of this module.
+started with an argv list, never shell text. Which files are scripts (sub-folders of
+`scripts/` too, data files left alone) is `skill_files.py`'s. The lifecycle (versions,
+import with its archive checks, rollback, delete) is at the end of this module.
 """
 
 from __future__ import annotations
@@ -20,26 +21,17 @@ import re
 import shlex
 import shutil
 import signal
-import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from synapse_lsp import sandbox
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
+from synapse_lsp.extensions import skill_files
+from synapse_lsp.extensions.skill_files import EXTENSIONS, SAFE_NAME
 from synapse_lsp.output import BoundedCapture
 from synapse_lsp.policy.secrets import child_env
 
-SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-EXTENSIONS: dict[str, str] = {
-    ".py": "python3",
-    ".sh": "bash",
-    ".bash": "bash",
-    ".js": "node",
-    ".mjs": "node",
-    ".cjs": "node",
-}
-_IGNORED_SUFFIXES = (".pyc", ".pyo", "~", ".swp", ".md", ".txt", ".json")
 HELP_TIMEOUT = 10.0
 
 
@@ -52,10 +44,17 @@ class ScriptInfo:
     summary: str
     usage: str
     doc: str | None
+    skill_dir: Path | None = None  # its skill's folder (default: the parent of scripts/)
 
     @property
     def command_name(self) -> str:
         return f"skill:{self.skill}:{self.stem}"
+
+    @property
+    def env(self) -> tuple[tuple[str, str], ...]:
+        """Its skill's folder, as `SYNAPSE_SKILL_DIR` and on `PYTHONPATH` (skill_files.py)."""
+        root = str(self.skill_dir or self.path.parent.parent)
+        return (("SYNAPSE_SKILL_DIR", root), ("PYTHONPATH", root))
 
     def argv(self, args: list[str]) -> list[str]:
         return [*self.interpreter, str(self.path), *args]
@@ -111,32 +110,10 @@ def _load_skill(folder: Path, warnings: list[str]) -> SkillInfo:
         except OSError as exc:
             warnings.append(f"{md}: cannot read: {exc}")
     description = meta.get("description") or first_paragraph(body)
-    scripts: list[ScriptInfo] = []
-    scripts_dir = folder / "scripts"
-    if scripts_dir.is_dir():
-        seen: dict[str, Path] = {}
-        for path in sorted(scripts_dir.iterdir()):
-            if path.name.startswith((".", "_")) or not path.is_file():
-                continue
-            if path.name.endswith(_IGNORED_SUFFIXES):
-                continue
-            stem = path.stem
-            where = f"skill {folder.name!r}: script {path.name!r}"
-            if not SAFE_NAME.match(stem):
-                warnings.append(f"{where} skipped: its name is not safe as a command name")
-                continue
-            if stem in seen:
-                warnings.append(f"{where} skipped: {seen[stem].name} already provides {stem!r}")
-                continue
-            interpreter = pick_interpreter(path)
-            if interpreter is None:
-                warnings.append(
-                    f"{where} skipped: no shebang, unknown extension and not executable "
-                    f"(supported: {', '.join(sorted(EXTENSIONS))})"
-                )
-                continue
-            seen[stem] = path
-            scripts.append(describe_script(folder.name, stem, path, interpreter))
+    scripts = [  # sub-folders too
+        replace(describe_script(folder.name, stem, path, run), skill_dir=folder)
+        for stem, path, run in skill_files.find_scripts(folder, warnings)
+    ]
     return SkillInfo(
         name=folder.name,
         description=description,
@@ -193,26 +170,6 @@ def first_paragraph(text: str) -> str:
             continue
         out.append(line.strip())
     return " ".join(out)[:300]
-
-
-def pick_interpreter(path: Path) -> tuple[str, ...] | None:
-    try:
-        with path.open("rb") as fh:
-            head = fh.readline(512)
-    except OSError:
-        return None
-    if head.startswith(b"#!"):
-        words = shlex.split(head[2:].decode("utf-8", errors="replace").strip())
-        if words:
-            return tuple(words)
-    program = EXTENSIONS.get(path.suffix.lower())
-    if program == "python3":
-        return (shutil.which("python3") or sys.executable,)
-    if program is not None:
-        return (shutil.which(program) or program,)
-    if os.access(path, os.X_OK):
-        return ()
-    return None
 
 
 def describe_script(skill: str, stem: str, path: Path, interpreter: tuple[str, ...]) -> ScriptInfo:
@@ -340,7 +297,7 @@ async def run_script(
     so the router cuts neither stream a second time."""
     # Never the model's credentials or a `secretEnv` variable, whoever built ctx.env.
     env = child_env(ctx.env or os.environ, ctx.settings)
-    env.setdefault("SYNAPSE_SKILL_DIR", str(script.path.parent.parent))
+    skill_files.script_env(script.env, env)  # its skill's folder: SYNAPSE_SKILL_DIR, PYTHONPATH
     # Shielded: a cancel while asyncio connects the pipes would otherwise wait for the
     # child to exit on its own; instead we let the spawn finish and kill the group.
     # Confined like the session's shell (the sandbox mode applies to skills too).
@@ -730,7 +687,8 @@ def rollback_skill(
     root: Path, name: str, number: int | None = None
 ) -> tuple[SkillVersion, SkillVersion | None]:
     """Restore version `number` (default: the newest) of skill `name`; what it replaced
-    is kept as a new version first. Returns (restored, saved or None)."""
+    is kept as a new version first, unless it is that version already. Returns
+    (restored, saved or None)."""
     check_name(name)
     kept = list_versions(root, name)
     if not kept:
@@ -739,6 +697,8 @@ def rollback_skill(
     if chosen is None:
         numbers = ", ".join(str(v.number) for v in kept)
         raise SkillStoreError(f"skill {name!r} has no version {number} (kept: {numbers})")
+    if skill_files.fingerprint(root / name) == skill_files.fingerprint(chosen.path):
+        return chosen, None  # it is that version already: nothing to keep or to copy
     staged = _stage(root)
     try:
         shutil.copytree(chosen.path, staged / name, symlinks=True)

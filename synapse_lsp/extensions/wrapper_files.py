@@ -108,8 +108,9 @@ def render(spec: WrapperSpec) -> str:
     lines += _print_block(f'{cond}[ "$1" = "-h" ]', spec.short_help)
     if spec.long_help is not None:
         lines += _print_block(f'{cond}[ "$1" = "--help" ]', spec.long_help)
-    for key, value in spec.env:
-        lines.append(f"{key}={shlex.quote(value)}; export {key}")
+    for key, value in spec.env:  # PYTHONPATH is put first, the caller's kept after it
+        keep = "${PYTHONPATH:+:$PYTHONPATH}" if key == "PYTHONPATH" else ""
+        lines.append(f"{key}={shlex.quote(value)}{keep}; export {key}")
     if spec.exec_argv[1:3] == ["-m", "synapse_lsp.wrappers"]:
         root = shlex.quote(package_root())
         lines.append(f"PYTHONPATH={root}${{PYTHONPATH:+:$PYTHONPATH}}; export PYTHONPATH")
