@@ -29,7 +29,7 @@ from benchmarks.bench_server import Rpc, initialize  # noqa: E402
 from synapse_lsp import bashparse, cmdline  # noqa: E402
 from synapse_lsp.cmdline import simple_commands  # noqa: E402
 from synapse_lsp.commands import Layer  # noqa: E402
-from synapse_lsp.policy.gate import writes_outside  # noqa: E402
+from synapse_lsp.policy.writes import writes_outside  # noqa: E402
 
 _PLAIN = re.compile(r"'[^']*'|\S+")
 

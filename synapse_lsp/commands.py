@@ -19,6 +19,7 @@ from synapse_lsp.sandbox import HOST_VIEW, PathView
 if TYPE_CHECKING:
     from synapse_lsp.config import Settings
     from synapse_lsp.files import FileGateway
+    from synapse_lsp.question import ElicitAnswer, Elicitation, SamplingReply, SamplingRequest
 
 
 class Layer(enum.StrEnum):
@@ -61,6 +62,9 @@ class CommandOutput:
     # The whole stdout, when `stdout` holds only its head and tail: what a pipe after
     # the command (`mcp:a:b | grep x`, `skill:a:b | write f`) must read.
     stdout_path: Path | None = None
+    # Content blocks for the model beside the text (an MCP tool's image, as the Messages
+    # API's `image` block); the agent loop puts them in the tool result. Never piped on.
+    attachments: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def usage_error(cls, command: str, message: str) -> CommandOutput:
@@ -102,12 +106,31 @@ class CommandContext:
     # How the session's commands spell paths (`sandbox.PathView`): `/tmp/x` given to
     # a built-in is the file `cat /tmp/x` reads in the session's (sandboxed) shell.
     view: PathView = HOST_VIEW
+    # The chat session running the command, for what an MCP server asks of it while its
+    # tool runs (sampling, elicitation); None: such requests are declined.
+    mcp_host: McpHost | None = None
 
     def resolve(self, path: str) -> Path:
         """The host path of `path` as the session's commands spell it (`cwd` is a host
         path already)."""
         p = Path(path).expanduser()
         return self.view.host(p) if p.is_absolute() else (self.cwd / p)
+
+
+class McpHost(Protocol):
+    """The chat session whose command called an MCP server: what the server may ask of it
+    while its tool runs (`question.py`'s MCP part). The session implements it
+    (`agent/session_mcp.py`): sampling is approved through the face's permission question
+    (without asking under the `auto` policy, `--yes`; denied with the reason where nobody
+    can be asked) and runs on Synapse's model; elicitation is asked through the face."""
+
+    async def sample(self, request: SamplingRequest) -> SamplingReply | str:
+        """The model's answer, or why it was not sampled (denied, no model, failed)."""
+        ...
+
+    async def elicit(self, request: Elicitation) -> ElicitAnswer:
+        """The user's answer; `decline` with a reason where nobody can be asked."""
+        ...
 
 
 class SubAgentRunner(Protocol):
@@ -143,6 +166,37 @@ class CommandLookup(Protocol):
     """Where the router finds extension commands (`mcp:*`, `skill:*`)."""
 
     def get(self, name: str) -> Command | None: ...
+
+
+@dataclass(frozen=True)
+class PromptInfo:
+    """An MCP server's prompt, offered as the slash command `/<name>` in every face."""
+
+    name: str  # "mcp:<server>:<prompt>"
+    description: str
+    arguments: tuple[tuple[str, bool], ...] = ()  # (name, required), in the server's order
+
+    @property
+    def usage(self) -> str:
+        words = [a if required else f"[{a}]" for a, required in self.arguments]
+        return " ".join([f"/{self.name}", *words])
+
+
+@runtime_checkable
+class PromptLookup(Protocol):
+    """Where a face finds MCP prompts (the extension registry is one): `prompts()` as
+    known now; `render_prompt` gets one with its arguments (positional in the server's
+    order, or `name=value`) and returns its messages as the text of a user turn. A bad
+    name or argument, or a server that fails, raises `PromptError` with the message to
+    show."""
+
+    def prompts(self) -> list[PromptInfo]: ...
+
+    async def render_prompt(self, name: str, args: list[str]) -> str: ...
+
+
+class PromptError(Exception):
+    """A prompt that could not be rendered; the text says why, for the user."""
 
 
 @dataclass(frozen=True)

@@ -195,12 +195,11 @@ class Workspace:
     def new_gate(
         self, shell: Callable[[], ShellSession | None], *, typed_by_user: bool = False
     ) -> AskingGate:
-        """A permission gate for the commands of `shell()`: it asks through the face,
-        or, when the face cannot ask, denies what would be asked and says why
-        (`typed_by_user`: the user's own lines, which only deny rules and the sandbox
-        mode limit). An agent's gate carries the folder's hooks (`hooks.Hooks`, read
-        for this gate: a trusted folder's hook files once), which the chat sessions on
-        it run too; the user's own lines run none."""
+        """A permission gate for the commands of `shell()`: it asks through the face, or,
+        when it cannot ask, denies what would be asked and says why (`typed_by_user`: the
+        user's own lines, which only deny rules and the sandbox mode limit). An agent's
+        gate carries the folder's hooks (`hooks.Hooks`: a trusted folder's hook files,
+        read once), which its chats run too, and what MCP servers say of their tools."""
         from synapse_lsp.policy.gate import NO_ASKING, AskingGate
         from synapse_lsp.policy.hooks import Hooks
 
@@ -221,6 +220,7 @@ class Workspace:
             rules=self.rule_store(),
             cannot_ask=self._cannot_ask or NO_ASKING,
             typed_by_user=typed_by_user,
+            tool_hints=lambda name: self.registry.tool_hint(name) if self.registry else None,
             hooks=None
             if typed_by_user
             else Hooks(

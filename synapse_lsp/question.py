@@ -1,4 +1,7 @@
-"""A permission question as data: what the gate (`policy.gate.AskingGate`) asks every face.
+"""What is asked of the user, as data: a permission question, and an MCP server's
+requests (an elicitation form, a sampling request to approve) at the end.
+
+A permission question: what the gate (`policy.gate.AskingGate`) asks every face.
 
 `Question` says which tool call it is about (`tool_call_id`, the agent loop's running
 call, `events.RUNNING_TOOL_CALL`), the command line, where it runs, its simple commands
@@ -13,8 +16,8 @@ parses it. An asker answers with the chosen option's title, or None when dismiss
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 ALLOW_ONCE = "Allow once"
 ALLOW_SESSION = "Allow for this session"
@@ -111,3 +114,78 @@ def gate_options(*, once_only: bool, with_path: bool, always: str | None) -> tup
     if always is not None:
         options.append(Option("reject_always", always_deny_title(always), "reject_always", True))
     return tuple(options)
+
+
+# ---------------------------------------------------------------- MCP servers' requests
+# An MCP server may, while one of its tools runs, ask the client to sample the model
+# (`sampling/createMessage`) or to ask the user for input (`elicitation/create`). Both
+# go to the chat session whose command is running (`commands.McpHost`); plain data here,
+# converted from and to the SDK's types by `extensions/mcp_client`.
+
+ElicitAction = Literal["accept", "decline", "cancel"]
+
+
+@dataclass(frozen=True)
+class ElicitField:
+    """One field of an elicitation form (MCP restricts the schema to flat primitives)."""
+
+    name: str
+    kind: Literal["string", "number", "integer", "boolean"]
+    title: str = ""
+    description: str = ""
+    required: bool = False
+    choices: tuple[str, ...] = ()  # a string enum: the allowed values
+    choice_titles: tuple[str, ...] = ()  # shown for each choice (`enumNames`), when given
+    default: Any = None
+
+
+@dataclass(frozen=True)
+class Elicitation:
+    """A server's question to the user: its message and the form's fields (none: a plain
+    accept/decline)."""
+
+    server: str
+    message: str
+    fields: tuple[ElicitField, ...] = ()
+
+
+@dataclass(frozen=True)
+class ElicitAnswer:
+    """`accept` with the values (checked against the fields by `mcp_client`), or
+    `decline`/`cancel`; `reason` is logged and shown, never sent to the server."""
+
+    action: ElicitAction
+    content: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class SamplingMessage:
+    role: Literal["user", "assistant"]
+    text: str  # text content; an image the server sent is named in the text
+
+
+@dataclass(frozen=True)
+class SamplingRequest:
+    """`sampling/createMessage` as data: what the server asks the model."""
+
+    server: str
+    messages: tuple[SamplingMessage, ...]
+    system: str | None = None
+    max_tokens: int = 1024
+    temperature: float | None = None
+    stop_sequences: tuple[str, ...] = ()
+    model_hint: str | None = None  # the server's first model name hint, informational
+
+    def preview(self, limit: int = 400) -> str:
+        """The request as the user is asked about it: the last user message, shortened."""
+        last = next((m.text for m in reversed(self.messages) if m.role == "user"), "")
+        text = " ".join(last.split())
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class SamplingReply:
+    text: str
+    model: str
+    stop_reason: str = "endTurn"  # MCP's spelling: endTurn, stopSequence, maxTokens

@@ -288,7 +288,8 @@ async def test_text_result_is_printed(router: BashRouter) -> None:
 
 async def test_image_and_binary_resource_are_summarised(router: BashRouter) -> None:
     image = await router.route("mcp:demo:picture")
-    assert image.stdout == "[image: image/png, 70 bytes]\n"
+    assert image.stdout == "[image: image/png, 70 bytes, attached]\n"  # and shown to the model
+    assert [a["source"]["media_type"] for a in image.attachments] == ["image/png"]
     blob = await router.route("mcp:demo:document")
     assert blob.stdout == "[resource: file:///tmp/data.bin, application/octet-stream, 2048 bytes]\n"
 

@@ -28,7 +28,8 @@ from synapse_lsp.lsp import protocol as wire
 from synapse_lsp.lsp.protocol import SessionUpdate, SessionUpdateNotification
 from synapse_lsp.lsp.updates import MAX_OUTPUT_CHUNK, UpdateStream, event_to_update
 from synapse_lsp.lsp.wire import to_wire
-from synapse_lsp.policy.gate import AskingGate, writes_outside
+from synapse_lsp.policy.gate import AskingGate
+from synapse_lsp.policy.writes import writes_outside
 from synapse_lsp.question import Question
 
 

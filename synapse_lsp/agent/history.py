@@ -8,7 +8,7 @@ incremental prompt-caching breakpoint.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from synapse_lsp.agent import prompts
@@ -26,11 +26,17 @@ INTERRUPTED_RESULT = (
 )
 
 
-def tool_result(tool_use_id: str, text: str, is_error: bool) -> dict[str, Any]:
+def tool_result(
+    tool_use_id: str, text: str, is_error: bool, attachments: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
+    """A tool_result block: the text, and after it any `attachments` (image blocks)."""
+    content: str | list[dict[str, Any]] = text
+    if attachments:
+        content = [{"type": "text", "text": text}, *attachments]
     return {
         "type": "tool_result",
         "tool_use_id": tool_use_id,
-        "content": text,
+        "content": content,
         "is_error": is_error,
     }
 

@@ -676,4 +676,4 @@ class Loop:
                 routed.diffs,
             )
         )
-        return _Outcome(tool_result(tool_id, text, routed.is_error), status)
+        return _Outcome(tool_result(tool_id, text, routed.is_error, routed.attachments), status)

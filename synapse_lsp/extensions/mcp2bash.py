@@ -11,19 +11,17 @@ images and binary resources summarised, `isError` -> exit 1.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from synapse_lsp.cmdline import quote
-from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
-from synapse_lsp.output import BoundedCapture
+from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory, OutputSink
+from synapse_lsp.extensions.mcp_results import format_result
 
 if TYPE_CHECKING:
-    from mcp_types import CallToolResult
+    from mcp.shared.dispatcher import ProgressFnT
 
-    from synapse_lsp.config import Settings
     from synapse_lsp.extensions.mcp_client import McpServer, ToolSpec
 
 
@@ -347,19 +345,35 @@ def help_page(name: str, description: str, schema_dict: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _sample(prop: dict[str, Any], name: str) -> Any:
+def _sample(prop: dict[str, Any], name: str, depth: int = 0) -> Any:
+    """A value the schema accepts, for the examples: an array of objects shows one object
+    with its required (else first two) properties; nested up to three levels."""
     if "default" in prop and prop["default"] is not None:
         return prop["default"]
     choices = _enum(prop)
     if choices:
         return choices[0]
+    kind = prop_types(prop)[0]
+    item = _items(prop)
+    if kind == "array" and item and depth < 3 and prop_types(item)[0] != "string":
+        return [_sample(item, name, depth + 1)]
+    props = prop.get("properties")
+    if kind == "object" and isinstance(props, dict) and props and depth < 3:
+        keys = [k for k in prop.get("required") or () if k in props] or list(props)[:2]
+        return {
+            k: _sample(props[k] if isinstance(props[k], dict) else {}, k, depth + 1) for k in keys
+        }
     return {
         "integer": 1,
         "number": 1.5,
         "boolean": True,
         "array": ["a", "b"],
         "object": {"key": "value"},
-    }.get(prop_types(prop)[0], f"{name}-value")
+    }.get(kind, f"{name}-value")
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _example(name: str, schema: Schema, *, flags: bool) -> str:
@@ -378,122 +392,6 @@ def _example(name: str, schema: Schema, *, flags: bool) -> str:
 
 def _render(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
-
-
-# ------------------------------------------------------------- results
-
-
-def format_result(result: CallToolResult, settings: Settings | None = None) -> CommandOutput:
-    """Text printed; JSON pretty-printed; images/audio/blobs summarised; isError -> exit 1.
-
-    With `settings`, the text goes through `output.BoundedCapture` as a shell command's
-    output does: the model gets `settings.output` (head and tail), and past it the whole
-    text is written to `$SYNAPSE_HOME/outputs/`, whose path the cut marker names and
-    `full_output_path` carries. The text is fed in slices, never copied whole."""
-    parts: list[str] = []
-    for block in result.content:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            parts.append(_pretty(getattr(block, "text", "")))
-        elif kind in ("image", "audio"):
-            size = _b64_size(getattr(block, "data", ""))
-            parts.append(f"[{kind}: {getattr(block, 'mime_type', '?')}, {size} bytes]")
-        elif kind == "resource":
-            res = getattr(block, "resource", None)
-            uri = getattr(res, "uri", "?")
-            mime = getattr(res, "mime_type", None) or "unknown type"
-            text = getattr(res, "text", None)
-            if isinstance(text, str):
-                parts.append(f"[resource: {uri}, {mime}, {len(text)} chars]\n{_pretty(text)}")
-            else:
-                size = _b64_size(getattr(res, "blob", ""))
-                parts.append(f"[resource: {uri}, {mime}, {size} bytes]")
-        elif kind == "resource_link":
-            link_size = getattr(block, "size", None)
-            extra = f", {link_size} bytes" if link_size is not None else ""
-            mime = getattr(block, "mime_type", None) or "unknown type"
-            parts.append(f"[resource link: {getattr(block, 'uri', '?')} ({mime}{extra})]")
-        else:
-            parts.append(f"[{kind or 'unknown'} content]")
-    structured = result.structured_content
-    if not parts and structured is not None:
-        parts.append(json.dumps(structured, indent=2, ensure_ascii=False))
-    data: dict[str, Any] = {}
-    if structured is not None:
-        data["structured"] = structured
-    if settings is not None:
-        return _bounded_result(parts, settings, data, is_error=bool(result.is_error))
-    text = "\n".join(p.rstrip("\n") for p in parts)
-    text = text + "\n" if text else ""
-    if result.is_error:
-        return CommandOutput(
-            stderr=text or "the tool reported an error (no message)\n",
-            exit_code=1,
-            category=FailureCategory.EXECUTION_ERROR,
-            data=data,
-        )
-    return CommandOutput(stdout=text, data=data)
-
-
-# Text blocks longer than this are printed as they come, not re-indented as JSON
-# (parsing and dumping a 50 MB JSON text would cost several times its size).
-PRETTY_MAX_CHARS = 1 << 20
-_SLICE = 1 << 20
-
-
-def _bounded_result(
-    parts: list[str], settings: Settings, data: dict[str, Any], *, is_error: bool
-) -> CommandOutput:
-    """The parts, each without its trailing newlines, one per line, through a capture."""
-    stream = "stderr" if is_error else "stdout"
-    capture = BoundedCapture(settings.output, settings.synapse_home / "outputs", name=stream)
-    try:
-        for part in parts:
-            end = len(part)
-            while end and part[end - 1] == "\n":
-                end -= 1
-            for start in range(0, end, _SLICE):
-                piece = part[start : min(end, start + _SLICE)]
-                capture.feed(piece.encode("utf-8", "surrogatepass"))
-            capture.feed(b"\n")
-    finally:
-        capture.close()
-    text = capture.text()
-    if not is_error:
-        return CommandOutput(
-            stdout=text,
-            data=data,
-            bounded=True,
-            full_output_path=capture.full_output_path,
-            stdout_path=capture.full_output_path if capture.truncated else None,
-        )
-    return CommandOutput(
-        stderr=text or "the tool reported an error (no message)\n",
-        exit_code=1,
-        category=FailureCategory.EXECUTION_ERROR,
-        data=data,
-        bounded=True,
-        full_output_path=capture.full_output_path,
-    )
-
-
-def _pretty(text: str) -> str:
-    if len(text) > PRETTY_MAX_CHARS:
-        return text
-    stripped = text.strip()
-    if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
-        try:
-            return json.dumps(json.loads(stripped), indent=2, ensure_ascii=False)
-        except json.JSONDecodeError:
-            pass
-    return text
-
-
-def _b64_size(data: str) -> int:
-    try:
-        return len(base64.b64decode(data, validate=False))
-    except (ValueError, TypeError):
-        return len(data)
 
 
 # ------------------------------------------------------------- the command
@@ -523,7 +421,7 @@ class McpToolCommand:
         except ArgError as exc:
             return usage_failure(self.name, self.usage, str(exc))
         timeout = self.server.config.timeout or ctx.settings.command_timeout
-        return await call_tool(self.server, self.tool.name, arguments, timeout, ctx.settings)
+        return await call_tool(self.server, self.tool.name, arguments, timeout, ctx)
 
 
 def usage_failure(name: str, usage: str, message: str) -> CommandOutput:
@@ -539,12 +437,17 @@ async def call_tool(
     tool: str,
     arguments: dict[str, Any],
     timeout: float,
-    settings: Settings | None = None,
+    ctx: CommandContext | None = None,
 ) -> CommandOutput:
+    """Call the tool; what the server asks while it runs goes to `ctx.mcp_host`, and its
+    progress is shown live through `ctx.on_output` (`[progress 2/3] message`), not sent
+    to the model."""
     from synapse_lsp.extensions.mcp_client import McpCallError
 
+    host = ctx.mcp_host if ctx is not None else None
+    sink = ctx.on_output if ctx is not None else None
     try:
-        result = await server.call(tool, arguments, timeout)
+        result = await server.call(tool, arguments, timeout, host, _progress(sink))
     except McpCallError as exc:
         category = {
             "timeout": FailureCategory.TIMEOUT,
@@ -553,4 +456,16 @@ async def call_tool(
         return CommandOutput(
             stderr=f"{exc}\n", exit_code=124 if exc.kind == "timeout" else 1, category=category
         )
-    return format_result(result, settings)
+    return format_result(result, ctx.settings if ctx is not None else None)
+
+
+def _progress(sink: OutputSink | None) -> ProgressFnT | None:
+    """A progress callback showing each notification as one live line."""
+    if sink is None:
+        return None
+
+    async def report(progress: float, total: float | None, message: str | None) -> None:
+        done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+        sink("stdout", f"[progress {done}]" + (f" {message}" if message else "") + "\n")
+
+    return report

@@ -11,46 +11,57 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from synapse_lsp.config import Settings
-from synapse_lsp.extensions import claude_sources, mcp_vars
+from synapse_lsp.extensions.mcp_config import (
+    CONFIG_NAME,
+    SAFE_NAME,
+    ServerConfig,
+    config_paths,
+    load_config,
+)
 from synapse_lsp.extensions.mcp_import import import_mcp_sdk
-from synapse_lsp.extensions.mcp_vars import Expander
+from synapse_lsp.extensions.mcp_session import (
+    Callers,
+    PromptSpec,
+    ResourceSpec,
+    ToolSpec,
+    client_options,
+    list_prompts,
+    list_resources,
+    list_tools,
+    watch_end,
+)
 
 if TYPE_CHECKING:
     from mcp import Client
-    from mcp_types import CallToolResult
+    from mcp.shared.dispatcher import ProgressFnT
+    from mcp_types import CallToolResult, GetPromptResult, ReadResourceResult
 
+    from synapse_lsp.commands import McpHost
+
+__all__ = [  # what other modules import from here (configs and specs live next door)
+    "CONFIG_NAME",
+    "McpCallError",
+    "McpManager",
+    "McpServer",
+    "PromptSpec",
+    "ResourceSpec",
+    "ServerConfig",
+    "ToolSpec",
+    "config_paths",
+    "load_config",
+]
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
-CONFIG_NAME = "mcp_servers.json"
-DEFAULT_CONNECT_TIMEOUT = 30.0
 CLOSE_GRACE = 0.02  # closing for good (exit): a stdio server's end of input -> SIGTERM
-SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_SERVER_KEYS = {
-    "type",
-    "command",
-    "args",
-    "env",
-    "cwd",
-    "url",
-    "headers",
-    "disabled",
-    "disabledTools",
-    "tools",
-    "timeout",
-    "connectTimeout",
-    "description",
-}
-_TYPES = {"stdio", "http", "streamable-http", "streamableHttp"}
 # Launchers that may download the server before it starts (its first run is slow).
 INSTALLERS = frozenset({"npx", "uvx", "bunx", "pnpx", "pipx"})
 
@@ -61,221 +72,6 @@ class McpCallError(Exception):
     def __init__(self, message: str, kind: str) -> None:
         super().__init__(message)
         self.kind = kind
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """What Mcp2Bash needs of one tool (plain data: no SDK types leak out)."""
-
-    server: str
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-
-    @property
-    def command_name(self) -> str:
-        return f"mcp:{self.server}:{self.name}"
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    name: str
-    source: Path
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
-    cwd: str | None = None
-    url: str | None = None
-    headers: tuple[tuple[str, str], ...] = ()
-    disabled: bool = False
-    disabled_tools: frozenset[str] = frozenset()
-    timeout: float | None = None
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
-
-    @property
-    def transport(self) -> str:
-        return "http" if self.url else "stdio"
-
-
-# ------------------------------------------------------------------ config
-
-
-def config_paths(
-    settings: Settings, workspace_root: Path | None, *, trusted: bool = True
-) -> list[Path]:
-    """Where configs are read from, lowest precedence first (workspace entries win; of
-    the folder's, Synapse's own over Claude Code's `.mcp.json`: `claude_sources`).
-
-    The folder's own files only when the folder is `trusted` (`synapse_lsp.policy.trust`
-    decides; `core.Workspace` passes its decision): an untrusted folder gets the
-    home configuration only."""
-    paths = [settings.synapse_home / "mcp" / CONFIG_NAME]
-    if workspace_root is not None and trusted:
-        paths += [workspace_root / claude_sources.MCP_JSON, workspace_root / CONFIG_NAME]
-    return paths
-
-
-def load_config(
-    paths: list[Path], settings: Settings | None = None
-) -> tuple[dict[str, ServerConfig], list[str]]:
-    """Merge the server tables of every existing file; later files override by name.
-
-    Returns the servers and one message per problem. A broken file or server entry is
-    reported (naming the file and server) and skipped; everything else still loads.
-    `$VAR` in `env` and `headers` never expands to a secret (`mcp_vars.expander`); `settings`
-    (defaults when None) says which variables are secrets and where the home file is.
-    """
-    policy = settings or Settings()
-    servers: dict[str, ServerConfig] = {}
-    problems: list[str] = []
-    for path in paths:
-        if not path.is_file():
-            continue
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(f"{path}: cannot read: {exc}")
-            continue
-        except json.JSONDecodeError as exc:
-            problems.append(
-                f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; "
-                "no server from this file was loaded"
-            )
-            continue
-        except RecursionError:
-            # The C decoder recurses per `[`/`{`: 100,000 of them exhaust the stack.
-            problems.append(
-                f"{path}: nested too deeply (arrays or objects inside one another past "
-                "the JSON reader's limit); no server from this file was loaded"
-            )
-            continue
-        if not isinstance(raw, dict) or not isinstance(raw.get("mcpServers", {}), dict):
-            problems.append(f'{path}: expected {{"mcpServers": {{"<name>": {{...}}}}}}')
-            continue
-        extra = sorted(set(raw) - {"mcpServers"})
-        if extra:
-            problems.append(f"{path}: unknown top-level key(s) {', '.join(extra)} (ignored)")
-        expand = mcp_vars.expander(path, policy)
-        for name, entry in raw.get("mcpServers", {}).items():
-            try:
-                earlier = servers[name].source if name in servers else None
-                servers[name] = _server_config(name, entry, path, expand, problems)
-                problems += claude_sources.shadowed(name, path, earlier)
-            except ValueError as exc:
-                servers.pop(name, None)
-                problems.append(f"{path}: server {name!r}: {exc}; this server was not loaded")
-    return servers, problems
-
-
-def _server_config(
-    name: str,
-    entry: Any,
-    path: Path,
-    expander: Callable[[list[str]], Expander] | None = None,
-    problems: list[str] | None = None,
-) -> ServerConfig:
-    if not SAFE_NAME.match(name):
-        raise ValueError(
-            "the name must be letters, digits, '_', '.' or '-' (it becomes part of "
-            "mcp:<server>:<tool>)"
-        )
-    if not isinstance(entry, dict):
-        raise ValueError("expected an object with 'command' or 'url'")
-    unknown = sorted(set(entry) - _SERVER_KEYS)
-    if unknown:
-        raise ValueError(
-            f"unknown key(s) {', '.join(map(repr, unknown))} "
-            f"(known: {', '.join(sorted(_SERVER_KEYS))})"
-        )
-    kind = entry.get("type")
-    if kind is not None and kind not in _TYPES:
-        raise ValueError(f"'type' must be one of {', '.join(sorted(_TYPES))}, not {kind!r}")
-    warnings: list[str] = []
-    expand = (expander or mcp_vars.expander(path, Settings()))(warnings)
-    everywhere = claude_sources.expands_all(path)  # Claude Code's `${VAR}` in these too
-    command, url = entry.get("command"), entry.get("url")
-    if everywhere:
-        command, url = (expand(v, name, k, k) if isinstance(v, str) else v
-                        for k, v in (("command", command), ("url", url)))  # fmt: skip
-    if command is None and url is None:
-        raise ValueError("missing 'command' (stdio server) or 'url' (remote server)")
-    if command is not None and url is not None:
-        raise ValueError("give either 'command' or 'url', not both")
-    if command is not None and (not isinstance(command, str) or not command.strip()):
-        raise ValueError("'command' must be a non-empty string")
-    if url is not None and (
-        not isinstance(url, str) or not url.startswith(("http://", "https://"))
-    ):
-        raise ValueError("'url' must be an http:// or https:// URL")
-    args = _str_list(entry, "args")
-    args = [expand(a, name, "args", a) for a in args] if everywhere else args
-    env = _str_map(entry, "env")
-    headers = _str_map(entry, "headers")
-    cwd = entry.get("cwd")
-    if cwd is not None:
-        if not isinstance(cwd, str):
-            raise ValueError("'cwd' must be a string")
-        cwd = str((path.parent / Path(cwd).expanduser()).resolve())
-    disabled = entry.get("disabled", False)
-    if not isinstance(disabled, bool):
-        raise ValueError("'disabled' must be true or false")
-    off = set(_str_list(entry, "disabledTools"))
-    tools = entry.get("tools", {})
-    if not isinstance(tools, dict):
-        raise ValueError("'tools' must map tool names to {\"disabled\": true|false}")
-    for tool, opts in tools.items():
-        if not isinstance(opts, dict) or not isinstance(opts.get("disabled", False), bool):
-            raise ValueError(f'tools.{tool}: expected {{"disabled": true|false}}')
-        if set(opts) - {"disabled"}:
-            raise ValueError(
-                f"tools.{tool}: unknown key(s) {', '.join(sorted(set(opts) - {'disabled'}))}"
-            )
-        if opts.get("disabled"):
-            off.add(tool)
-    timeout = _positive(entry, "timeout", None)
-    connect_timeout = _positive(entry, "connectTimeout", DEFAULT_CONNECT_TIMEOUT)
-    assert connect_timeout is not None
-    env_items = tuple((k, expand(v, name, "env", k)) for k, v in env.items())
-    header_items = tuple((k, expand(v, name, "headers", k)) for k, v in headers.items())
-    if problems is not None:  # the manager's problems: logged and shown by the registry
-        problems += warnings
-    return ServerConfig(
-        name=name,
-        source=path,
-        command=command,
-        args=tuple(args),
-        env=env_items,
-        cwd=cwd,
-        url=url,
-        headers=header_items,
-        disabled=disabled,
-        disabled_tools=frozenset(off),
-        timeout=timeout,
-        connect_timeout=connect_timeout,
-    )
-
-
-def _str_list(entry: dict[str, Any], key: str) -> list[str]:
-    value = entry.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f"{key!r} must be a list of strings")
-    return value
-
-
-def _str_map(entry: dict[str, Any], key: str) -> dict[str, str]:
-    value = entry.get(key, {})
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise ValueError(f"{key!r} must map names to strings")
-    return value
-
-
-def _positive(entry: dict[str, Any], key: str, default: float | None) -> float | None:
-    value = entry.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ValueError(f"{key!r} must be a positive number of seconds")
-    return float(value)
 
 
 # ------------------------------------------------------------------ server
@@ -299,6 +95,11 @@ class McpServer:
         self.skipped_tools: list[str] = []
         self.connect_seconds: float | None = None
         self.stop_grace: float | None = None  # end of input -> SIGTERM (None: 2 s)
+        self.resources: list[ResourceSpec] = []  # resources, then templates
+        self.prompts: list[PromptSpec] = []
+        # The workspace folders, answered to `roots/list` (the manager's owner sets it).
+        self.roots: Callable[[], list[Path]] = lambda: []
+        self.callers = Callers()  # the chats whose calls are in flight (mcp_session)
         self._client: Client | None = None
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
@@ -333,9 +134,44 @@ class McpServer:
         return self.state == "ready"
 
     async def call(
-        self, tool: str, arguments: dict[str, Any], timeout: float | None
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout: float | None,
+        host: McpHost | None = None,
+        on_progress: ProgressFnT | None = None,
     ) -> CallToolResult:
-        """Call a tool; reconnects first when the last call found the server gone."""
+        """Call a tool; reconnects first when the last call found the server gone. What
+        the server asks while it runs (sampling, elicitation) goes to `host`; its progress
+        notifications to `on_progress`."""
+
+        async def send(client: Client) -> CallToolResult:
+            with self.callers.calling(host):
+                return await client.call_tool(
+                    tool, arguments, read_timeout_seconds=timeout, progress_callback=on_progress
+                )
+
+        return await self.request(f"mcp:{self.name}:{tool}", timeout, send)
+
+    async def read_resource(self, uri: str, timeout: float | None) -> ReadResourceResult:
+        async def send(client: Client) -> ReadResourceResult:
+            return await client.read_resource(uri, cache_mode="bypass")
+
+        return await self.request(f"mcp:{self.name}:resource", timeout, send)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str], timeout: float | None
+    ) -> GetPromptResult:
+        async def send(client: Client) -> GetPromptResult:
+            return await client.get_prompt(name, arguments)
+
+        return await self.request(f"mcp:{self.name}:prompt", timeout, send)
+
+    async def request(
+        self, what: str, timeout: float | None, send: Callable[[Client], Awaitable[_T]]
+    ) -> _T:
+        """One request on the live session (`send`), bounded by `timeout`; the errors of
+        every kind of request told the same way."""
         if self.state == "broken":
             await self.restart()
         if self.state in ("connecting", "idle"):
@@ -352,12 +188,17 @@ class McpServer:
         from mcp import MCPError
 
         try:
-            return await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+            if timeout is None:
+                return await send(client)
+            async with asyncio.timeout(timeout + 5):  # the SDK's own timeout comes first
+                return await send(client)
+        except TimeoutError:
+            raise McpCallError(f"{what} timed out after {timeout:g} s", "timeout") from None
         except MCPError as exc:
             text = str(exc)
             if "timed out" in text.lower():
                 raise McpCallError(
-                    f"mcp:{self.name}:{tool} timed out after {timeout:g} s (the server is still "
+                    f"{what} timed out after {timeout:g} s (the server is still "
                     'connected; raise the server\'s "timeout" in mcp_servers.json if it needs '
                     "longer)",
                     "timeout",
@@ -484,7 +325,7 @@ class McpServer:
                     from synapse_lsp.extensions.mcp_stdio import stdio_transport
 
                     transport = stdio_transport(params, errlog, lambda: self.stop_grace)
-                    target: Any = _watch_end(transport, self._ended)
+                    target: Any = watch_end(transport, self._ended)
                 else:
                     import httpx2
                     from mcp.client.streamable_http import streamable_http_client
@@ -496,11 +337,18 @@ class McpServer:
                         )
                     )
                     target = streamable_http_client(self.config.url or "", http_client=http)
+                options = client_options(self.name, self.callers, self.roots, self._relist)
                 async with asyncio.timeout(self.config.connect_timeout):
-                    client = await stack.enter_async_context(Client(target))
-                    tools = await _list_tools(client, self.name)
+                    client = await stack.enter_async_context(Client(target, **options))
+                    tools = await list_tools(client, self.name)
+                    self.resources = await list_resources(client)
+                    self.prompts = await list_prompts(client)
                 self.tools, self.skipped_tools = self._filter(tools)
                 self._client = client
+                listening = asyncio.create_task(
+                    self._listen(client), name=f"mcp:{self.name}:listen"
+                )
+                stack.push_async_callback(_cancel, listening)
                 self.state, self.error = "ready", None
                 self.connect_seconds = time.perf_counter() - started
                 self._ready.set()
@@ -518,6 +366,74 @@ class McpServer:
             if errlog is not None:
                 errlog.close()
             self._ready.set()
+
+    async def _relist(self, kind: str) -> None:
+        """The server says a list changed: fetch it again (tools, prompts or resources),
+        and tell the registry, which rebuilds the commands."""
+        client = self._client
+        if client is None or self.state != "ready":
+            return
+        try:
+            if kind == "tools":
+                self.tools, self.skipped_tools = self._filter(await list_tools(client, self.name))
+            elif kind == "prompts":
+                self.prompts = await list_prompts(client)
+            else:
+                self.resources = await list_resources(client)
+        except Exception as exc:  # noqa: BLE001 - a failed refresh keeps the old list
+            log.warning("MCP server %s: re-listing %s failed: %s", self.name, kind, exc)
+            return
+        self._notify()
+
+    async def roots_changed(self) -> None:
+        client = self._client
+        if client is None or self.state != "ready":
+            return
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            with contextlib.suppress(Exception):
+                await client.send_roots_list_changed()
+
+    async def _listen(self, client: Client) -> None:
+        """A 2026 server's list changes arrive on `subscriptions/listen`; a 2025 one
+        sends notifications (`client_options`' message handler). Either way `_relist`."""
+        caps = client.server_capabilities
+        wanted = {
+            "tools": bool(caps and caps.tools and caps.tools.list_changed),
+            "prompts": bool(caps and caps.prompts and caps.prompts.list_changed),
+            "resources": bool(caps and caps.resources and caps.resources.list_changed),
+        }
+        if not any(wanted.values()):
+            return
+        from mcp.client.subscriptions import (
+            PromptsListChanged,
+            ResourcesListChanged,
+            ToolsListChanged,
+        )
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        kinds: dict[type, str] = {
+            ToolsListChanged: "tools",
+            PromptsListChanged: "prompts",
+            ResourcesListChanged: "resources",
+        }
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return
+        try:
+            async with client.listen(
+                tools_list_changed=wanted["tools"],
+                prompts_list_changed=wanted["prompts"],
+                resources_list_changed=wanted["resources"],
+            ) as events:
+                async for event in events:
+                    kind = kinds.get(type(event))
+                    if kind is not None:
+                        await self._relist(kind)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - no live refresh; calls still work
+            log.info("MCP server %s: no list-change stream: %s", self.name, exc)
 
     def _fail(self, why: str) -> None:
         if self._stop.is_set():
@@ -543,75 +459,10 @@ class McpServer:
         return kept, skipped
 
 
-@contextlib.asynccontextmanager
-async def _watch_end(transport: Any, on_end: Callable[[], None]) -> Any:
-    """The transport's (read, write) streams, the read side wrapped to call `on_end` when
-    the server's output ends - the only sign the SDK gives of a stdio server that exited
-    between requests. A wrapper, not a pump: no extra hop per message."""
-    async with transport as (read, write):
-        yield _EndWatch(read, on_end), write
-
-
-class _EndWatch:
-    """Delegates to a receive stream; reports its end of stream once."""
-
-    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
-        self._inner = inner
-        self._on_end: Callable[[], None] | None = on_end
-
-    def _ended(self) -> None:
-        on_end, self._on_end = self._on_end, None
-        if on_end is not None:
-            on_end()
-
-    async def __aenter__(self) -> _EndWatch:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: object) -> Any:
-        return await self._inner.__aexit__(*exc)
-
-    def __aiter__(self) -> _EndWatch:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self._inner.__anext__()
-        except StopAsyncIteration:
-            self._ended()
-            raise
-
-    async def receive(self) -> Any:
-        import anyio
-
-        try:
-            return await self._inner.receive()
-        except anyio.EndOfStream:
-            self._ended()
-            raise
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-async def _list_tools(client: Client, server: str) -> list[ToolSpec]:
-    out: list[ToolSpec] = []
-    cursor: str | None = None
-    for _ in range(100):
-        page = await client.list_tools(cursor=cursor) if cursor else await client.list_tools()
-        for tool in page.tools:
-            out.append(
-                ToolSpec(
-                    server=server,
-                    name=tool.name,
-                    description=(tool.description or tool.title or "").strip(),
-                    input_schema=dict(tool.input_schema or {}),
-                )
-            )
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return out
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
 
 
 def _explain(exc: BaseException) -> str:
@@ -639,8 +490,20 @@ class McpManager:
     # Config files changed since the user confirmed them (asked at each reload: a file
     # written mid-session is not started either); `core.Workspace` says which.
     withheld: Callable[[], list[Path]] | None = None
+    # The folders answered to a server's `roots/list` (default: the workspace folder).
+    roots: Callable[[], list[Path]] | None = None
     servers: dict[str, McpServer] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+
+    def _roots(self) -> list[Path]:
+        if self.roots is not None:
+            return self.roots()
+        return [self.workspace_root] if self.workspace_root is not None else []
+
+    async def roots_changed(self) -> None:
+        """The folders changed: tell each ready server (a 2026 server asks again anyway)."""
+        for server in self.servers.values():
+            await server.roots_changed()
 
     def paths(self) -> list[Path]:
         if self.config_files is not None:
@@ -675,6 +538,7 @@ class McpManager:
             if name in self.servers:
                 continue
             server = McpServer(config, self.settings, self._changed)
+            server.roots = self._roots
             self.servers[name] = server
             server.start()
 

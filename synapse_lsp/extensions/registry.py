@@ -24,7 +24,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from synapse_lsp.commands import Command, CommandContext, CommandOutput, FailureCategory
+from synapse_lsp.commands import (
+    Command,
+    CommandContext,
+    CommandOutput,
+    FailureCategory,
+    PromptError,
+    PromptInfo,
+)
 from synapse_lsp.config import (
     SETTINGS_FILE,
     Settings,
@@ -32,10 +39,11 @@ from synapse_lsp.config import (
     as_source,
     read_settings_file,
 )
-from synapse_lsp.extensions import wrapper_files
+from synapse_lsp.extensions import mcp_commands, wrapper_files
 from synapse_lsp.extensions.claude_sources import scan_roots, skill_roots
 from synapse_lsp.extensions.mcp2bash import McpToolCommand
 from synapse_lsp.extensions.mcp_client import McpManager, McpServer
+from synapse_lsp.extensions.mcp_commands import McpCommand
 from synapse_lsp.extensions.search import CommandSearchCommand, SearchIndex
 from synapse_lsp.extensions.skill_commands import (
     SkillDeleteCommand,
@@ -102,7 +110,7 @@ class ExtensionRegistry:
         self.skill_warnings: list[str] = []
         self.wrapper_problems: dict[str, list[str]] = {}  # "skill"/"mcp" -> problems
         self._skill_cmds: dict[str, SkillScriptCommand] = {}
-        self._mcp_cmds: dict[str, McpToolCommand] = {}
+        self._mcp_cmds: dict[str, McpCommand] = {}
         self._watcher: ExtensionWatcher | None = None
         self._socket_server: asyncio.Server | None = None
         self._socket_file: Path | None = None
@@ -196,6 +204,29 @@ class ExtensionRegistry:
         if server.state in ("connecting", "idle"):
             return _Pending(name, server, self)
         return _Unavailable(name, server.describe_failure())
+
+    def tool_hint(self, name: str) -> str | None:
+        """What the server says of the tool `name` ("read-only", "destructive"), or None."""
+        cmd = self._mcp_cmds.get(name)
+        return cmd.tool.hint if isinstance(cmd, McpToolCommand) else None
+
+    def prompts(self) -> list[PromptInfo]:
+        """The ready servers' prompts, as slash commands (`commands.PromptLookup`)."""
+        ready = [s for s in self.mcp.servers.values() if s.state in ("ready", "broken")]
+        return [mcp_commands.prompt_info(s.name, p) for s in ready for p in s.prompts]
+
+    async def render_prompt(self, name: str, args: list[str]) -> str:
+        """`/mcp:<server>:<prompt> args` as the text of a user turn; PromptError says why not."""
+        _, server_name, prompt = (name.lstrip("/").split(":", 2) + ["", ""])[:3]
+        server = self.mcp.servers.get(server_name)
+        if server is None or not prompt:
+            raise PromptError(f"/{name.lstrip('/')}: no MCP server {server_name!r} is configured")
+        await server.wait_ready(server.config.connect_timeout)
+        try:
+            timeout = server.config.timeout or self.settings.command_timeout
+            return await mcp_commands.render(server, prompt, args, timeout)
+        except Exception as exc:  # noqa: BLE001 - PromptArgError, McpCallError: said as is
+            raise PromptError(f"/{name.lstrip('/')}: {exc}") from None
 
     def commands(self) -> list[Command]:
         return [*self._mcp_cmds.values(), *self._skill_cmds.values()]
@@ -300,9 +331,10 @@ class ExtensionRegistry:
         self._rebuild_mcp()
 
     def _rebuild_mcp(self) -> None:
-        cmds: dict[str, McpToolCommand] = {}
+        cmds: dict[str, McpCommand] = {}
         for server in self.mcp.servers.values():
             if server.state in ("ready", "broken"):
+                cmds.update(mcp_commands.of_server(server))
                 for tool in server.tools:
                     cmds[tool.command_name] = McpToolCommand(server, tool)
         self._mcp_cmds = cmds
@@ -319,60 +351,19 @@ class ExtensionRegistry:
         return dirs
 
     def _sync_skill_wrappers(self) -> None:
-        wanted: dict[str, str] = {}
-        for name, cmd in self._skill_cmds.items():
-            script = cmd.script
-            spec = wrapper_files.WrapperSpec(
-                name=name,
-                short_help=f"Usage: {cmd.usage}\n{cmd.summary}",
-                long_help=cmd.help() if script.doc else None,
-                exec_argv=script.argv([]),
-                help_exact=True,
-                env=script.env,  # its skill folder: SYNAPSE_SKILL_DIR, PYTHONPATH
-            )
-            wanted[name] = wrapper_files.render(spec)
         problems = self.wrapper_problems["skill"] = []
-        for bin_dir, _socket in self._bin_dirs():
-            try:
-                wrapper_files.sync(bin_dir, wanted, lambda n: n.startswith("skill:"), problems)
-            except OSError as exc:
-                log.warning("cannot write skill wrappers in %s: %s", bin_dir, exc)
+        wrapper_files.sync_skills(self._bin_dirs(), self._skill_cmds, problems)
 
     def _sync_mcp_wrappers(self) -> None:
-        """Ready servers: exactly their tools. Connecting or failed servers keep what they
-        had (a wrapper of a failing server still reports its error). Servers no longer
-        configured, or disabled, lose theirs. A server of a private config file (an ACP
-        session's) is left out of `$SYNAPSE_HOME/bin`, and whatever is there under its
-        name is left alone."""
+        """Ready servers: exactly their commands. Connecting or failed servers keep what
+        they had; servers gone or disabled lose theirs (`wrapper_files.sync_mcp`)."""
         problems = self.wrapper_problems["mcp"] = []
-        for bin_dir, socket in self._bin_dirs():
-            shared = socket is None
-            keep: set[str] = set()
-            for server in self.mcp.servers.values():
-                private = shared and server.config.source in self.private_config_files
-                if private or server.state not in ("ready", "broken", "disabled"):
-                    keep.add(server.name)
-            wanted: dict[str, str] = {}
-            for name, cmd in self._mcp_cmds.items():
-                if cmd.server.name in keep:
-                    continue
-                spec = wrapper_files.mcp_wrapper_spec(
-                    name,
-                    f"Usage: {cmd.usage}\n{cmd.summary}",
-                    cmd.help(),
-                    self.settings.synapse_home,
-                    cmd.server.config.source,
-                    socket,
-                )
-                wanted[name] = wrapper_files.render(spec)
-
-            def owns(file_name: str, keep: set[str] = keep) -> bool:
-                return file_name.startswith("mcp:") and file_name.split(":")[1] not in keep
-
-            try:
-                wrapper_files.sync(bin_dir, wanted, owns, problems)
-            except OSError as exc:
-                log.warning("cannot write MCP wrappers in %s: %s", bin_dir, exc)
+        servers = [
+            (s.name, s.state, s.config.source in self.private_config_files)
+            for s in self.mcp.servers.values()
+        ]
+        home = self.settings.synapse_home
+        wrapper_files.sync_mcp(self._bin_dirs(), servers, self._mcp_cmds, home, problems)
 
     async def _on_files_changed(self, kinds: set[str]) -> None:
         if "skills" in kinds:

@@ -36,9 +36,10 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from synapse_lsp import proctree
 
@@ -180,6 +181,94 @@ def sync(
             path.unlink()
             removed += 1
     return written, removed
+
+
+class WrappedCommand(Protocol):
+    """What a wrapper is written from: a skill script or an MCP server's command."""
+
+    name: str
+    usage: str
+    summary: str
+
+    def help(self) -> str: ...
+
+
+class WrappedScript(WrappedCommand, Protocol):
+    @property
+    def script(self) -> Any: ...
+
+
+class WrappedMcp(WrappedCommand, Protocol):
+    @property
+    def server(self) -> Any: ...
+
+
+def sync_skills(
+    bin_dirs: list[tuple[Path, Path | None]],
+    cmds: Mapping[str, WrappedScript],
+    problems: list[str],
+) -> None:
+    """Every bin folder gets exactly these skill scripts' wrappers."""
+    wanted: dict[str, str] = {}
+    for name, cmd in cmds.items():
+        script = cmd.script
+        spec = WrapperSpec(
+            name=name,
+            short_help=f"Usage: {cmd.usage}\n{cmd.summary}",
+            long_help=cmd.help() if script.doc else None,
+            exec_argv=script.argv([]),
+            help_exact=True,
+            env=script.env,  # its skill folder: SYNAPSE_SKILL_DIR, PYTHONPATH
+        )
+        wanted[name] = render(spec)
+    for bin_dir, _socket in bin_dirs:
+        try:
+            sync(bin_dir, wanted, lambda n: n.startswith("skill:"), problems)
+        except OSError as exc:
+            _log.warning("cannot write skill wrappers in %s: %s", bin_dir, exc)
+
+
+def sync_mcp(
+    bin_dirs: list[tuple[Path, Path | None]],
+    servers: list[tuple[str, str, bool]],
+    cmds: Mapping[str, WrappedMcp],
+    synapse_home: Path,
+    problems: list[str],
+) -> None:
+    """MCP wrappers: `servers` are (name, state, private). Ready servers: exactly their
+    commands. Connecting or failed servers keep what they had (a wrapper of a failing
+    server still reports its error). Servers no longer configured, or disabled, lose
+    theirs. A server of a private config file (an ACP session's) is left out of the
+    shared folder (the one naming no socket), and whatever is there under its name is
+    left alone."""
+    for bin_dir, socket in bin_dirs:
+        shared = socket is None
+        keep = {
+            name
+            for name, state, private in servers
+            if (shared and private) or state not in ("ready", "broken", "disabled")
+        }
+        wanted: dict[str, str] = {}
+        for name, cmd in cmds.items():
+            if cmd.server.name in keep:
+                continue
+            spec = mcp_wrapper_spec(
+                name,
+                f"Usage: {cmd.usage}\n{cmd.summary}",
+                cmd.help(),
+                synapse_home,
+                cmd.server.config.source,
+                socket,
+            )
+            wanted[name] = render(spec)
+
+        def owns(file_name: str, keep: set[str] = keep) -> bool:
+            return file_name.startswith("mcp:") and file_name.split(":")[1] not in keep
+
+        try:
+            sync(bin_dir, wanted, owns, problems)
+        except OSError as exc:
+            _log.warning("cannot write MCP wrappers in %s: %s", bin_dir, exc)
 
 
 def install(path: Path, text: str) -> None:

@@ -16,6 +16,7 @@ from synapse_lsp.commands import (
     CommandOutput,
     FailureCategory,
     Layer,
+    McpHost,
     OutputSink,
     PermissionGate,
     SubAgentRunner,
@@ -59,6 +60,8 @@ class RouteResult:
     data: dict[str, Any] = field(default_factory=dict)
     full_output_path: Path | None = None
     diffs: tuple[FileDiff, ...] = ()
+    # Content blocks for the model beside `text` (an MCP tool's image).
+    attachments: list[dict[str, Any]] = field(default_factory=list)
 
 
 # Nor variables that change which program runs or what it loads: the user allowed the
@@ -83,6 +86,7 @@ class RouterBase:
     subagent: SubAgentRunner | None
     in_subagent: bool
     permission: PermissionGate | None
+    mcp_host: McpHost | None
     state: dict[str, Any]
     builtins: dict[str, Command]
     _env_cache: tuple[tuple[int, str | None, str | None], dict[str, str]] | None

@@ -20,6 +20,7 @@ from synapse_lsp.commands import (
     CommandOutput,
     FailureCategory,
     Layer,
+    McpHost,
     OutputSink,
     PermissionGate,
     Step,
@@ -69,6 +70,7 @@ class BashRouter(NativeRunner, InProcessRunner):
         state: dict[str, Any] | None = None,
         builtins: dict[str, Command] | None = None,
         before_command: Callable[[], Awaitable[None]] | None = None,
+        mcp_host: McpHost | None = None,
     ) -> None:
         self.shell = shell
         # Awaited before each command line runs (a chat session waits there for the
@@ -80,6 +82,7 @@ class BashRouter(NativeRunner, InProcessRunner):
         self.subagent = subagent
         self.in_subagent = in_subagent
         self.permission = permission
+        self.mcp_host = mcp_host  # the chat session, for MCP servers' requests
         self.state: dict[str, Any] = {} if state is None else state
         self._env_cache: tuple[tuple[int, str | None, str | None], dict[str, str]] | None = None
         self.builtins: dict[str, Command] = (
@@ -113,6 +116,7 @@ class BashRouter(NativeRunner, InProcessRunner):
             "state": self.state,
             "builtins": self.builtins,
             "before_command": self.before_command,
+            "mcp_host": self.mcp_host,
         }
         unknown = set(changes) - set(fields_)
         if unknown:
@@ -418,6 +422,7 @@ class BashRouter(NativeRunner, InProcessRunner):
             duration=time.perf_counter() - started,
             text=text,
             data=out.data,
+            attachments=out.attachments,
         )
 
 

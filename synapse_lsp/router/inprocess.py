@@ -202,6 +202,7 @@ class InProcessRunner(RouterBase):
             piped=piped,
             roots=self.shell.roots,
             view=self.shell.view,
+            mcp_host=self.mcp_host,
             extension_dirs=wrappers.visible
             if (wrappers := getattr(self.shell, "wrappers", None)) is not None
             else (),

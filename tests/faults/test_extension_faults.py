@@ -148,7 +148,7 @@ import resource, sys
 from pathlib import Path
 from mcp_types import CallToolResult, TextContent
 from synapse_lsp.config import Settings
-from synapse_lsp.extensions.mcp2bash import format_result
+from synapse_lsp.extensions.mcp_results import format_result
 
 text = "".join(f"{i:09d} " + "y" * 89 + "\\n" for i in range(500_000))  # 50 MB
 result = CallToolResult(content=[TextContent(type="text", text=text)])
