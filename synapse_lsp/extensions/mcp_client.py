@@ -385,16 +385,6 @@ class McpServer:
             return
         self._notify()
 
-    async def roots_changed(self) -> None:
-        client = self._client
-        if client is None or self.state != "ready":
-            return
-        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
-        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            with contextlib.suppress(Exception):
-                await client.send_roots_list_changed()
-
     async def _listen(self, client: Client) -> None:
         """A 2026 server's list changes arrive on `subscriptions/listen`; a 2025 one
         sends notifications (`client_options`' message handler). Either way `_relist`."""
@@ -499,11 +489,6 @@ class McpManager:
         if self.roots is not None:
             return self.roots()
         return [self.workspace_root] if self.workspace_root is not None else []
-
-    async def roots_changed(self) -> None:
-        """The folders changed: tell each ready server (a 2026 server asks again anyway)."""
-        for server in self.servers.values():
-            await server.roots_changed()
 
     def paths(self) -> list[Path]:
         if self.config_files is not None:
