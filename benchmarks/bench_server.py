@@ -3,9 +3,10 @@
     .venv/bin/python benchmarks/bench_server.py [--runs 7] [--iterations 200]
         [--only cold|first-prompt|steady|shell]
 
-Every server runs with `SYNAPSE_SANDBOX=full-access` in its environment (set here,
-whatever the caller's environment says): the figures measure the LSP and router
-path, not a sandbox wrapper, and stay comparable while the sandbox work changes.
+Synapse runs in the sandbox a user gets (`--sandbox default`: the `workspace-write`
+mode, the kernel sandbox when bubblewrap works; `SYNAPSE_SANDBOX` from the caller's
+environment is removed); `--sandbox full-access` measures the LSP and router path
+alone. The bare pygls baselines run their bash unsandboxed either way.
 
 Prints:
 - cold start: process spawn -> `initialize` result, median of alternating runs,
@@ -538,6 +539,12 @@ def main(argv: list[str] | None = None) -> int:
         "--think", type=float, default=5.0, help="seconds the user takes to type the prompt"
     )
     parser.add_argument(
+        "--sandbox",
+        choices=["default", "workspace-write", "full-access"],
+        default="default",
+        help="Synapse's sandbox mode (default: what a user gets)",
+    )
+    parser.add_argument(
         "--only",
         choices=["cold", "first-prompt", "steady", "shell", "memory"],
         help="run one group of figures",
@@ -548,7 +555,10 @@ def main(argv: list[str] | None = None) -> int:
         root.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
         env["SYNAPSE_HOME"] = str(Path(tmp) / "home")
-        env["SYNAPSE_SANDBOX"] = "full-access"  # see the docstring
+        env.pop("SYNAPSE_SANDBOX", None)  # see the docstring
+        if args.sandbox != "default":
+            env["SYNAPSE_SANDBOX"] = args.sandbox
+        print(f"sandbox: {args.sandbox}")
         print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
 
         if args.only in (None, "cold"):

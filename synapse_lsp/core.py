@@ -234,7 +234,7 @@ class Workspace:
     def rule_store(self) -> RuleStore:
         """The remembered "Always allow" / deny rules (`permission_rules`), or what the
         face gave (`rules`: e.g. a run's own prefixes over them, `policy.run_rules`)."""
-        from synapse_lsp.policy.rules import RuleFile
+        from synapse_lsp.policy.run_rules import RuleFile
 
         return self._rules or RuleFile(self.settings.synapse_home)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from synapse_lsp.policy import rules as pr
+from synapse_lsp.policy import run_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 SYNAPSE = ROOT / ".venv" / "bin" / "synapse"
@@ -235,7 +236,7 @@ def test_a_corrupt_home_file_fails_closed_and_is_kept(
     with pytest.raises(pr.UnreadableRulesError):
         pr.remember(home, folder, "ls", "allow")
     with pytest.raises(OSError):  # what the gate catches
-        pr.RuleFile(home).remember(folder, "ls", "deny")
+        run_rules.RuleFile(home).remember(folder, "ls", "deny")
     with pytest.raises(pr.UnreadableRulesError):
         pr.revoke(home, None, None)
     assert pr.store_path(home).read_text(encoding="utf-8") == text  # never overwritten
@@ -259,12 +260,28 @@ def test_a_bad_entry_closes_only_its_folder(home: Path, folder: Path, tmp_path: 
 
 
 def test_rule_file_is_the_gates_store(home: Path, folder: Path) -> None:
-    store = pr.RuleFile(home)
+    store = run_rules.RuleFile(home)
     assert store.prefix("git commit -m x") == "git commit"
     store.remember(folder, "git commit", "allow")
     assert store.load(folder).decide_line(["git commit -m x"]) == ("allow", "git commit")
     with pytest.raises(ValueError):
         store.remember(folder, "x", "maybe")
+
+
+def test_rule_file_reads_again_whatever_changed_behind_it(home: Path, folder: Path) -> None:
+    """The gate's store keeps what it read until a file it reads changes: another
+    process remembering, a folder file rewritten to the same size, a trust record."""
+    store = run_rules.RuleFile(home)
+    assert store.load(folder).decide("rm x") is None
+    assert store.load(folder) is store.load(folder)  # nothing changed: not read again
+    pr.folder_file(folder).parent.mkdir(parents=True, exist_ok=True)
+    pr.folder_file(folder).write_text('{"deny": ["rm"]}', encoding="utf-8")
+    assert store.load(folder).decide("rm x") == "deny"
+    pr.folder_file(folder).write_text('{"deny": ["mv"]}', encoding="utf-8")  # same size
+    rules = store.load(folder)
+    assert (rules.decide("rm x"), rules.decide("mv a b")) == (None, "deny")
+    run_rules.RuleFile(home).remember(folder, "ls", "allow")  # another writer
+    assert store.load(folder).decide("ls -la") == "allow"
 
 
 def test_two_processes_remembering_at_once_lose_nothing(home: Path, folder: Path) -> None:

@@ -84,8 +84,7 @@ def rules(args: argparse.Namespace, home: Path) -> RunRules | None:
     remembered rules alone). The flags were checked (`check`)."""
     if not args.allow and not args.deny:
         return None
-    from synapse_lsp.policy.rules import RuleFile
-    from synapse_lsp.policy.run_rules import RunRules
+    from synapse_lsp.policy.run_rules import RuleFile, RunRules
 
     return RunRules(RuleFile(home), args.allow, args.deny)
 

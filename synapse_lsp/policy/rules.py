@@ -746,22 +746,3 @@ def list_rules(home: Path) -> dict[str, FolderRules]:
     if store.problem:
         raise UnreadableRulesError(store.problem)
     return dict(sorted(store.folders.items()))
-
-
-class RuleFile:
-    """The rule store `policy.gate.AskingGate` uses (its `RuleStore`): the rules of
-    `$SYNAPSE_HOME/permissions.json` plus each folder's own file."""
-
-    def __init__(self, home: Path) -> None:
-        self.home = home
-
-    def load(self, root: Path) -> Rules:
-        return load(self.home, root)
-
-    def remember(self, root: Path, prefix: str, decision: str) -> None:
-        if decision not in DECISIONS:
-            raise ValueError(f"{decision!r}: the decision is 'allow', 'deny' or 'outside'")
-        remember(self.home, root, prefix, decision)  # type: ignore[arg-type]
-
-    def prefix(self, simple_command: str, *, with_flags: bool = False) -> str:
-        return command_prefix(simple_command, with_flags=with_flags)

@@ -1,5 +1,6 @@
-"""Command prefixes allowed or denied for one run only (`synapse chat --allow/--deny`),
-layered over the remembered rules (`rules.py`) and never written to a file.
+"""The rule stores the gate reads (`policy.gate.RuleStore`): `RuleFile`, the remembered
+rules (`rules.py`'s files), and `RunRules`, command prefixes allowed or denied for
+one run only (`synapse chat --allow/--deny`), layered over them and never written.
 
 The run's prefixes join the folder's rules as if remembered, so they match exactly as
 remembered ones do (an allow the command as written, a deny through wrappers and
@@ -14,10 +15,58 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from synapse_lsp.policy.rules import Decision, Rule, RuleFile, Rules, normalize_prefix, prefix_words
+from synapse_lsp.policy import trust
+from synapse_lsp.policy.rules import (
+    DECISIONS,
+    Decision,
+    Rule,
+    Rules,
+    command_prefix,
+    folder_file,
+    load,
+    normalize_prefix,
+    prefix_words,
+    remember,
+    store_path,
+)
 
 # The `source` of a run's rule: no file holds it.
 RUN_SOURCE = Path("<this run>")
+
+
+def _signature(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class RuleFile:
+    """The rule store `policy.gate.AskingGate` uses (its `RuleStore`): the rules of
+    `$SYNAPSE_HOME/permissions.json` plus each folder's own file."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self._loaded: dict[Path, tuple[tuple[object, ...], Rules]] = {}
+
+    def load(self, root: Path) -> Rules:
+        """`rules.load`, read again only when a file it reads changed (the gate asks
+        twice per command line; reading and parsing each time cost ~0.15 ms)."""
+        files = (store_path(self.home), folder_file(root), trust.store_path(self.home))
+        key = tuple(_signature(f) for f in files)
+        cached = self._loaded.get(root)
+        if cached is None or cached[0] != key:
+            cached = self._loaded[root] = (key, load(self.home, root))
+        return cached[1]
+
+    def remember(self, root: Path, prefix: str, decision: str) -> None:
+        if decision not in DECISIONS:
+            raise ValueError(f"{decision!r}: the decision is 'allow', 'deny' or 'outside'")
+        remember(self.home, root, prefix, decision)  # type: ignore[arg-type]
+
+    def prefix(self, simple_command: str, *, with_flags: bool = False) -> str:
+        return command_prefix(simple_command, with_flags=with_flags)
 
 
 @dataclass(frozen=True)

@@ -246,14 +246,19 @@ def sweep_private_tmps(base: Path | None = None) -> list[Path]:
     return removed
 
 
-def own_install_under_tmp() -> list[str]:
-    """The venv and the package's folder, when they are under /tmp (a clone in /tmp)."""
-    found: list[str] = []
-    for place in (sys.prefix, str(Path(__file__).resolve().parents[2])):
-        real = os.path.realpath(place)
-        if (real == "/tmp" or real.startswith("/tmp/")) and real not in found:
-            found.append(real)
-    return found
+_OWN_INSTALL: dict[str, tuple[str, ...]] = {}  # asked for every command's path view
+
+
+def own_install_under_tmp() -> tuple[str, ...]:
+    """The venv and the package's folder when under /tmp (a clone there), once per prefix."""
+    if sys.prefix not in _OWN_INSTALL:
+        found: list[str] = []
+        for place in (sys.prefix, str(Path(__file__).resolve().parents[2])):
+            real = os.path.realpath(place)
+            if (real == "/tmp" or real.startswith("/tmp/")) and real not in found:
+                found.append(real)
+        _OWN_INSTALL[sys.prefix] = tuple(found)
+    return _OWN_INSTALL[sys.prefix]
 
 
 # ------------------------------------------------------- nested repositories

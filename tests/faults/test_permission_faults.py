@@ -306,6 +306,7 @@ async def test_a_huge_lines_rules_are_matched_off_the_event_loop(
     import threading
 
     from synapse_lsp.policy import rules as permission_rules
+    from synapse_lsp.policy import run_rules
 
     threads: set[int] = set()
 
@@ -325,7 +326,7 @@ async def test_a_huge_lines_rules_are_matched_off_the_event_loop(
         def why_denied(self, prefix: str) -> str:
             return self.inner.why_denied(prefix)
 
-    class Watched(permission_rules.RuleFile):
+    class Watched(run_rules.RuleFile):
         def load(self, root: Path) -> Any:
             return WatchedRules(super().load(root))
 

@@ -15,6 +15,7 @@ from synapse_lsp.commands import FailureCategory
 from synapse_lsp.config import Settings
 from synapse_lsp.policy import rules as permission_rules
 from synapse_lsp.policy.gate import ALLOW_ONCE, ALLOW_SESSION, ALLOW_WITH_PATH, DENY, AskingGate
+from synapse_lsp.policy.run_rules import RuleFile
 from synapse_lsp.question import Question
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
@@ -40,7 +41,7 @@ def _router(
         root,
         asker,
         sandboxed=lambda: shell.sandbox.sandboxed,
-        rules=permission_rules.RuleFile(settings.synapse_home),
+        rules=RuleFile(settings.synapse_home),
     )
     return BashRouter(shell, live, permission=gate)
 
@@ -351,10 +352,10 @@ async def test_a_remembered_outside_rule_never_carries_what_redirects_programs(
     (workdir / "bin").mkdir()
     (workdir / "bin" / "git").write_text(f"#!/bin/sh\ntouch {marker}\n")
     (workdir / "bin" / "git").chmod(0o755)
-    permission_rules.RuleFile(settings.synapse_home).remember(workdir, "git status", "outside")
-    permission_rules.RuleFile(settings.synapse_home).remember(workdir, "python3", "outside")
-    permission_rules.RuleFile(settings.synapse_home).remember(workdir, "bash", "outside")
-    permission_rules.RuleFile(settings.synapse_home).remember(workdir, "sh", "outside")
+    RuleFile(settings.synapse_home).remember(workdir, "git status", "outside")
+    RuleFile(settings.synapse_home).remember(workdir, "python3", "outside")
+    RuleFile(settings.synapse_home).remember(workdir, "bash", "outside")
+    RuleFile(settings.synapse_home).remember(workdir, "sh", "outside")
     asker = Recorder()
     router = _router(shell, settings, workdir, asker)
     assert (await router.route("git init -q . 2>/dev/null; true")).exit_code == 0

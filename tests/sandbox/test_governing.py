@@ -14,7 +14,7 @@ import pytest
 
 from synapse_lsp.cli.asking import yes_asker
 from synapse_lsp.config import Settings
-from synapse_lsp.policy import rules as permission_rules
+from synapse_lsp.policy import run_rules
 from synapse_lsp.policy.gate import ALLOW_ONCE, DENY, Asker, AskingGate
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import ShellSession
@@ -33,7 +33,7 @@ def _router(
         ask,
         sandboxed=lambda: shell.sandbox.sandboxed,
         view=lambda: shell.view,
-        rules=permission_rules.RuleFile(settings.synapse_home),
+        rules=run_rules.RuleFile(settings.synapse_home),
     )
     return BashRouter(shell, live, permission=gate)
 
