@@ -23,6 +23,7 @@ from synapse_lsp.agent import stages
 from synapse_lsp.agent.model import ModelClient
 from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
+from synapse_lsp.checkpoints import fingerprints
 from synapse_lsp.config import Settings
 from synapse_lsp.events import Event
 from synapse_lsp.router import BashRouter
@@ -33,6 +34,15 @@ from tests.test_server_chat import fake_env, new_session
 
 KEY = "sk-ant-hand-edits-test-key"
 GUARD = 60.0  # seconds: a hang guard only, never what a test measures
+
+
+@pytest.fixture(autouse=True, params=["walks", "snapshots"])
+def probes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test twice: a small folder's waits watched by stat walks, and a folder too
+    large to walk (here: any), watched by snapshots."""
+    if request.param == "snapshots":
+        monkeypatch.setattr(fingerprints, "STAT_ENTRIES", -1)
+    return str(request.param)
 
 
 @pytest.fixture
@@ -131,6 +141,38 @@ async def test_a_hand_edit_while_the_model_is_asked_is_a_conflict_not_reverted(
     assert (workdir / "b.txt").read_text() == "the user's b\n"
     assert (workdir / "d.txt").read_text() == "the user's d\n"
     assert "changed by you or another program" in report.text()
+
+
+async def test_a_folder_that_grows_too_large_to_walk_while_the_model_is_asked(
+    make: Callable[..., ChatSession],
+    api: FakeAnthropic,
+    workdir: Path,
+    at_request: Callable[[int, Callable[[], None]], None],
+    monkeypatch: pytest.MonkeyPatch,
+    probes: str,
+) -> None:
+    """The wait began with a walk; by its end the folder is past the walk's limit (the
+    user unpacked files meanwhile): no change of that wait is taken for the agent's.
+    What changed since the turn began is asked about, the agent's own first change too
+    (the safe side)."""
+    monkeypatch.setattr(fingerprints, "STAT_ENTRIES", -1 if probes == "snapshots" else 4)
+    (workdir / "a.txt").write_text("a0\n")
+
+    def unpack() -> None:
+        for i in range(6):
+            (workdir / f"u{i}.txt").write_text(f"user {i}\n")
+
+    api.add({"commands": ["echo a1 > a.txt"]}, {"commands": ["echo b1 > b.txt"]}, {"text": "ok"})
+    at_request(2, unpack)
+    session = make()
+    await turn(session, "go")
+    (record,) = session.checkpoints.kept()
+    assert {f"u{i}.txt" for i in range(6)} <= set(record.foreign)
+    assert "b.txt" not in record.foreign  # made after the wait: the agent's
+    report = await session.rewind(1)
+    assert {f"u{i}.txt" for i in range(6)} <= set(report.skipped)
+    assert (workdir / "u0.txt").read_text() == "user 0\n"  # never silently removed
+    assert not (workdir / "b.txt").exists()
 
 
 async def test_a_file_both_edited_is_asked_about_and_restored_only_when_told(

@@ -15,8 +15,14 @@ commands, its hooks. Everything else a turn's checkpoint saw change is a conflic
   changed by someone else: the user in another editor, another program, or a
   background job the agent started earlier (`cmd &` writing between commands counts
   as the user's: a safe conflict). The turn's last wait ends at its end snapshot.
-  Cost: two incremental snapshots for each model reply that runs commands, none for
-  one that does not (`benchmarks/bench_hand_edits.py` measures one, per command).
+  In a small folder (up to `fingerprints.STAT_ENTRIES` entries) a wait that begins
+  after commands is watched by two walks of the folder's stat data instead
+  (`fingerprints.folder_stat`: every entry's inode, size, mtime and ctime, in a thread,
+  no git process): what came, went or changed between them is someone else's (a
+  superset of what a snapshot would call changed: a file only touched counts too, a
+  safe conflict). Cost: one incremental snapshot a turn (the first wait's end) and two
+  walks per model reply that runs commands, none for one that does not; in a folder
+  too large to walk, two snapshots per such reply (`benchmarks/bench_hand_edits.py`).
 - **The editor, for open documents** (the LSP face, `lsp/feedback.py`): a
   `didChange` that is neither the echo of the agent's own edit nor a reload from disk,
   and a `didSave` of text the agent did not write, are the user's, even while the
@@ -37,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from synapse_lsp.checkpoints import Checkpoint, Checkpoints
+from synapse_lsp.checkpoints.fingerprints import Stat, folder_stat, stat_changes
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +74,9 @@ class HandEdits:
         self._acting = False  # the agent works (between a command and the next request)
         # Where the current wait began: None = the turn's own before snapshot; a failed
         # probe leaves it unknown (`_lost`), and that wait's changes go unattributed.
-        self._since: Probe | None = None
+        self._since: Probe | Stat | None = None
         self._lost = False
+        self._big = False  # the folder was too large to walk: snapshots only
         self._editor: set[str] = set()  # the user's edits the editor reported this turn
 
     @property
@@ -102,8 +110,18 @@ class HandEdits:
             if self._acting or running is None:
                 return
             keeper, current = running
-            start = self._since or (current.before, current.ignored_before)
-            lost = self._lost
+            since, lost = self._since, self._lost
+            if isinstance(since, dict):  # a walk began the wait: a walk ends it
+                walked = await self._walk(keeper)
+                if walked is not None:
+                    self._acting = True
+                    if not lost:
+                        self._foreign(current, stat_changes(since, walked))
+                    return
+                # The folder grew too large to walk while the agent waited: whatever
+                # changed since the turn began counts (the agent's own too: asked, safe).
+                since = None
+            start = since or (current.before, current.ignored_before)
             now = await keeper.probe()
             self._acting = True
             if now is not None and not lost:
@@ -117,9 +135,21 @@ class HandEdits:
             running = self._current()
             if not self._acting or running is None:
                 return
-            now = await running[0].probe()
+            keeper = running[0]
+            now: Probe | Stat | None = await self._walk(keeper)
+            if now is None:
+                now = await keeper.probe()
             self._acting = False
             self._since, self._lost = now, now is None
+
+    async def _walk(self, keeper: Checkpoints) -> Stat | None:
+        """The folder's stat data (`folder_stat`), or None when it is too large to walk
+        (then never again this session)."""
+        if self._big:
+            return None
+        walked = await asyncio.to_thread(folder_stat, keeper.root, keeper.home_rel)
+        self._big = walked is None
+        return walked
 
     async def on_end(self, checkpoint: Checkpoint) -> None:
         """The turn's end snapshot is taken (`Checkpoints.on_end`): a wait still open
@@ -130,8 +160,14 @@ class HandEdits:
         keeper = self._keeper()
         if keeper is None or checkpoint.after is None:
             return
-        if not self._acting and not self._lost:
-            start = self._since or (checkpoint.before, checkpoint.ignored_before)
+        since = self._since
+        if self._acting or self._lost:
+            pass
+        elif isinstance(since, dict) and (walked := await self._walk(keeper)) is not None:
+            self._foreign(checkpoint, stat_changes(since, walked))
+        else:  # a snapshot began the wait, or the folder grew too large to walk (as above)
+            start = since if isinstance(since, tuple) else None
+            start = start or (checkpoint.before, checkpoint.ignored_before)
             await self._note(
                 keeper, checkpoint, start, (checkpoint.after, checkpoint.ignored_after)
             )
@@ -146,6 +182,9 @@ class HandEdits:
         except Exception as exc:  # a guard that fails must not end the turn
             log.info("hand-edit guard: %s", exc)
             return
+        self._foreign(checkpoint, changed)
+
+    def _foreign(self, checkpoint: Checkpoint, changed: set[str]) -> None:
         if changed:
             log.info("changed while the agent waited (not its own): %s", sorted(changed))
             checkpoint.foreign = sorted(set(checkpoint.foreign) | changed)

@@ -81,3 +81,52 @@ def repo_fingerprint(root: Path) -> str | None:
         except OSError:
             parts.append("-")
     return "|".join(parts) if git.exists() else None
+
+
+STAT_ENTRIES = 5_000  # a folder walked for `folder_stat`, at most (past it: None)
+
+Stat = dict[str, tuple[int, int, int, int, int]]  # path -> mode, ino, size, mtime, ctime
+
+
+def folder_stat(root: Path, skip: str | None = None, limit: int | None = None) -> Stat | None:
+    """Every entry under `root` (relative path -> mode, inode, size, mtime, ctime; links
+    not followed), `.git` folders and `skip` (a relative folder: Synapse's home) left out,
+    as a snapshot leaves them out; None past `limit` entries. Two of them tell what
+    changed between them (`stat_changes`) with no git process: the hand-edit guard's
+    cheap probe of a small folder (`agent/hand_edits.py`)."""
+    limit = STAT_ENTRIES if limit is None else limit
+    found: Stat = {}
+    stack: list[tuple[str, str]] = [(str(root), "")]
+    while stack:
+        folder, rel = stack.pop()
+        try:
+            with os.scandir(folder) as items:
+                entries = list(items)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name == ".git":
+                continue
+            path = f"{rel}/{entry.name}" if rel else entry.name
+            if path == skip:
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            found[path] = (
+                info.st_mode, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+            )  # fmt: skip
+            if len(found) > limit:
+                return None
+            if stat.S_ISDIR(info.st_mode):
+                stack.append((entry.path, path))
+    return found if len(found) <= limit else None
+
+
+def stat_changes(before: Stat, after: Stat) -> set[str]:
+    """The paths that came, went or changed between two `folder_stat`s (a directory whose
+    entries changed is left out: its entries say what)."""
+    changed = set(before.keys() ^ after.keys())
+    changed |= {p for p in before.keys() & after.keys() if before[p] != after[p]}
+    return {p for p in changed if not stat.S_ISDIR((after.get(p) or before[p])[0])}
