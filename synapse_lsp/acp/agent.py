@@ -47,6 +47,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
+from synapse_lsp.acp.elicit import elicitor
 from synapse_lsp.acp.files import ClientFiles
 from synapse_lsp.acp.handshake import AUTH_METHOD_ID, has_api_key, initialize_result
 from synapse_lsp.acp.session import (
@@ -308,6 +309,7 @@ class SynapseAcpAgent:
             await face.close()
             raise
         live = LiveChat(chat, face)
+        chat.mcp.elicitor = elicitor(self.conn, session_id, self._client_caps)
         self.sessions[session_id] = live
         self._announce[session_id] = live
         prepare_model(chat)
@@ -351,6 +353,7 @@ class SynapseAcpAgent:
                 await face.close()
                 raise
             live = LiveChat(chat, face)
+            chat.mcp.elicitor = elicitor(self.conn, session_id, self._client_caps)
             self.sessions[session_id] = live
         for event in live.chat.transcript():
             update = self._replayed(live, event)
@@ -404,8 +407,9 @@ class SynapseAcpAgent:
         )
         return SetSessionModeResponse()
 
-    async def _announce_commands(self, live: AcpChat) -> None:
-        """The slash commands, the session's custom ones (`.claude/commands`) included."""
+    async def _announce_commands(self, live: AcpChat, again: bool = True) -> None:
+        """The slash commands, the session's custom ones (`.claude/commands`) included;
+        `again` once its MCP servers are connected, if they brought prompts (a task)."""
         commands = available_commands(ACP_SLASH, live.chat)
         with contextlib.suppress(Exception):
             await self.conn.session_update(
@@ -414,6 +418,17 @@ class SynapseAcpAgent:
                     session_update="available_commands_update", available_commands=commands
                 ),
             )
+        if again:
+            task = asyncio.get_running_loop().create_task(self._mcp_prompts(live, commands))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _mcp_prompts(self, live: AcpChat, before: list[Any]) -> None:
+        with contextlib.suppress(Exception):
+            if (registry := await live.face.workspace.registry_ready()) is not None:
+                await registry.wait_for_pending(60.0)
+        if available_commands(ACP_SLASH, live.chat) != before:
+            await self._announce_commands(live, again=False)
 
     # ---------------------------------------------------------------- prompt
 

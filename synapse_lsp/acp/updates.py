@@ -42,6 +42,7 @@ from acp.schema import (
 )
 from acp.schema import Usage as AcpUsage
 
+from synapse_lsp.agent import session_mcp
 from synapse_lsp.agent.slash import SESSION_COMMANDS
 from synapse_lsp.events import (
     Event,
@@ -223,7 +224,7 @@ def acp_usage(usage: Usage) -> AcpUsage:
 def available_commands(names: tuple[str, ...], chat: Any) -> list[AvailableCommand]:
     """The slash commands a session offers its client: the registry's `names`, then the
     session's Claude Code custom commands (`chat.claude`; sent as prompts, the session
-    expands them)."""
+    expands them) and the MCP servers' prompts (the turn driver expands them)."""
     rows: list[tuple[str, str, str]] = []
     for name in names:
         command = SESSION_COMMANDS.get(name)
@@ -233,6 +234,8 @@ def available_commands(names: tuple[str, ...], chat: Any) -> list[AvailableComma
     if claude is not None:
         for custom in claude.commands().commands.values():
             rows.append((custom.name, custom.description, custom.argument_hint))
+    for prompt in session_mcp.prompts(getattr(chat, "router", None)):  # MCP servers' prompts
+        rows.append((prompt.name, prompt.description, prompt.usage.partition(" ")[2]))
     return [
         AvailableCommand(
             name=name,

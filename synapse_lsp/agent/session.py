@@ -1,32 +1,30 @@
 """A chat session: one conversation, one turn at a time, as a stream of events.
 
-One core, two faces: the REPL and the LSP server both consume `ChatSession.run_turn`'s
-event stream (events.py). A turn runs in a worker task that feeds a queue, so
-events from inside a tool call (live output, plan updates, a sub-agent's whole
-stream) reach the consumer while the call is still running, and `cancel()` can
-interrupt any await: the model stream is closed, the running command is
-interrupted (cancelling the task awaiting `router.route` interrupts it), and the
+Every face consumes `ChatSession.run_turn`'s event stream (events.py). A turn runs in a
+worker task that feeds a queue, so events from inside a tool call (live output, plan
+updates, a sub-agent's whole stream) reach the consumer while the call is still running,
+and `cancel()` can interrupt any await: the model stream is closed, the running command
+is interrupted (cancelling the task awaiting `router.route` interrupts it), and the
 history is repaired so every `tool_use` has a `tool_result`.
 
-With a store, a session is its stored conversation's one writer (store.py): it takes
-the store's lock when it is created or resumed and releases it on `close()`. A
-session resumed while another process writes it is **read-only** (`read_only`): its
-messages and transcript can be read and replayed, and each turn first tries the
-lock again — while another process holds it the turn ends at once with
-TurnFinished("error", …) saying so; once the lock is free the session reloads what
-the other process wrote and goes on. `ChatSession.fork` continues a copy under a
-new id instead.
+With a store, a session is its stored conversation's one writer (store.py): it takes the
+store's lock when it is created or resumed and releases it on `close()`. A session resumed
+while another process writes it is **read-only** (`read_only`): its messages and transcript
+can be read and replayed, and each turn first tries the lock again — while another process
+holds it the turn ends at once with TurnFinished("error", …) saying so; once the lock is
+free the session reloads what the other process wrote and goes on. `ChatSession.fork`
+continues a copy under a new id instead.
 
 `ChatSession` is the session's lifecycle (new, `resume`, `fork`, `close`), its usage and cost,
-`/compact`, `/context` and `rewind`. It owns the parts that do the rest: `turn_runner.py` (running
-a turn: its worker, its order, cancel), `session_records.py` (the stored conversation: title,
-replay, records, the lock), `session_model.py` (the model client, the system prompt),
-`session_hooks.py` (SessionStart, UserPromptSubmit, Stop), `session_skills.py` (the background
-skill enhancement), `turn_checkpoints.py`, `editor_notes.py`, `claude_code.py` (Claude Code's
-custom commands and sub-agents). It uses `loop.py` (the per-turn model <-> router loop),
+`/compact`, `/context` and `rewind`. It owns the parts that do the rest: `turn_runner.py` (running a
+turn: its worker, its order, cancel), `session_records.py` (the stored conversation: title, replay,
+records, the lock), `session_model.py` (the model client, the system prompt), `session_hooks.py`
+(SessionStart, UserPromptSubmit, Stop), `session_skills.py` (background skill enhancement),
+`session_mcp.py` (MCP servers' requests), `turn_checkpoints.py`, `editor_notes.py`, `claude_code.py`
+(Claude Code's commands and sub-agents). It uses `loop.py` (the per-turn model <-> router loop),
 `history.py` (message rules), `compaction.py`, `subagents.py` (`task:<type>`), `rewinds.py`,
-`transcript.py` (what is stored for replay) and `turn_context.py` (what the editor knows of a
-turn); their public names are re-exported here.
+`transcript.py` (what is stored for replay) and `turn_context.py` (what the editor knows of a turn);
+their public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -59,6 +57,7 @@ from synapse_lsp.agent.history import (
 from synapse_lsp.agent.loop import Emit, Loop, LoopResult
 from synapse_lsp.agent.pricing import Cost, Spend, merged, spend_cost
 from synapse_lsp.agent.session_hooks import SessionHooks
+from synapse_lsp.agent.session_mcp import SessionMcp
 from synapse_lsp.agent.session_model import SessionModel
 from synapse_lsp.agent.session_records import SessionRecords
 from synapse_lsp.agent.session_skills import SessionSkills
@@ -147,10 +146,12 @@ class ChatSession:
             lambda notice: self._runner.notify(notice),
         )
         self.claude = ClaudeCode(router.permission, lambda: self.workspace_root or self._cwd)
+        self.mcp = SessionMcp.of(self, router.permission)  # what MCP servers ask of it
         self.router = router.derive(
             subagent=self.claude.tasks(self._run_subagent),
             in_subagent=False,
             before_command=self.checkpoints.ready,
+            mcp_host=self.mcp,
         )
         # The model client and the system prompt: session_model.py.
         self._model = SessionModel(
@@ -465,8 +466,7 @@ class ChatSession:
         return self._skills.running
 
     def _after_turn(self, finished: TurnFinished) -> None:
-        """After a turn's last event: the background skill enhancement, when it calls
-        for one (session_skills.py)."""
+        """After a turn's last event: a background skill enhancement (session_skills.py)."""
         self._skills.after_turn(finished)
 
     def _account(self, spend: Spend) -> None:

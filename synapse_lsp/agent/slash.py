@@ -13,7 +13,8 @@ prefix or `--latest`; bare, on a terminal (`PickerHost`), it offers a numbered l
 That session's Claude Code custom commands (`.claude/commands`, agent/claude_code.py)
 join the table for `/help` and `is_prompt`: such a line is a prompt, which the face
 sends as a turn (`ChatSession.run_turn` expands it); a built-in of the same name wins,
-said once (`run`).
+said once (`run`). So do the MCP servers' prompts (`/mcp:<server>:<prompt> args`,
+agent/session_mcp.py), which the turn driver expands.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from synapse_lsp.agent import session_mcp
 from synapse_lsp.agent.context import compact_command, context_command, cost_command
 from synapse_lsp.agent.turn_checkpoints import checkpoints_command, rewind_command
 from synapse_lsp.errors import SynapseError
@@ -160,6 +162,8 @@ class SlashRegistry:
         """Whether `line` is a custom command of the host's session (no built-in has its
         name): a face sends it as the user's prompt rather than to `run`."""
         word = line.strip().split(maxsplit=1)[0] if line.strip().startswith("/") else ""
+        if session_mcp.is_prompt_line(line):  # an MCP prompt: the turn driver expands it
+            return True
         claude = _claude(host)
         return (
             bool(word)
@@ -171,7 +175,8 @@ class SlashRegistry:
 async def _help(host: SlashHost, arg: str) -> str:
     claude = _claude(host)
     custom = claude.commands().listing() if claude is not None else ""
-    return SESSION_COMMANDS.help_text() + (f"\n{custom}" if custom else "")
+    mcp = session_mcp.listing(getattr(_chat(host), "router", None))
+    return "\n".join(part for part in (SESSION_COMMANDS.help_text(), custom, mcp) if part)
 
 
 async def _exit(host: SlashHost, arg: str) -> str:

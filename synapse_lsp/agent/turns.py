@@ -31,7 +31,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
-from synapse_lsp.agent import stages
+from synapse_lsp.agent import session_mcp, stages
+from synapse_lsp.commands import PromptError
 from synapse_lsp.errors import SessionBusyError
 from synapse_lsp.events import Event, ToolCallFinished, ToolOutput, TurnFinished, Usage
 
@@ -210,7 +211,7 @@ class LiveChat(Generic[F]):
         self._running = False  # from `run`'s first line to its end
         self._cancelled = False  # a cancel came for the running turn
         self._started = False  # the chat's own turn began (its events flow)
-        self._preparing: asyncio.Task[None] | None = None  # the face's `prepare`, running
+        self._preparing: asyncio.Future[str] | None = None  # the face's `prepare`, running
         self._closing = False
 
     @property
@@ -263,7 +264,12 @@ class LiveChat(Generic[F]):
         events: AsyncIterator[Event] | None = None
         finished: TurnFinished | None = None
         try:
-            await self._prepare(prepare)
+            try:
+                text = await self._prepare(prepare, text)
+            except PromptError as exc:  # `/mcp:<server>:<prompt>` that cannot be: no turn
+                finished = TurnFinished("error", Usage(), str(exc))
+                await send(finished)
+                return finished
             if self._cancelled:  # before the chat's turn began: it never starts
                 finished = TurnFinished("cancelled", Usage())
                 await send(finished)
@@ -297,16 +303,21 @@ class LiveChat(Generic[F]):
             self._started = False
             self._running = False
 
-    async def _prepare(self, prepare: Callable[[], Awaitable[None]] | None) -> None:
-        """The `prepare` stage and the face's preparation, in a task of their own that a
-        `cancel()` stops at once (the turn then ends `cancelled` without starting)."""
-        if prepare is None and not stages.hooked():
-            return
+    async def _prepare(self, prepare: Callable[[], Awaitable[None]] | None, text: str) -> str:
+        """The `prepare` stage, the face's preparation and an MCP prompt line's expansion
+        (session_mcp.py), in a task of their own that a `cancel()` stops at once (the
+        turn then ends `cancelled` without starting); the text to send."""
+        prompt_line = session_mcp.is_prompt_line(text)
+        if prepare is None and not prompt_line and not stages.hooked():
+            return text
 
-        async def work() -> None:
+        async def work() -> str:
             await stages.at("prepare")
             if prepare is not None:
                 await prepare()
+            if prompt_line:
+                return await session_mcp.expand(getattr(self.chat, "router", None), text)
+            return text
 
         task = asyncio.ensure_future(work())
         self._preparing = task
@@ -322,9 +333,9 @@ class LiveChat(Generic[F]):
                     await task
         if task.cancelled():
             if self._cancelled:
-                return
+                return text
             raise asyncio.CancelledError
-        task.result()  # the face's error, if it failed
+        return task.result()  # the face's error, if it failed
 
     def cancel(self) -> bool:
         """Cancel the running turn; False when none was running. A cancel before the

@@ -14,8 +14,9 @@ import argparse
 import asyncio
 from typing import Any, Protocol, TextIO
 
+from synapse_lsp.cli.terminal_forms import ask_form
 from synapse_lsp.config import NETWORK_MODES, SANDBOX_MODES
-from synapse_lsp.question import ALLOW_ONCE, DENY, Question
+from synapse_lsp.question import ALLOW_ONCE, DENY, ElicitAnswer, Elicitation, Question
 
 
 def add_permission_flags(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +73,25 @@ class TerminalQuestions:
         self.out = out
         self.typeahead: Answering | None = None  # set while a turn runs in a terminal
         self._lock = asyncio.Lock()
+
+    async def elicit(self, request: Elicitation) -> ElicitAnswer:
+        """An MCP server's form, asked field by field (cli/terminal_forms.py)."""
+        if self.typeahead is None:
+            return ElicitAnswer("decline", reason="no terminal to ask in")
+        async with self._lock:
+            return await ask_form(self.out, self._line, request)
+
+    async def _line(self, prompt: str) -> str:
+        typeahead = self.typeahead
+        if typeahead is None:  # the turn ended meanwhile
+            raise EOFError
+        self.out.write(prompt)
+        self.out.flush()
+        typeahead.answer = asyncio.get_running_loop().create_future()
+        try:
+            return await typeahead.answer
+        finally:
+            typeahead.answer = None
 
     async def ask(self, question: Question) -> str | None:
         typeahead = self.typeahead

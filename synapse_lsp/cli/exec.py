@@ -89,7 +89,10 @@ async def run(
 ) -> int:
     import json
 
+    from synapse_lsp.agent.session_mcp import OwnModel, SessionMcp
     from synapse_lsp.core import Workspace
+
+    model = OwnModel(settings)
 
     # One-shot: no watcher; the registry serves the wrappers' socket unless another
     # Synapse process already does. Nobody to ask: what would be asked is denied,
@@ -107,6 +110,9 @@ async def run(
     exit_code = 0
     try:
         router = await workspace.start()
+        # An MCP server's sampling: asked as a permission question (denied without --yes,
+        # nobody being there), on a model of its own; elicitation: declined (no elicitor).
+        router = router.derive(mcp_host=SessionMcp(router.permission, model, settings))
         await workspace.registry_ready()
         for index, command in enumerate(commands):
             result = await router.route(command)
@@ -126,6 +132,7 @@ async def run(
             sys.stdout.flush()
     finally:
         await workspace.close()
+        await model.aclose()
     return exit_code
 
 

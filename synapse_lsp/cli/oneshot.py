@@ -79,3 +79,10 @@ class DeferredStart:
                 await before()
 
         router.before_command = started_first
+
+        async def start_now() -> None:  # a `/mcp:…` prompt line needs the registry first
+            self.model.sent.set()
+            await asyncio.wait({task})
+            await self.workspace.registry_ready()
+
+        session.mcp.ready = start_now

@@ -152,12 +152,16 @@ async def run_turn(
             reading = True
     if questions is not None and reading:
         questions.typeahead = typeahead
+        session.mcp.elicitor = questions.elicit  # an MCP server's form: asked here
     try:
         with stops.while_running(loop, live.cancel) if stops else contextlib.nullcontext():
             finished = await live.run(text, None, render, prepare=sdk_ready)
     finally:
         if questions is not None:
             questions.typeahead = None
+            session.mcp.elicitor = None
+        if typeahead is not None and typeahead.answer is not None:
+            typeahead.answer.cancel()  # a form still asking ends with the turn
         if handler_set:
             loop.remove_signal_handler(signal.SIGINT)
         if typeahead is not None:

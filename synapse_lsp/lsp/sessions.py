@@ -107,6 +107,7 @@ class LiveChats:
             raise
         from synapse_lsp.agent.store import now_iso
         from synapse_lsp.agent.turns import LiveChat
+        from synapse_lsp.lsp.elicit import elicitor
 
         face = LspFace(
             workspace=ws,
@@ -117,6 +118,7 @@ class LiveChats:
             created=now_iso(),
         )
         live = LiveChat(chat, face)
+        chat.mcp.elicitor = elicitor(self._folders)  # the server: its `ask_user`
         ws.sessions[chat.id] = live
         self.live[chat.id] = live
         return live

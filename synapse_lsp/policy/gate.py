@@ -325,6 +325,14 @@ class AskingGate:
         message = f"Synapse wants to run:\n  {shown}\nin {cwd}\n({asked.reason})"
         return await self._question(line, parts, cwd, message, asked)
 
+    async def approve(self, what: str, message: str, reason: str) -> str | None:
+        """A question that is no command line (MCP sampling): None when allowed (`auto`
+        policy: unasked), else why not. Allow once or Deny; `cannot_ask`, timeout as ever."""
+        if self._settings().permission == "auto":
+            return None
+        asked = _Asked(reason, False, once_only=True)
+        return await self._question(what, [what], self._root, message, asked)
+
     async def escalate(
         self, command: str, cwd: Path, why: str, env: OutsideEnv | None = None
     ) -> bool:
