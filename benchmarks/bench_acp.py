@@ -124,13 +124,16 @@ class NdRpc:
         """Close stdin; True if the agent exited within `cap` seconds (else it is killed)."""
         assert self.proc.stdin is not None
         self.proc.stdin.close()
-        try:
-            self.proc.wait(cap)
-            return True
-        except subprocess.TimeoutExpired:  # claude-agent-acp does not end at end of input
-            self.proc.kill()
-            self.proc.wait()
-            return False
+        # Polled every millisecond: `Popen.wait(timeout)` sleeps up to 50 ms between its
+        # looks (its figures came in steps of ~32 and ~50 ms).
+        deadline = time.monotonic() + cap
+        while self.proc.poll() is None:
+            if time.monotonic() > deadline:  # claude-agent-acp does not end at end of input
+                self.proc.kill()
+                self.proc.wait()
+                return False
+            time.sleep(0.001)
+        return True
 
     def close(self) -> None:
         self.end_input(30)

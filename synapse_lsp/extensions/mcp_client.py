@@ -61,7 +61,7 @@ __all__ = [  # what other modules import from here (configs and specs live next 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-CLOSE_GRACE = 0.02  # closing for good (exit): a stdio server's end of input -> SIGTERM
+CLOSE_GRACE = 0.005  # closing for good (exit): a stdio server's end of input -> SIGTERM
 # Launchers that may download the server before it starts (its first run is slow).
 INSTALLERS = frozenset({"npx", "uvx", "bunx", "pnpx", "pipx"})
 
