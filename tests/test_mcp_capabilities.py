@@ -187,7 +187,17 @@ async def test_declined_cancelled_or_malformed_answers(
 ) -> None:
     host.answer = answer
     result = await router.route("mcp:caps:ask_user 'Who?'")
-    assert result.stdout.strip() == said, result.text
+    assert result.stdout.splitlines()[0] == said, result.text
+    malformed = answer.action == "accept"  # never sent: the user and the model are told
+    assert ("the answer was not sent" in result.stdout) == malformed, result.stdout
+
+
+async def test_a_declined_forms_reason_is_told(router: BashRouter, host: Host) -> None:
+    host.answer = ElicitAnswer("decline", reason="Your name must be typed")
+    result = await router.route("mcp:caps:ask_user 'Who?'")
+    assert result.stdout == (
+        "decline\n[caps asked for input ('Who?'): decline: Your name must be typed]\n"
+    )
 
 
 async def test_a_question_with_no_fields_is_a_plain_confirmation(

@@ -446,8 +446,9 @@ async def call_tool(
 
     host = ctx.mcp_host if ctx is not None else None
     sink = ctx.on_output if ctx is not None else None
+    notes: list[str] = []
     try:
-        result = await server.call(tool, arguments, timeout, host, _progress(sink))
+        result = await server.call(tool, arguments, timeout, host, _progress(sink), notes)
     except McpCallError as exc:
         category = {
             "timeout": FailureCategory.TIMEOUT,
@@ -456,7 +457,13 @@ async def call_tool(
         return CommandOutput(
             stderr=f"{exc}\n", exit_code=124 if exc.kind == "timeout" else 1, category=category
         )
-    return format_result(result, ctx.settings if ctx is not None else None)
+    out = format_result(result, ctx.settings if ctx is not None else None)
+    told = "".join(f"[{note}]\n" for note in notes)  # a declined form, and why
+    if out.exit_code == 0:
+        out.stdout += told
+    else:
+        out.stderr += told
+    return out
 
 
 def _progress(sink: OutputSink | None) -> ProgressFnT | None:

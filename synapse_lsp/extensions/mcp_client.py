@@ -140,13 +140,14 @@ class McpServer:
         timeout: float | None,
         host: McpHost | None = None,
         on_progress: ProgressFnT | None = None,
+        notes: list[str] | None = None,
     ) -> CallToolResult:
         """Call a tool; reconnects first when the last call found the server gone. What
         the server asks while it runs (sampling, elicitation) goes to `host`; its progress
-        notifications to `on_progress`."""
+        notifications to `on_progress`; what the user should know of it to `notes`."""
 
         async def send(client: Client) -> CallToolResult:
-            with self.callers.calling(host):
+            with self.callers.calling(host, notes):
                 return await client.call_tool(
                     tool, arguments, read_timeout_seconds=timeout, progress_callback=on_progress
                 )

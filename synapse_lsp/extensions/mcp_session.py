@@ -74,24 +74,32 @@ class PromptSpec:
 
 
 class Callers:
-    """The hosts of one server's calls in flight, latest last."""
+    """The hosts of one server's calls in flight, latest last, each with the notes its
+    command's output gets (why a form was declined: the user and the model are told)."""
 
     def __init__(self) -> None:
-        self._hosts: list[McpHost] = []
+        self._calls: list[tuple[McpHost, list[str]]] = []
 
     @contextlib.contextmanager
-    def calling(self, host: McpHost | None) -> Any:
+    def calling(self, host: McpHost | None, notes: list[str] | None = None) -> Any:
         if host is None:
             yield
             return
-        self._hosts.append(host)
+        call = (host, notes if notes is not None else [])
+        self._calls.append(call)
         try:
             yield
         finally:
-            self._hosts.remove(host)
+            self._calls.remove(call)
 
     def current(self) -> McpHost | None:
-        return self._hosts[-1] if self._hosts else None
+        return self._calls[-1][0] if self._calls else None
+
+    def note(self, text: str) -> None:
+        """Logged, and added to the latest call's output."""
+        log.info("%s", text)
+        if self._calls:
+            self._calls[-1][1].append(text)
 
 
 def client_options(
@@ -129,10 +137,13 @@ def client_options(
             return t.ElicitResult(action="decline")
         answer = await host.elicit(request)
         if answer.action != "accept":
+            if answer.reason:  # not the user's own choice: say why
+                said = f"{server} asked for input ({request.message!r}): {answer.action}"
+                callers.note(f"{said}: {answer.reason}")
             return t.ElicitResult(action=answer.action)
         problem = check_answer(request, answer.content)
         if problem is not None:
-            log.warning("elicitation answer for %s not sent: %s", server, problem)
+            callers.note(f"{server} asked for input: the answer was not sent ({problem})")
             return t.ElicitResult(action="cancel")
         return t.ElicitResult(action="accept", content=dict(answer.content))
 
