@@ -30,7 +30,7 @@ from synapse_lsp import sandbox
 from synapse_lsp.background import TaskOwner
 from synapse_lsp.config import Settings, SettingsSource, as_source
 from synapse_lsp.errors import SynapseError
-from synapse_lsp.policy import trust
+from synapse_lsp.policy import folder_files, trust
 from synapse_lsp.sandbox import HOST_VIEW, PathView
 
 if TYPE_CHECKING:
@@ -155,9 +155,9 @@ class Workspace:
         return [p for p in paths if p not in self.unconfirmed]
 
     def mcp_withheld_reason(self) -> str | None:
-        """Why the folder's own MCP configs (`trust.FOLDER_CONFIGS`) are not loaded (None:
+        """Why the folder's own MCP configs (`FOLDER_CONFIGS`) are not loaded (None:
         they are, or there are none): what listings of the folder's servers say."""
-        own = [self.root / name for name in trust.FOLDER_CONFIGS]
+        own = [self.root / name for name in folder_files.FOLDER_CONFIGS]
         if not any(path.is_file() for path in own):
             return None
         if not self.trusted:
@@ -333,8 +333,8 @@ class Workspace:
             )
             router.extensions = registry
             registry.withheld_reason = self.mcp_withheld_reason
-            registry.skill_roots = lambda: skill_roots(
-                self.settings.synapse_home, self.root, self.trusted
+            registry.skill_roots = lambda: skill_roots(  # a changed .claude/skills: not read
+                self.settings.synapse_home, self.root, self.trusted, self.unconfirmed
             )
             registry.mcp.withheld = self.changed_mcp_configs
             registry.view = lambda: router.shell.view  # a wrapper's paths, as its shell spells them
@@ -417,7 +417,7 @@ class Workspace:
             home = self.settings.synapse_home
             trust.record_home(home, (trust.HOME_MCP,))
             if self.trusted:
-                trust.record_loaded(home, self.root, only=trust.FOLDER_CONFIGS)
+                trust.record_loaded(home, self.root, only=folder_files.FOLDER_CONFIGS)
             self.unconfirmed = self._unconfirmed()
             registry.mcp.config_files = self.mcp_config_files()
         await registry.refresh(what)  # type: ignore[arg-type]

@@ -185,7 +185,13 @@ async def test_an_untrusted_folders_commands_are_not_offered_the_users_are(
     api.add({"text": "d"}, {"text": "e"})
     await turn(trusted, "/theirs")
     await turn(trusted, "/both")
-    assert [first_user_text(b) for b in api.message_requests[3:]] == ["THEIRS", "FOLDER VERSION"]
+    # One rule for skills, commands and sub-agents: on a name both define, the user's own wins.
+    assert [first_user_text(b) for b in api.message_requests[3:]] == ["THEIRS", "USER VERSION"]
+    both = workdir / ".claude" / "commands" / "both.md"
+    assert (
+        f"problem: {both}: skipped: {user_claude / 'commands' / 'both.md'} has the same name "
+        "(the user's own wins)"
+    ) in listing
 
 
 async def test_a_built_in_wins_a_clash_with_one_notice(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from synapse_lsp.policy.trust import hook_files
+from synapse_lsp.policy.folder_files import hook_files
 
 
 def test_hook_files_of_an_untrusted_folder_never_block_or_fill_memory(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from synapse_lsp.commands import CommandOutput, FailureCategory
 from synapse_lsp.config import Settings
 from synapse_lsp.extensions import skills as skills_module
 from synapse_lsp.extensions.registry import ExtensionRegistry
+from synapse_lsp.frontmatter import parse_front_matter
 from synapse_lsp.router import BashRouter
 
 SKILL_MD = """\
@@ -438,5 +439,5 @@ def test_front_matter_lists_and_metadata(tmp_path: Path) -> None:
     write(folder / "SKILL.md", "---\nname: meta\ntags: a b\nrequires: jq, curl\n---\n")
     (skill,), _ = skills_module.scan_skills(tmp_path)
     assert (skill.tags, skill.tools) == (("a", "b"), ("jq", "curl"))
-    meta = json.dumps(skills_module.parse_front_matter("no front matter")[0])
+    meta = json.dumps(parse_front_matter("no front matter")[0])
     assert meta == "{}" and os.sep == "/"

@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from synapse_lsp.agent import prompts
-from synapse_lsp.agent.claude_files import parse_front_matter, read_text, split_list
+from synapse_lsp.agent.claude_files import read_text, replaced, split_list
 from synapse_lsp.agent.subagents import Access
 from synapse_lsp.builtins.task import TASK_TYPES, TaskRunner
 from synapse_lsp.commands import CommandOutput
+from synapse_lsp.frontmatter import parse_front_matter
 
 MODEL_ALIASES = {
     "sonnet": "claude-sonnet-5-5",
@@ -98,7 +99,7 @@ class AgentSet:
     agents: dict[str, AgentDef] = field(default_factory=dict)
     shadowed: list[AgentDef] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    withheld: Path | None = None  # the untrusted folder's own agents folder
+    withheld: tuple[Path, str] | None = None  # the folder's own agents folder, unused: why
 
     def get(self, task_type: str) -> AgentDef | None:
         return self.agents.get(task_type)
@@ -125,6 +126,7 @@ def load_agents(places: list[tuple[str, Path]]) -> AgentSet:
             for path in sorted(folder.glob("*.md")):
                 agent = _read(path, scope, out.problems)
                 if agent is not None:
+                    out.problems += replaced(found.get(agent.name), agent.path)
                     found[agent.name] = agent
     for name, agent in sorted(found.items()):
         if name in TASK_TYPES:

@@ -5,10 +5,13 @@
 Two places each, as in Claude Code: the user's (`~/.claude/`, or `$CLAUDE_CONFIG_DIR`)
 and the folder's (`<workspace>/.claude/`). The folder's are used only while the folder
 is trusted — the trust its permission gate's hooks follow (policy/trust.py; a gate with
-no hooks is an untrusted folder) — so an untrusted folder's commands are not offered and
-its sub-agents not loaded; the user's always are. On a name both define, the folder's
-wins. A session owns one `ClaudeCode`: commands are read at each use (an edit shows at
-once), sub-agents once per session (the cached system prompt lists them).
+no hooks is an untrusted folder) — and unchanged since the user confirmed them (a
+changed or new file: `trust.unconfirmed`, the workspace's list the hooks carry), so an
+untrusted folder's commands are not offered and its sub-agents not loaded; the user's
+always are. On a name both define, the user's own wins, as for skills (one rule:
+docs/extensions.md, "Claude Code's locations: precedence"). A session owns one
+`ClaudeCode`: commands are read at each use (an edit shows at once), sub-agents once per
+session (the cached system prompt lists them).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from synapse_lsp.agent.claude_files import PROJECT, USER
 from synapse_lsp.agent.slash import SESSION_COMMANDS
 from synapse_lsp.policy.claude_home import user_dir
 from synapse_lsp.policy.hooks import of_gate
+from synapse_lsp.policy.trust import CHANGED_HINT
 
 
 class ClaudeCode:
@@ -38,20 +42,27 @@ class ClaudeCode:
         # Hooks keeps the Workspace's live decision; it has no public accessor yet.
         return hooks is not None and hooks.trusted()
 
-    def locations(self, kind: str) -> list[tuple[str, Path]]:
-        """(scope, folder) to read, lowest precedence first: the user's, then the
-        folder's when it is trusted."""
-        places = [(USER, user_dir() / kind)]
-        if kind == "commands":  # Synapse's own, lowest: /init (prompts/commands/)
-            places.insert(0, ("synapse", prompts.prompts_dir() / "commands"))
-        if self.trusted():
-            places.append((PROJECT, self._root() / ".claude" / kind))
-        return places
+    def changed(self, kind: str) -> bool:
+        """Whether the folder's `.claude/<kind>` changed since the user confirmed it."""
+        hooks = of_gate(self._gate)
+        return hooks is not None and self._root() / ".claude" / kind in hooks.unconfirmed()
 
-    def withheld(self, kind: str) -> Path | None:
-        """The folder's own `.claude/<kind>` when it exists but is not used (untrusted)."""
+    def locations(self, kind: str) -> list[tuple[str, Path]]:
+        """(scope, folder) to read, lowest precedence first: Synapse's own commands
+        (/init, prompts/commands/), the folder's when it is trusted and unchanged, then
+        the user's (their own wins a name)."""
+        places = [("synapse", prompts.prompts_dir() / "commands")] if kind == "commands" else []
+        if self.trusted() and not self.changed(kind):
+            places.append((PROJECT, self._root() / ".claude" / kind))
+        return [*places, (USER, user_dir() / kind)]
+
+    def withheld(self, kind: str) -> tuple[Path, str] | None:
+        """The folder's own `.claude/<kind>` when it exists but is not used, and why."""
         own = self._root() / ".claude" / kind
-        return own if own.is_dir() and not self.trusted() else None
+        if not own.is_dir() or (self.trusted() and not self.changed(kind)):
+            return None
+        why = CHANGED_HINT if self.trusted() else "the folder is not trusted"
+        return own, why
 
     # ---------------------------------------------------------------- commands
 

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from synapse_lsp.agent.claude_files import parse_front_matter, read_text, split_list
+from synapse_lsp.agent.claude_files import read_text, replaced, split_list
+from synapse_lsp.frontmatter import parse_front_matter
 
 LINE = re.compile(r"/(\S+)(?:\s+(.*))?", re.DOTALL)  # `/name args…`
 _PLACEHOLDER = re.compile(r"\$(ARGUMENTS|\d+)")
@@ -73,7 +74,7 @@ class CommandSet:
     commands: dict[str, CustomCommand] = field(default_factory=dict)  # by lower-case name
     shadowed: list[CustomCommand] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    withheld: Path | None = None  # the untrusted folder's own commands folder
+    withheld: tuple[Path, str] | None = None  # the folder's own commands folder, unused: why
 
     def get(self, name: str) -> CustomCommand | None:
         return self.commands.get(name.removeprefix("/").lower())
@@ -92,14 +93,15 @@ class CommandSet:
             f"  not offered: {c.path} (/{c.name} is built in and wins)" for c in self.shadowed
         ]
         if self.withheld is not None:
-            lines.append(f"  not loaded (the folder is not trusted): {self.withheld}")
+            lines.append(f"  not loaded ({self.withheld[1]}): {self.withheld[0]}")
         lines += [f"  problem: {p}" for p in self.problems]
         return "\n".join(lines)
 
 
 def load(places: list[tuple[str, Path]], builtin: Callable[[str], object | None]) -> CommandSet:
-    """Every `*.md` under each (scope, folder), later folders winning a name; names a
-    built-in takes go to `shadowed`."""
+    """Every `*.md` under each (scope, folder), later folders winning a name (one
+    `problems` line per file a later one replaces); names a built-in takes go to
+    `shadowed`."""
     found: dict[str, CustomCommand] = {}
     out = CommandSet()
     for scope, folder in places:
@@ -108,6 +110,7 @@ def load(places: list[tuple[str, Path]], builtin: Callable[[str], object | None]
         for path in sorted(folder.rglob("*.md"))[:MAX_FILES]:
             command = _read(path, folder, scope, out.problems)
             if command is not None:
+                out.problems += replaced(found.get(command.name.lower()), command.path)
                 found[command.name.lower()] = command
     for key, command in sorted(found.items()):
         if builtin(key) is not None:

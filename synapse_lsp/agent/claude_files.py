@@ -1,39 +1,17 @@
-"""Reading Claude Code's files: where the user's live (`~/.claude`, or
-`$CLAUDE_CONFIG_DIR`), their YAML front matter (the flat subset Claude Code's command
-and agent files use) and its comma lists. Used by claude_commands.py and
-claude_agents.py; which folders are read, and when, is claude_code.py's.
+"""Reading Claude Code's command and agent files: their size bound, the comma lists of
+their YAML front matter (read by synapse_lsp/frontmatter.py, the one reader skills
+share) and who wins a name. Used by claude_commands.py and claude_agents.py; which
+folders are read, and when, is claude_code.py's.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Protocol
 
 MAX_BYTES = 256 * 1024  # one command or agent file; a larger one is skipped
 USER, PROJECT = "user", "project"  # where a file came from
-
-
-def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
-    """`---\\nkey: value\\n---\\nbody` -> ({key: value}, body). Flat keys; a YAML block
-    list (`  - item` lines) is joined with ", "; no front matter: ({}, text)."""
-    lines = text.splitlines()
-    if not lines or lines[0].strip() != "---":
-        return {}, text
-    meta: dict[str, str] = {}
-    last: str | None = None
-    for index, line in enumerate(lines[1:], start=1):
-        if line.strip() == "---":
-            return meta, "\n".join(lines[index + 1 :]).strip("\n")
-        item = line.strip()
-        if line.startswith((" ", "\t")) and item.startswith("- ") and last is not None:
-            value = item[2:].strip().strip("'\"")
-            meta[last] = f"{meta[last]}, {value}" if meta[last] else value
-            continue
-        key, sep, value = line.partition(":")
-        if sep and key.strip() and not line.startswith((" ", "\t", "#")):
-            last = key.strip().lower()
-            meta[last] = value.strip().strip("'\"")
-    return {}, text
 
 
 def split_list(value: str) -> tuple[str, ...]:
@@ -52,3 +30,21 @@ def read_text(path: Path) -> str | None:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
+
+
+class Defined(Protocol):
+    """A command or sub-agent definition: where it was read, and whose it is."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def scope(self) -> str: ...
+
+
+def replaced(earlier: Defined | None, later: Path) -> list[str]:
+    """The one line saying the folder's definition `earlier` is not used because the
+    user's `later` has its name (the user's own wins; Synapse's own yields silently)."""
+    if earlier is None or earlier.scope != PROJECT:
+        return []
+    return [f"{earlier.path}: skipped: {later} has the same name (the user's own wins)"]

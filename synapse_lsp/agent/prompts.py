@@ -44,6 +44,14 @@ class PromptSection(Protocol):
     def prompt_section(self) -> str: ...
 
 
+@runtime_checkable
+class PendingSection(Protocol):
+    """A `PromptSection` whose text is not known yet (`skill:search` before the registry
+    indexed the skills): a session builds its prompt again once none is pending."""
+
+    def section_pending(self) -> bool: ...
+
+
 class PromptError(Exception):
     """A template is missing or uses a placeholder the code does not fill."""
 
@@ -97,6 +105,11 @@ def sections_text(commands: Iterable[Command]) -> str:
     """The sections built-ins add (`PromptSection`), in their prompt order."""
     parts = [c.prompt_section() for c in ordered_builtins(commands) if isinstance(c, PromptSection)]
     return "\n\n".join(p.strip() for p in parts if p.strip())
+
+
+def sections_pending(commands: Iterable[Command]) -> bool:
+    """Whether a built-in's prompt section is not known yet (`PendingSection`)."""
+    return any(isinstance(c, PendingSection) and c.section_pending() for c in commands)
 
 
 def system_text(

@@ -5,7 +5,9 @@ the settings on first use (the SDK is imported then, never when a session is mad
 a client built here is the session's: it follows the live settings (model, output
 limit, thinking budget) and is closed with the session. The system prompt holds the
 tools, the folder and the AGENTS.md / CLAUDE.md instructions (instructions.py, read
-once); the main conversation's is built once, a sub-agent type's each time.
+once); the main conversation's is built once (once more at the first request after a
+built-in's pending section, the skill list, is known: `prompts.PendingSection`), a
+sub-agent type's each time.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class SessionModel:
         self._cwd = cwd
         self._workspace_root = workspace_root
         self._system_cache: list[dict[str, Any]] | None = None
+        self._pending = False  # the cached prompt lacks a section not known then
         self._instructions: instructions_.Found | None = None
         # Text the user appends to the main agent's system prompt for this run
         # (`synapse chat --append-system-prompt`); sub-agents do not get it.
@@ -94,9 +97,13 @@ class SessionModel:
                 instructions=self.instructions().prompt_text(root or self._cwd),
                 subagent=agent.section() if agent is not None else None,
             )
-        if self._system_cache is None:
+        builtins = self._router().builtins.values()
+        if self._system_cache is None or (self._pending and not prompts.sections_pending(builtins)):
+            # Built once, or once more at the first request after the skills are indexed
+            # (a prompt built before has no skill list); stable from then on.
+            self._pending = prompts.sections_pending(builtins)
             self._system_cache = prompts.system_blocks(
-                self._router().builtins.values(),
+                builtins,
                 cwd=self._cwd,
                 workspace_root=root,
                 instructions=self.instructions().prompt_text(root or self._cwd),

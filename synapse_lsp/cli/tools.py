@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, TextIO
 from synapse_lsp import __version__
 from synapse_lsp.config import Settings
 from synapse_lsp.policy import trust
+from synapse_lsp.policy.folder_files import FOLDER_CONFIGS, withheld_servers_note
 
 if TYPE_CHECKING:
     from synapse_lsp.extensions.registry import ExtensionRegistry
@@ -162,22 +163,18 @@ async def _wait_for_mcp(registry: ExtensionRegistry, timeout: float, status: _St
     await wait
 
 
-def _not_loaded(settings: Settings, cwd: Path, forced: bool) -> str | None:
-    """Why this folder's `mcp_servers.json` was not started (None: it was, or there is
-    none): not trusted, or changed since the user confirmed it."""
-    from synapse_lsp.extensions.mcp_client import CONFIG_NAME
-
-    own = cwd / CONFIG_NAME
-    if forced or not own.is_file():
+def _not_loaded(settings: Settings, cwd: Path, forced: bool, loaded: list[Path]) -> str | None:
+    """Why this folder's own MCP configs (`mcp_servers.json`, `.mcp.json`) not among the
+    `loaded` files were not started, naming each (None: none withheld): not trusted, or
+    changed since the user confirmed them."""
+    held = tuple(n for n in FOLDER_CONFIGS if (cwd / n).is_file() and cwd / n not in loaded)
+    if forced or not held:
         return None
-    home = settings.synapse_home
-    if not trust.decide(home, cwd):
+    if not trust.decide(settings.synapse_home, cwd):
         reason = f"{trust.NOT_TRUSTED_HINT} (or pass --trust for this run)"
-    elif own in trust.unconfirmed(home, cwd):
-        reason = trust.CHANGED_HINT
     else:
-        return None
-    return f"Note: {trust.withheld_servers_note(cwd, reason, '')}"
+        reason = trust.CHANGED_HINT
+    return f"Note: {withheld_servers_note(cwd, reason, '', files=held)}"
 
 
 def _skills_unreadable(settings: Settings) -> bool:
@@ -287,7 +284,7 @@ async def _run(
             print(f"Wrappers: {settings.bin_dir}")
         for note in registry.notes() if args.action != "refresh" else []:
             print(note, file=sys.stderr)
-        elsewhere = _not_loaded(settings, cwd, args.trust) if need_mcp else None
+        elsewhere = _not_loaded(settings, cwd, args.trust, files) if need_mcp else None
         if elsewhere is not None and kind != "skill":
             print(elsewhere, file=sys.stderr)
         for problem in registry.problems:

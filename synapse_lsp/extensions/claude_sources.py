@@ -14,12 +14,12 @@ user's own before the folder's), each later one skipped with one warning.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from synapse_lsp.extensions.skills import SkillInfo, scan_skills, skills_dir
 from synapse_lsp.policy.claude_home import user_dir
-from synapse_lsp.policy.trust import FOLDER_CONFIGS, FOLDER_SKILLS
+from synapse_lsp.policy.folder_files import FOLDER_CONFIGS, FOLDER_SKILLS
 
 OWN_MCP, MCP_JSON = FOLDER_CONFIGS  # "mcp_servers.json", ".mcp.json"
 
@@ -39,12 +39,17 @@ def shadowed(name: str, path: Path, earlier: Path | None) -> list[str]:
 
 
 def skill_roots(
-    synapse_home: Path, folder: Path | None = None, trusted: bool = False
+    synapse_home: Path,
+    folder: Path | None = None,
+    trusted: bool = False,
+    unconfirmed: Collection[Path] = (),
 ) -> list[Path]:
     """Where skills are read, first wins: Synapse's, the user's Claude Code skills, and
-    the folder's `.claude/skills` only when the folder is `trusted` (`policy.trust`)."""
+    the folder's `.claude/skills` only when the folder is `trusted` (`policy.trust`) and
+    it is not among the files changed since the user confirmed them (`unconfirmed`)."""
     roots = [skills_dir(synapse_home), user_dir() / "skills"]
-    return roots + ([folder / FOLDER_SKILLS] if folder is not None and trusted else [])
+    own = folder / FOLDER_SKILLS if folder is not None and trusted else None
+    return roots + ([own] if own is not None and own not in unconfirmed else [])
 
 
 def scan_roots(roots: Sequence[Path]) -> tuple[list[SkillInfo], list[str]]:

@@ -58,7 +58,7 @@ from synapse_lsp.extensions.skill_commands import (
 from synapse_lsp.extensions.skills import SkillInfo, SkillScriptCommand
 from synapse_lsp.extensions.watcher import ExtensionWatcher
 from synapse_lsp.files import DiskFiles
-from synapse_lsp.policy import trust
+from synapse_lsp.policy.folder_files import FOLDER_CONFIGS, withheld_servers_note
 from synapse_lsp.policy.secrets import child_env
 from synapse_lsp.sandbox import HOST_VIEW, PathView
 
@@ -252,9 +252,9 @@ class ExtensionRegistry:
         root, reason = self.workspace_root, self.withheld_reason()
         if root is None or reason is None:
             return None
-        held = tuple(n for n in trust.FOLDER_CONFIGS if (root / n).is_file()
+        held = tuple(n for n in FOLDER_CONFIGS if (root / n).is_file()
                      and root / n not in self.mcp.paths())  # fmt: skip
-        return trust.withheld_servers_note(root, reason, files=held) if held else None
+        return withheld_servers_note(root, reason, files=held) if held else None
 
     async def wait_for_pending(self, limit: float, named_in: str | None = None) -> None:
         """Wait for the servers still connecting (those a command line `named_in` names,

@@ -105,6 +105,11 @@ class SkillSearchCommand(catalog.Described):
         """The system prompt's list of installed skills (skill_listing.py)."""
         return skill_listing.prompt_listing(self.source.skills.values())
 
+    def section_pending(self) -> bool:
+        """Whether the source has not indexed its skills yet (the registry's `version`
+        is 0 until its first scan; a source without one is always ready)."""
+        return bool(getattr(self.source, "version", 1) == 0)
+
     def help(self) -> str:
         return f"""\
 {self.usage}

@@ -5,7 +5,9 @@ bound) with a one-line description, `skill:load <name>` reads its SKILL.md, and
 `skill:search` finds the rest. `skill:search` (a built-in the registry gives every
 face) offers the list as its `prompt_section()`; `agent/prompts.py` puts it after the
 cached stable block, and a session builds its prompt once, so the list is the one of
-the session's start (a skill added later is found by `skill:search`).
+the session's start (a skill added later is found by `skill:search`); a session that
+started before the registry indexed the skills builds it once more when it has
+(`SkillSearchCommand.section_pending`).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from synapse_lsp import sandbox
 from synapse_lsp.commands import CommandContext, CommandOutput, FailureCategory
 from synapse_lsp.extensions import skill_files
 from synapse_lsp.extensions.skill_files import EXTENSIONS, SAFE_NAME
+from synapse_lsp.frontmatter import parse_front_matter
 from synapse_lsp.output import BoundedCapture
 from synapse_lsp.policy.secrets import child_env
 
@@ -125,31 +126,6 @@ def _load_skill(folder: Path, warnings: list[str]) -> SkillInfo:
         tags=split_list(meta.get("tags", "")),
         tools=split_list(meta.get("tools") or meta.get("requires", "")),
     )
-
-
-def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
-    """`---\\nname: x\\ndescription: y\\n---\\nbody` -> ({name, description}, body).
-
-    Flat `key: value` lines; a key with no value followed by `  - item` lines (a YAML
-    block list) gets its items joined with ", " (`split_list` splits them again)."""
-    if not text.startswith("---"):
-        return {}, text
-    lines = text.splitlines()
-    meta: dict[str, str] = {}
-    last: str | None = None
-    for index, line in enumerate(lines[1:], start=1):
-        if line.strip() == "---":
-            return meta, "\n".join(lines[index + 1 :])
-        item = line.strip()
-        if line.startswith((" ", "\t")) and item.startswith("- ") and last is not None:
-            value = item[2:].strip().strip("'\"")
-            meta[last] = f"{meta[last]}, {value}" if meta[last] else value
-            continue
-        key, sep, value = line.partition(":")
-        if sep and key.strip() and not line.startswith((" ", "\t")):
-            last = key.strip()
-            meta[last] = value.strip().strip("'\"")
-    return {}, text
 
 
 def split_list(value: str) -> tuple[str, ...]:

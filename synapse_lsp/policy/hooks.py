@@ -4,7 +4,7 @@
 "command": "…", "timeout": 60}]}]}}` in `$SYNAPSE_HOME/settings.json` (the `hooks`
 setting, home only) and, only when the folder is trusted, in the folder's
 `.synapse/settings.json`, `.claude/settings.json` and `.claude/settings.local.json`
-(`trust.HOOK_FILES`; read once per permission gate, so a file the agent writes
+(`folder_files.HOOK_FILES`; read once per permission gate, so a file the agent writes
 mid-session changes nothing until the next session); with `claudeUserHooks` (the
 default), Claude Code's user settings too (`claude_user_settings`), named once in a
 notice. Events: PreToolUse (from the
@@ -48,7 +48,7 @@ from synapse_lsp import catalog, cmdline
 from synapse_lsp.builtins.args import ArgError
 from synapse_lsp.config import SETTINGS_FILE, SettingsSource
 from synapse_lsp.events import RUNNING_TOOL_CALL, Notice
-from synapse_lsp.policy import claude_home, hook_events, trust
+from synapse_lsp.policy import claude_home, folder_files, hook_events
 from synapse_lsp.policy.hook_process import (
     DEFAULT_TIMEOUT_S,
     MATCHED,
@@ -271,9 +271,9 @@ class Hooks:
         self._settings = settings
         self.root = root
         self._trusted = trusted
-        # A trusted folder's hook files that changed since Synapse last loaded them
-        # (`trust.unconfirmed`): not used until the user confirms them.
-        self._withheld = withheld
+        # A trusted folder's files and folders changed since Synapse last loaded them
+        # (`trust.unconfirmed`): not used until the user confirms them (claude_code.py too).
+        self.unconfirmed = withheld
         self._home: tuple[object, list[Hook], list[str]] | None = None
         self._folder: tuple[bool, list[Hook], list[str], list[str]] | None = None
         self._user: tuple[list[Hook], list[str]] | None = None  # claude_user_settings()
@@ -307,8 +307,8 @@ class Hooks:
         hooks: list[Hook] = []
         problems: list[str] = []
         withheld: list[str] = []
-        unconfirmed = set(self._withheld()) if trusted else set()
-        for path in trust.hook_files(self.root):
+        unconfirmed = set(self.unconfirmed()) if trusted else set()
+        for path in folder_files.hook_files(self.root):
             if not trusted or path in unconfirmed:
                 withheld.append(str(path))
                 continue

@@ -2,11 +2,12 @@
 
 Opening a folder must not run what the folder says. A folder's own
 `mcp_servers.json` and Claude Code's `.mcp.json` start programs, its Claude Code
-skills (`.claude/skills/`) are scripts, and its hooks (`HOOK_FILES`: the `hooks` of
-`.synapse/settings.json` and of Claude Code's `.claude/settings.json` and
-`.claude/settings.local.json`) run commands, so they are used only once the user
-trusts that folder; an untrusted folder gets the home configuration only, and is told
-so.
+skills (`.claude/skills/`) are scripts, its custom commands and sub-agents
+(`.claude/commands/`, `.claude/agents/`) are prompts and tool grants, and its hooks
+(`HOOK_FILES`: the `hooks` of `.synapse/settings.json` and of Claude Code's
+`.claude/settings.json` and `.claude/settings.local.json`) run commands, so they are
+used only once the user trusts that folder; an untrusted folder gets the home
+configuration only, and is told so.
 Its `.synapse/settings.json` is read either way: it may only set workspace-safe
 keys (`config.WORKSPACE_SAFE`: limits, model, deny rules; never commands,
 permissions, endpoints or secrets), so it stays safe untrusted.
@@ -24,9 +25,10 @@ The decision, in order (`decide`):
 Only this module decides; `extensions.mcp_client.config_paths(…, trusted=…)` says what an
 untrusted folder loses, and `core.Workspace` wires the two.
 
-Changed since loaded: a trusted folder's files that trust unlocks (`TRUSTED_FILES`) are
-fingerprinted (SHA-256) in its entry each time Synapse loads them; one that changed
-since, or appeared, is not used until the user confirms it (`synapse trust`, the REPL's
+Changed since loaded: a trusted folder's files and folders that trust unlocks
+(policy/folder_files.py: `TRUSTED_FILES`, `FOLDER_DIRS`) are fingerprinted (SHA-256)
+in its entry each time Synapse loads them; one that changed since, or appeared, is
+not used until the user confirms it (`synapse trust`, the REPL's
 question): in every mode, so an agent that writes `.claude/settings.json` with a
 native command in full-access (where nothing stops the write) gains nothing
 (`unconfirmed`, `record_loaded`).
@@ -38,8 +40,6 @@ import contextlib
 import json
 import logging
 import os
-import re
-import stat
 import tempfile
 import time
 from collections.abc import Mapping
@@ -47,17 +47,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from synapse_lsp.policy.folder_files import (
+    ABSENT,
+    FOLDER_CONFIGS,
+    FOLDER_DIRS,
+    HOOK_FILES,
+    fingerprints,
+    hook_files,
+    small_regular_text,
+)
+
 log = logging.getLogger(__name__)
 
 ENV = "SYNAPSE_TRUST_WORKSPACE"
 STORE_NAME = "trusted_folders.json"
-# The folder's own files that only a trusted folder may use.
-FOLDER_CONFIGS = ("mcp_servers.json", ".mcp.json")
-FOLDER_SKILLS = ".claude/skills"  # Claude Code's skills of the folder (a folder)
-# The folder's settings files whose `hooks` (hooks.py) only a trusted folder may use.
-HOOK_FILES = (".synapse/settings.json", ".claude/settings.json", ".claude/settings.local.json")
-# Every file trust unlocks, fingerprinted whether or not it holds hooks today.
-TRUSTED_FILES = (*FOLDER_CONFIGS, *HOOK_FILES)
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
@@ -83,37 +86,11 @@ def store_path(home: Path) -> Path:
 
 
 def needs_trust(root: Path) -> list[Path]:
-    """The folder's own config files that trust would let run (empty: nothing to ask)."""
+    """The folder's own config files and folders (`.claude/skills`, `commands`,
+    `agents`) that trust would let run or load (empty: nothing to ask)."""
     found = [root / name for name in FOLDER_CONFIGS if (root / name).is_file()]
-    skills = [root / FOLDER_SKILLS] if (root / FOLDER_SKILLS).is_dir() else []
-    return found + skills + hook_files(root)
-
-
-def _small_regular_text(path: Path, limit: int = 1 << 20) -> str:
-    """A settings file of an untrusted folder, read without trusting it: a FIFO, a
-    device or a link to `/dev/zero` is refused, not read forever (OSError)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            raise OSError(f"{path}: not a small regular file")
-        return os.read(fd, limit + 1)[:limit].decode("utf-8")
-    finally:
-        os.close(fd)
-
-
-def hook_files(root: Path) -> list[Path]:
-    """The folder's settings files of `HOOK_FILES` that hold a `hooks` key."""
-    found: list[Path] = []
-    for name in HOOK_FILES:
-        path = root / name
-        try:
-            data = json.loads(_small_regular_text(path))
-        except (OSError, ValueError, RecursionError):
-            continue
-        if isinstance(data, dict) and data.get("hooks"):
-            found.append(path)
-    return found
+    folders = [root / name for name in FOLDER_DIRS if (root / name).is_dir()]
+    return found + folders + hook_files(root)
 
 
 def names(root: Path, files: list[Path]) -> str:
@@ -187,7 +164,7 @@ def home_fingerprints(home: Path) -> dict[str, str]:
         if not path.exists() and not path.is_symlink():
             continue
         try:
-            text = _small_regular_text(path, 4 << 20)
+            text = small_regular_text(path, 4 << 20)
         except (OSError, UnicodeError):
             found[name] = "unreadable"
             continue
@@ -264,7 +241,7 @@ _CONFIRMED_SETTINGS = "settings.json:governing"
 
 def _settings_object(home: Path) -> dict[str, Any]:
     try:
-        data = json.loads(_small_regular_text(home / HOME_SETTINGS) or "{}")
+        data = json.loads(small_regular_text(home / HOME_SETTINGS) or "{}")
     except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -303,39 +280,27 @@ def remember(home: Path, root: Path, trusted: bool) -> None:
     _write(home, folders)
 
 
-def fingerprints(root: Path) -> dict[str, str]:
-    """SHA-256 of each of the folder's `TRUSTED_FILES` there is (as a small regular
-    file; another kind of file counts by its kind)."""
-    import hashlib
-
-    found: dict[str, str] = {}
-    for name in TRUSTED_FILES:
-        path = root / name
-        if not path.exists() and not path.is_symlink():
-            continue
-        try:
-            data = _small_regular_text(path, 4 << 20).encode("utf-8", "surrogatepass")
-            found[name] = hashlib.sha256(data).hexdigest()
-        except (OSError, UnicodeError):
-            found[name] = "unreadable"
-    return found
-
-
 def unconfirmed(home: Path, root: Path) -> list[Path]:
-    """The folder's `TRUSTED_FILES` that changed (or appeared) since Synapse last loaded
-    them; [] when nothing was ever recorded for the folder (its first load: the trust
-    decision itself is the confirmation)."""
+    """The folder's `TRUSTED_FILES` and `FOLDER_DIRS` that changed (or appeared) since
+    Synapse last loaded them; [] when nothing was ever recorded for the folder (its first
+    load: the trust decision itself is the confirmation). A record made before folders
+    were fingerprinted has none of them: theirs is a first load too."""
     entry = _read(home).get(folder_key(root))
     stored = entry.get("files") if isinstance(entry, dict) else None
     if not isinstance(stored, dict):
         return []
     now = fingerprints(root)
-    return [root / name for name, digest in now.items() if stored.get(name) != digest]
+    old = not any(name in stored for name in FOLDER_DIRS)
+    return [
+        root / name
+        for name, digest in now.items()
+        if digest != ABSENT and not (old and name in FOLDER_DIRS) and stored.get(name) != digest
+    ]
 
 
 def record_loaded(home: Path, root: Path, only: tuple[str, ...] | None = None) -> None:
-    """The folder's `TRUSTED_FILES` (`only` these) as they are now are what Synapse
-    loaded."""
+    """The folder's `TRUSTED_FILES` and `FOLDER_DIRS` (`only` these) as they are now are
+    what Synapse loaded."""
     folders = _read(home)
     key = folder_key(root)
     entry = folders.get(key)
@@ -462,39 +427,3 @@ NOT_TRUSTED_FOR_MODEL = (
 CHANGED_FOR_MODEL = (
     "it changed since Synapse last loaded it (the user confirms it with `synapse trust`)"
 )
-
-
-def folder_server_names(root: Path, files: tuple[str, ...] = FOLDER_CONFIGS) -> list[str]:
-    """The server names in the folder's own MCP configs (`files` of `FOLDER_CONFIGS`),
-    read without trusting them (none from one missing, unreadable or not
-    `{"mcpServers": {…}}`)."""
-    servers: dict[str, object] = {}
-    for name in files:
-        try:
-            data = json.loads(_small_regular_text(root / name))
-        except (OSError, ValueError, RecursionError):
-            continue
-        table = data.get("mcpServers") if isinstance(data, dict) else None
-        servers.update(table if isinstance(table, dict) else {})
-    # Names an untrusted repository chose, shown to the user and the model: only
-    # plain ones, a few, short (no newline can forge a line of a tool result).
-    plain = sorted(n for n in map(str, servers) if _PLAIN_NAME.fullmatch(n))
-    odd = len(servers) - len(plain)
-    shown = plain[:MAX_SHOWN_NAMES]
-    more = len(plain) - len(shown) + odd
-    return shown + ([f"{more} more"] if more else [])
-
-
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
-MAX_SHOWN_NAMES = 10
-
-
-def withheld_servers_note(
-    root: Path, reason: str, by: str = "", files: tuple[str, ...] = FOLDER_CONFIGS[:1]
-) -> str:
-    """`this folder's mcp_servers.json (a, b) is not loaded<by>: <reason>` (`files`:
-    those of `FOLDER_CONFIGS` withheld; several: "… and .mcp.json (a, b) are not …")."""
-    found = folder_server_names(root, files)
-    listed = f" ({', '.join(found)})" if found else ""
-    verb = "is" if len(files) == 1 else "are"
-    return f"this folder's {' and '.join(files)}{listed} {verb} not loaded{by}: {reason}"
