@@ -29,7 +29,7 @@ from synapse_lsp.config import Settings
 from synapse_lsp.extensions import wrapper_files
 from synapse_lsp.extensions.registry import ExtensionRegistry
 from synapse_lsp.router import BashRouter
-from synapse_lsp.shell import ShellSession, WrapperDir
+from tests.mcp_router import extension_router
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -133,18 +133,8 @@ async def registry(env: dict[str, Path]) -> AsyncIterator[ExtensionRegistry]:
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def router(env: dict[str, Path], registry: ExtensionRegistry) -> AsyncIterator[BashRouter]:
-    run = registry.run_dir  # the registry's own wrappers first, naming its socket
-    assert run is not None
-    wrappers = WrapperDir(run.bin_dir, run.socket, run.visible)
-    shell = ShellSession(env["work"], registry.settings, wrappers=wrappers)
-    await shell.start()
-    r = BashRouter(shell, registry.settings, extensions=registry)
-    for command in registry.builtins():
-        r.register(command)
-    try:
+    async with extension_router(registry, env["work"]) as r:
         yield r
-    finally:
-        await shell.close()
 
 
 # ---------------------------------------------------------------- arguments

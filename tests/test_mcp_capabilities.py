@@ -34,7 +34,8 @@ from synapse_lsp.question import (
     SamplingRequest,
 )
 from synapse_lsp.router import BashRouter
-from synapse_lsp.shell import ShellSession, WrapperDir
+from synapse_lsp.shell import ShellSession
+from tests.mcp_router import extension_router
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -91,19 +92,8 @@ def host() -> Host:
 async def router(
     env: dict[str, Path], registry: ExtensionRegistry, host: Host
 ) -> AsyncIterator[BashRouter]:
-    run = registry.run_dir
-    assert run is not None
-    shell = ShellSession(
-        env["work"], registry.settings, wrappers=WrapperDir(run.bin_dir, run.socket, run.visible)
-    )
-    await shell.start()
-    r = BashRouter(shell, registry.settings, extensions=registry, mcp_host=host)
-    for command in registry.builtins():
-        r.register(command)
-    try:
+    async with extension_router(registry, env["work"], host) as r:
         yield r
-    finally:
-        await shell.close()
 
 
 # ---------------------------------------------------------------- sampling, elicitation

@@ -17,7 +17,7 @@ from synapse_lsp.config import Settings
 from synapse_lsp.extensions.registry import ExtensionRegistry
 from synapse_lsp.question import ElicitAnswer, Elicitation, SamplingReply, SamplingRequest
 from synapse_lsp.router import BashRouter
-from synapse_lsp.shell import ShellSession, WrapperDir
+from tests.mcp_router import extension_router
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -56,19 +56,10 @@ async def router(tmp_path_factory: pytest.TempPathFactory, host: Host) -> AsyncI
     registry = ExtensionRegistry(Settings(synapse_home=home, command_timeout=30.0), work)
     await registry.start()
     await registry.wait_for_mcp(60)
-    run = registry.run_dir
-    assert run is not None
-    shell = ShellSession(
-        work, registry.settings, wrappers=WrapperDir(run.bin_dir, run.socket, run.visible)
-    )
-    await shell.start()
-    r = BashRouter(shell, registry.settings, extensions=registry, mcp_host=host)
-    for command in registry.builtins():
-        r.register(command)
     try:
-        yield r
+        async with extension_router(registry, work, host) as r:
+            yield r
     finally:
-        await shell.close()
         await registry.close()
 
 
