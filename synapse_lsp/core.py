@@ -442,12 +442,12 @@ class Workspace:
         """Dispose everything: background tasks, shells, the registry and its children."""
         self._closed = True
         await self.tasks.aclose()
+        await self._close_registry()
         shells = [s for s in (self.shell, *self._session_shells) if s is not None]
         self._session_shells.clear()
-        # All at once: MCP servers' grace and the shells' ends overlap (an exit waits
-        # for the slowest, not the sum).
-        closing = [self._close_registry(), *(s.close() for s in shells)]
-        await asyncio.gather(*closing, return_exceptions=True)
+        for shell in shells:
+            with contextlib.suppress(Exception):
+                await shell.close()
         self.router = None
         if self.run_dir is not None:
             self.run_dir.remove()
