@@ -362,3 +362,24 @@ async def test_help_example_of_an_array_of_objects_runs_as_printed(router: BashR
         ran = await router.route(example.strip())
         assert ran.exit_code == 0, (example, ran.text)
         assert ran.stdout.strip() == "1 items weigh 1"
+
+
+async def test_a_tool_named_like_a_resource_command_keeps_its_name(tmp_path: Path) -> None:
+    """docs/extensions.md: a server's tool named `resource` stays that tool; the
+    server's other resource command is still offered."""
+    from synapse_lsp.extensions.mcp2bash import McpToolCommand
+    from synapse_lsp.extensions.mcp_client import McpServer, ResourceSpec, ServerConfig, ToolSpec
+    from synapse_lsp.extensions.mcp_commands import McpResourcesCommand
+
+    settings = Settings(synapse_home=tmp_path / "home")
+    server = McpServer(ServerConfig("s", tmp_path / "mcp_servers.json", command="x"), settings)
+    server.state = "ready"
+    server.tools = [ToolSpec("s", "resource", "a tool of that name", {})]
+    server.resources = [ResourceSpec("memo://a", "a")]
+    reg = ExtensionRegistry(
+        settings, tmp_path, watch=False, install_wrappers=False, serve_socket=False
+    )
+    reg.mcp.servers["s"] = server
+    reg._rebuild_mcp()
+    assert isinstance(reg.get("mcp:s:resource"), McpToolCommand)
+    assert isinstance(reg.get("mcp:s:resources"), McpResourcesCommand)

@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from synapse_lsp.extensions.mcp_client import McpServer
     from synapse_lsp.extensions.mcp_session import PromptSpec
 
-RESERVED = ("resources", "resource", "prompt")
-
 
 def of_server(server: McpServer) -> dict[str, McpCommand]:
     """The resource and prompt commands a ready server offers (none for a server that
