@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +45,45 @@ def test_a_background_import_thread_starts_after_importlib_resources(face: str) 
     )
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen and all(imported for _, imported in seen), seen
+
+
+COLLECTOR = """
+import asyncio, gc, json
+from synapse_lsp.cli import preload
+preload.start_sdk_import()
+during = gc.isenabled()
+asyncio.run(preload.sdk_ready())
+print(json.dumps([during, gc.isenabled(), gc.get_freeze_count() > 0]))
+"""
+
+
+def test_the_collector_pauses_while_the_sdk_imports_then_runs_on_what_start_up_froze() -> None:
+    """cli/preload.py: no cyclic collection during the SDK's import (its ~100k objects
+    are no garbage); afterwards the collector runs again, start-up's objects frozen."""
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECTOR], capture_output=True, text=True, timeout=120, check=True
+    )
+    during, after, frozen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (during, after, frozen) == (False, True, True)
+
+
+WARMUP_COLLECTOR = """
+import gc, json, sys
+from synapse_lsp.lsp.warmup import Warmup
+sys.path.insert(0, sys.argv[1])
+warm = Warmup(need_mcp=lambda: False, stages={"core": ("probe_gc",), "mcp": (), "sdk": ()})
+warm.start()
+warm.thread.join(60)
+import probe_gc
+print(json.dumps([probe_gc.SEEN, gc.isenabled(), gc.get_freeze_count() > 0]))
+"""
+
+
+def test_the_server_warm_up_pauses_the_collector_too(tmp_path: Path) -> None:
+    (tmp_path / "probe_gc.py").write_text("import gc\nSEEN = gc.isenabled()\n")
+    done = subprocess.run(
+        [sys.executable, "-c", WARMUP_COLLECTOR, str(tmp_path)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    during, after, frozen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (during, after, frozen) == (False, True, True)

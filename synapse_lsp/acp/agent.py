@@ -69,9 +69,8 @@ from synapse_lsp.acp.updates import (
     tool_call_start,
     tool_kind,
 )
-from synapse_lsp.acp.warm import prepare_model
+from synapse_lsp.acp.warm import ready_for_prompt, sdk_ready
 from synapse_lsp.agent.turn_context import Attachment, TurnContext
-from synapse_lsp.cli.preload import sdk_ready
 from synapse_lsp.config import SANDBOX_MODES, LiveSettings
 from synapse_lsp.errors import SessionBusyError, SynapseError
 from synapse_lsp.events import (
@@ -305,6 +304,7 @@ class SynapseAcpAgent:
                 session_id=session_id,
                 workspace_root=face.cwd,
             )
+            await ready_for_prompt(chat)  # cancelled: nothing left behind
         except BaseException:
             await face.close()
             raise
@@ -312,7 +312,6 @@ class SynapseAcpAgent:
         chat.mcp.elicitor = elicitor(self.conn, session_id, self._client_caps)
         self.sessions[session_id] = live
         self._announce[session_id] = live
-        prepare_model(chat)
         return NewSessionResponse(session_id=session_id, modes=self._modes(face))
 
     async def load_session(
@@ -344,6 +343,7 @@ class SynapseAcpAgent:
                 chat = ChatSession.resume(
                     self.store, session_id, router, face.settings, workspace_root=face.cwd
                 )
+                await ready_for_prompt(chat)
             except SessionNotFoundError:
                 await face.close()
                 raise RequestError.invalid_params(
@@ -363,9 +363,8 @@ class SynapseAcpAgent:
         return LoadSessionResponse(modes=self._modes(live.face))
 
     def _replayed(self, live: AcpChat, event: Event) -> AcpUpdate | None:
-        if isinstance(event, TurnFinished | UsageUpdated | ToolOutput):
-            return None
-        return event_update(event, cwd=live.face.cwd)
+        skip = isinstance(event, TurnFinished | UsageUpdated | ToolOutput)
+        return None if skip else event_update(event, cwd=live.face.cwd)
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any

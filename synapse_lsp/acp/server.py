@@ -153,9 +153,13 @@ class _Loading:
         self.thread.start()
 
     def _load(self) -> None:
+        from synapse_lsp.cli.preload import pause_collector, resume_collector
+
+        pause_collector()  # until the SDK is imported too (preload.py)
         try:
             module = importlib.import_module(AGENT_MODULE)
         except BaseException as exc:  # handed to the waiting coroutine
+            resume_collector()
             self._settle(exc, None)
         else:
             # Then the model SDK, still off the loop: a prompt finds it imported (a turn

@@ -323,3 +323,40 @@ async def test_acp_cancel(tmp_path: Path, stage: str | None) -> None:
             assert again.stop_reason == "end_turn"
         valid_history(api.message_requests[-1])
     assert not (work / "marker").exists()
+
+
+async def test_acp_session_new_waits_for_the_sdk_and_end_of_input_still_ends_it(
+    tmp_path: Path,
+) -> None:
+    """`session/new` answers once a prompt can go out at once (acp/warm.py): never while
+    the model SDK's import is held at its stage; ending input meanwhile ends the agent
+    (the import is a daemon thread) with status 0, without waiting for the import."""
+    from acp import PROTOCOL_VERSION, spawn_agent_process
+
+    from tests.test_acp_client import AcpTestClient, agent_env, caps
+
+    work = tmp_path / "work"
+    work.mkdir()
+    reached = tmp_path / "stages" / "sdk_import.reached"
+    async with FakeAnthropic([]) as api:
+        client = AcpTestClient()
+        env = agent_env(
+            tmp_path / "home", api.base_url, **stage_env(tmp_path / "stages", "sdk_import")
+        )
+        if os.environ.get("PYTHONPATH"):
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        async with spawn_agent_process(
+            client,  # type: ignore[arg-type]
+            sys.executable, "-m", "synapse_lsp.cli.entry", "acp",
+            env=env, transport_kwargs={"stderr": None, "shutdown_timeout": 20.0},
+        ) as (conn, proc):  # fmt: skip
+            await conn.initialize(
+                protocol_version=PROTOCOL_VERSION, client_capabilities=caps(client)
+            )
+            new = asyncio.create_task(conn.new_session(cwd=str(work), mcp_servers=[]))
+            await until(reached.exists, "the SDK import's stage")
+            done, _ = await asyncio.wait({new}, timeout=1.0)
+            assert not done, "session/new answered while the SDK import was held"
+            new.cancel()
+        assert proc.returncode == 0
+        assert api.message_requests == []
