@@ -19,10 +19,10 @@ Prints:
   stopped at 100 KiB with the same continuation line, as Synapse's `read`
   built-in does; both stdouts are checked equal): `true`, and `read` of a
   2,000-line file (~75 chars/line), interleaved request by request, median
-  round trips, ratios
-  (target <= 1.3x) and response sizes in bytes (a result never carries one text
-  twice); measured once both servers are idle (Synapse's warm-up thread has
-  imported the model SDK: it would share the GIL with the requests);
+  round trips, ratios (targets: `true` <= 1.3x, `read` <= 1.2x) and response
+  sizes in bytes (a result never carries one text twice); measured once both
+  servers are idle (Synapse's warm-up thread has imported the model SDK: it
+  would share the GIL with the requests);
   `--only shell` runs just this;
 - `edit` of an open 20,000-line document -> `workspace/applyEdit` received by the
   client, median (target <= 5 ms);
@@ -369,6 +369,7 @@ def shell_versus_bare(
 
 
 def print_shell_versus_bare(found: dict[str, dict[str, Any]]) -> None:
+    targets = {"true": 1.3, "read": 1.2}  # issue 34
     for case, label in (("true", "`true`"), ("read", "`read` of a 2,000-line file")):
         ours, bare = found[case]["synapse"], found[case]["bare"]
         mo, mb = statistics.median(ours), statistics.median(bare)
@@ -377,8 +378,9 @@ def print_shell_versus_bare(found: dict[str, dict[str, Any]]) -> None:
         print(
             f"synapse.shell.run {label} vs bare pygls + bash, median of {len(ours)} "
             f"interleaved round trips: bare {mb * 1000:.2f} ms, synapse {mo * 1000:.2f} ms, "
-            f"ratio {mo / mb:.2f}x (target <= 1.3x); response bytes: bare {size['bare']}, "
-            f"synapse {size['synapse']} (text {'null' if text is None else len(text)})"
+            f"ratio {mo / mb:.2f}x (target <= {targets[case]}x); response bytes: "
+            f"bare {size['bare']}, synapse {size['synapse']} "
+            f"(text {'null' if text is None else len(text)})"
         )
 
 

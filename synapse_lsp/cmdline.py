@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from synapse_lsp import bashparse
 from synapse_lsp.bashparse import ansi_c as _ansi_c
@@ -45,6 +46,12 @@ class Split:
     head: str
     operator: str | None
     rest: str
+
+
+def program_name(word: str) -> str:
+    """`Path(word).name` (`/bin/rm` -> `rm`), without building a path for a plain word:
+    the gate asks it several times of every command it checks."""
+    return word if "/" not in word and word != "." else Path(word).name
 
 
 def first_word(line: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from synapse_lsp import cmdline
 from synapse_lsp.policy import rules as pr
 from synapse_lsp.policy import run_rules
 
@@ -427,3 +428,19 @@ def test_an_outside_rule_offers_the_narrowest_prefix(line: str, plain: str, outs
     """Issue 28 item 5: "always run outside" for `cp -p …` offered all of `cp`."""
     assert pr.command_prefix(line) == plain
     assert pr.command_prefix(line, with_flags=True) == outside
+
+
+@pytest.mark.parametrize(
+    "word",
+    ["rm", "/bin/rm", "/bin//rm", "./rm", "rm/", "/bin/./rm", ".", "..", "", "a/.", "/", "~/x"],
+)
+def test_the_program_name_of_a_word_is_what_a_path_says(word: str) -> None:
+    """`program_name` skips building a path for a plain word; its answers are the path's."""
+    assert cmdline.program_name(word) == Path(word).name
+
+
+def test_a_deny_by_name_still_catches_a_program_given_by_path(tmp_path: Path) -> None:
+    rules = pr.Rules(tmp_path, (pr._rule("rm", "deny", tmp_path / "f"),))
+    for line in ("/bin/rm -rf x", "sudo /usr/bin/rm x", "bash -c '/bin//rm x'", "env A=1 rm x"):
+        assert rules.decide(line) == "deny", line
+    assert pr.Rules(tmp_path).decide("/bin/rm -rf x") is None  # no rules: nothing decided

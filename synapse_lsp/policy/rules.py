@@ -180,9 +180,9 @@ def writes_to_file(simple_command: str) -> bool:
 
 def _unwrap(words: list[str]) -> list[str] | None:
     """The command a wrapper runs (`sudo -u x rm y` -> `rm y`), or None if not a wrapper."""
-    if not words or Path(words[0]).name not in WRAPPERS:
+    name = cmdline.program_name(words[0]) if words else ""
+    if name not in WRAPPERS:
         return None
-    name = Path(words[0]).name
     valued = WRAPPERS[name]
     i = 1
     while i < len(words):
@@ -204,7 +204,7 @@ def _unwrap(words: list[str]) -> list[str] | None:
 
 def _shell_script(words: list[str]) -> str | None:
     """The script of `bash -c SCRIPT` / `sh -lc SCRIPT` / `eval WORDS`, if any."""
-    name = Path(words[0]).name if words else ""
+    name = cmdline.program_name(words[0]) if words else ""
     if name == "eval":
         return " ".join(words[1:]) or None
     return cmdline.shell_c_script(words) if name in SHELLS else None
@@ -212,7 +212,7 @@ def _shell_script(words: list[str]) -> str | None:
 
 def _skip_tool_options(words: list[str]) -> list[str] | None:
     """`git -C x push` -> `git push` (for denies), or None when there is nothing to skip."""
-    name = Path(words[0]).name if words else ""
+    name = cmdline.program_name(words[0]) if words else ""
     if name not in SUBCOMMAND_TOOLS or len(words) < 2 or not words[1].startswith("-"):
         return None
     valued = _TOOL_OPTIONS.get(name, frozenset())
@@ -245,7 +245,7 @@ def _deny_views(simple_command: str, depth: int = 0) -> Iterator[list[str]]:
         inner = _unwrap(current)
         if inner is not None:
             pending.append(inner)
-        if Path(current[0]).name == "find":  # find … -exec CMD … ; (each one)
+        if cmdline.program_name(current[0]) == "find":  # find … -exec CMD … ; (each one)
             pending += [current[i + 1 :] for i, w in enumerate(current) if w in _FIND_EXEC]
         script = _shell_script(current)
         if script is not None and depth < 4:
@@ -358,7 +358,7 @@ class Rule:
             return False
         head = list(words[: len(self.words)])
         if by_name and "/" not in self.words[0]:
-            head[0] = Path(head[0]).name
+            head[0] = cmdline.program_name(head[0])
         return tuple(head) == self.words
 
 
@@ -387,7 +387,7 @@ class Rules:
 
     def match(self, simple_command: str) -> Rule | None:
         """The rule that decides one simple command: a deny first, else an allow."""
-        views = list(_deny_views(simple_command))
+        views = list(_deny_views(simple_command)) if self.rules else []  # none: no parse
         for rule in self.denies:
             if any(rule.matches(view, by_name=True) for view in views):
                 return rule
@@ -418,7 +418,7 @@ class Rules:
         (and none is denied)."""
         parts = cmdline.simple_commands(commands) if isinstance(commands, str) else commands
         parts = [p.strip() for p in parts if p.strip()]
-        if not parts or self.closed is not None:
+        if not parts or self.closed is not None or all(r.decision != "outside" for r in self.rules):
             return False
         return all((r := self.match(p)) is not None and r.decision == "outside" for p in parts)
 

@@ -137,7 +137,7 @@ def end_session(proc: PtyProcess) -> None:
     tree on exit."""
     root = int(proc.pid)
     if not proc.terminated:
-        procs.kill_all(lambda table: procs.descendants(root, table))
+        procs.kill_all(lambda table: procs.descendants(root, table), lambda: procs.subtree(root))
         for group in _session_groups(root):
             with contextlib.suppress(OSError):
                 os.killpg(group, signal.SIGKILL)

@@ -173,7 +173,7 @@ class Streams:
         loop = asyncio.get_running_loop()
         paths = []
         for stream in ("stdout", "stderr"):
-            path = str(directory / f"{'out' if stream == 'stdout' else 'err'}.{run.seq}")
+            path = f"{directory}/{'out' if stream == 'stdout' else 'err'}.{run.seq}"
             with contextlib.suppress(FileExistsError):
                 os.mkfifo(path, 0o600)
             # No write end of ours: end of file says every writer (bash, jobs) is done.
@@ -238,7 +238,7 @@ class Streams:
                 run.err_fd = -1
         for path in run.fifo_paths:
             with contextlib.suppress(OSError):
-                Path(path).unlink()
+                os.unlink(path)  # noqa: PTH108 - per command; the str is at hand
         run.fifo_paths = ()
 
     # ------------------------------------------------------- background jobs

@@ -190,11 +190,20 @@ class Terminal:
         (`claimed`) is only a spelling of it (it keeps symlinks) and is used when it
         names the same directory, or when /proc cannot be read (then `known`, the
         last one, when it is not absolute)."""
-        link = Path(f"/proc/{self.pid}/cwd")
+        link = f"/proc/{self.pid}/cwd"
         try:
-            real = str(link.readlink()) if self.pid is not None else None
+            real = os.readlink(link) if self.pid is not None else None  # noqa: PTH115
         except OSError:
             real = None
+        if (
+            claimed is not None
+            and real is not None
+            and os.fsencode(real) == claimed
+            and (private_tmp is None or not (real == "/tmp" or real.startswith("/tmp/")))  # noqa: S108
+        ):
+            # The usual case, without a stat: $PWD is the very path /proc gives, which
+            # is the host's too (the sandbox binds every path where it is, but /tmp).
+            return known if str(known) == real else Path(real)
         if claimed is not None:
             path = Path(os.fsdecode(claimed))
             if real is None:
@@ -210,7 +219,7 @@ class Terminal:
         return _host_path(Path(real), link, private_tmp)
 
 
-def _host_path(path: Path, link: Path, private_tmp: Path | None) -> Path:
+def _host_path(path: Path, link: str, private_tmp: Path | None) -> Path:
     """A sandboxed bash's `/tmp/...` is under `private_tmp` on the host (/proc
     spells bash's cwd as seen inside); every other bind keeps its path."""
     if private_tmp is None or not (path == Path("/tmp") or path.is_relative_to("/tmp")):  # noqa: S108

@@ -340,3 +340,32 @@ def test_a_killed_sessions_private_tmp_is_swept_at_the_next_start(tmp_path: Path
         for proc in (doomed, alive):
             proc.kill()
             proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("walk", ["children files", "whole table"])
+async def test_closing_the_session_kills_every_job_it_left_running(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch, walk: str
+) -> None:
+    """`close()` walks the supervisor's tree down /proc/PID/task/TID/children (or scans
+    every process where the kernel has no such files): background jobs, `setsid`
+    and double-forked ones are all gone when it returns."""
+    from synapse_lsp.shell import procs
+
+    if walk == "whole table":
+        monkeypatch.setattr(procs, "_HAS_CHILDREN", False)
+    token = _token()
+    shell = ShellSession(tmp_path, settings)
+    await shell.start()
+    result = await shell.run(
+        f"setsid sleep {token} & (sleep {token} &); nohup sleep {token} >/dev/null 2>&1 & "
+        f"sleep {token} &"
+    )
+    assert result.exit_code == 0, result.stderr
+    assert await _until(lambda: len(_sleeps(token)) == 4), _sleeps(token)
+    root = shell.supervisor_pid
+    assert root is not None
+    jobs = set(_sleeps(token))  # found both ways (the tree may change between two looks)
+    assert jobs <= procs.descendants(root, procs.scan())
+    assert jobs <= procs.descendants(root, procs.subtree(root))
+    await shell.close()
+    assert _sleeps(token) == []

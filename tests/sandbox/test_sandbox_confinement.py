@@ -269,6 +269,25 @@ async def test_cwd_and_env_persist(shell: ShellSession, workdir: Path) -> None:
     assert shell.cwd == workdir / "sub"
 
 
+async def test_cwd_is_the_host_path_of_where_bash_is(shell: ShellSession, workdir: Path) -> None:
+    """`$PWD`'s spelling when it names bash's directory (a symlink kept), the plain path
+    otherwise, and the host's path of the sandbox's private /tmp, command after command."""
+    (workdir / "real").mkdir()
+    (workdir / "link").symlink_to(workdir / "real")
+    for _ in range(2):
+        await shell.run("cd link")
+        assert shell.cwd == workdir / "link"
+        await shell.run(f"cd {workdir / 'real'}")
+        assert shell.cwd == workdir / "real"
+        await shell.run("mkdir -p /tmp/sub && cd /tmp/sub")
+        tmp = shell.private_tmp
+        assert tmp is not None and shell.cwd == tmp / "sub"
+        await shell.run("true")
+        assert shell.cwd == tmp / "sub"
+        await shell.run(f"cd {workdir}")
+        assert shell.cwd == workdir
+
+
 async def test_bash_pid_is_the_host_pid_under_bwrap(shell: ShellSession) -> None:
     result = await shell.run("echo $$")
     assert int(result.stdout) == shell.pid
