@@ -586,3 +586,14 @@ async def test_a_plain_tests_shell_runs_what_a_user_gets(shell: ShellSession) ->
     # a network namespace of its own: no interface but loopback
     links = await shell.run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
     assert links.stdout.split() == ["lo"], links.stdout
+
+
+async def test_restarts_leave_no_descriptor_behind(shell: ShellSession) -> None:
+    """What the framing keeps open of a bash (/proc/PID/stat and syscall, read at each
+    look) is closed with it."""
+    await shell.run("true")
+    before = sorted(os.listdir("/proc/self/fd"))  # noqa: PTH208
+    for _ in range(3):
+        await shell.restart()
+        assert (await shell.run("true")).exit_code == 0
+    assert len(os.listdir("/proc/self/fd")) == len(before)  # noqa: PTH208

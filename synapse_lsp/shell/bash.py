@@ -186,6 +186,7 @@ class Bash:
     def terminate(self) -> None:
         """Kill bash and everything in its session; finish a command in flight."""
         proc, self.term.proc = self.term.proc, None
+        self.term.release()
         run = self.run
         self._readers.detach()
         if proc is not None:

@@ -62,9 +62,12 @@ def boot_ticks() -> int:
 
 def last_pid() -> int | None:
     """The pid the kernel assigned last (/proc/loadavg), or None."""
-    try:
-        with open("/proc/loadavg", "rb") as f:  # noqa: PTH123
-            return int(f.read().split()[-1])
+    try:  # per command: no buffered file object
+        fd = os.open("/proc/loadavg", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return int(os.read(fd, 256).split()[-1])
+        finally:
+            os.close(fd)
     except (OSError, ValueError, IndexError):
         return None
 

@@ -41,6 +41,7 @@ class Terminal:
         self.slave = ""
         self.tty_attrs: list[Any] | None = None
         self.prompt_sig: tuple[str, ...] | None = None
+        self._proc_fds: dict[str, int] = {}
 
     @property
     def pid(self) -> int | None:
@@ -114,15 +115,42 @@ class Terminal:
             return not strict
         if pgrp != pid:
             return False
-        stat = read_proc(f"/proc/{pid}/stat")
+        stat = self._read_proc("stat")
         if stat is None:
             return not strict
         if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] != b"S":
             return False
-        syscall = read_proc(f"/proc/{pid}/syscall") if self.prompt_sig else None
+        syscall = self._read_proc("syscall") if self.prompt_sig else None
         if syscall is None:
             return not strict
         return tuple(syscall.decode().split()[:4]) == self.prompt_sig
+
+    def _read_proc(self, name: str) -> bytes | None:
+        """bash's `/proc/PID/<name>`, read through a descriptor kept while this bash
+        lives (`release`): it names this very process (a read fails once it is gone,
+        its pid reused or not) and spares an open and a close at each look."""
+        fd = self._proc_fds.get(name)
+        if fd is None:
+            if self.pid is None:
+                return None
+            try:
+                fd = os.open(f"/proc/{self.pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return None
+            self._proc_fds[name] = fd
+        try:
+            return os.pread(fd, 4096, 0)
+        except OSError:
+            del self._proc_fds[name]
+            os.close(fd)
+            return None
+
+    def release(self) -> None:
+        """bash has ended: the descriptors `_read_proc` kept are closed."""
+        for fd in self._proc_fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._proc_fds.clear()
 
     def input_pending(self) -> bool:
         """Complete lines wait in the terminal's input (our command line, unread)."""
