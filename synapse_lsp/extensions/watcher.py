@@ -1,9 +1,17 @@
 """Background watcher (watchfiles): skills and MCP config changes -> registry refresh.
 
-Watches `$SYNAPSE_HOME` recursively (so the skills folder may be deleted and
-re-created) keeping only `skills/**` and `mcp/mcp_servers.json`, the workspace
-root non-recursively for its `mcp_servers.json` and `.mcp.json`, and each other skills
-folder there is (`~/.claude/skills`, a trusted folder's `.claude/skills`) recursively.
+Watches, of `$SYNAPSE_HOME`, what holds extensions: `skills/` recursively, `mcp/`
+and the home itself non-recursively (for `skills/` and `mcp/` appearing, going and
+coming back), never the rest (session records and the checkpoint store change at
+every command; watching them cost inotify watches without end and, at exit, ~10-20 ms
+for the kernel to drop them). Also the workspace root non-recursively for its
+`mcp_servers.json` and `.mcp.json`, and each other skills folder there is
+(`~/.claude/skills`, a trusted folder's `.claude/skills`) recursively.
+
+`skills/` or `mcp/` missing is waited for quietly; when the home's watch sees one
+appear or go, that folder's watch starts again, and once it runs the registry is
+refreshed: what was written there before the watch began is read then, what comes
+after arrives as changes.
 Changes are grouped with a short debounce (50 ms, polled every 10 ms) instead of
 watchfiles' 1.6 s default, so a new script is a command within a fraction of a second.
 The watcher is one owned task per root; `stop()` ends them and waits.
@@ -43,14 +51,20 @@ class ExtensionWatcher:
         self.on_change = on_change
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._started: list[asyncio.Event] = []
+        # skills/ and mcp/ of the home: set to end (and start again) that folder's watch
+        self._again: dict[Path, asyncio.Event] = {}
 
     def start(self) -> None:
         if self._tasks:
             return
         self.home.mkdir(parents=True, exist_ok=True)
         self._stop = asyncio.Event()
-        roots: list[tuple[Path, bool]] = [(self.home, True)]
+        self._again = {self.home / "skills": asyncio.Event(), self.home / "mcp": asyncio.Event()}
+        roots: list[tuple[Path, bool]] = [
+            (self.home, False),
+            (self.home / "skills", True),
+            (self.home / "mcp", False),
+        ]
         if self.workspace_root is not None and self.workspace_root.is_dir():
             roots.append((self.workspace_root, False))
         roots += [(root, True) for root in self.skill_roots if root.is_dir()]
@@ -61,6 +75,8 @@ class ExtensionWatcher:
 
     async def stop(self) -> None:
         self._stop.set()
+        for again in self._again.values():
+            again.set()
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
@@ -91,7 +107,20 @@ class ExtensionWatcher:
         def keep(_change: object, path: str) -> bool:
             return self.classify(Path(path)) is not None
 
+        again = self._again.get(root)  # skills/ or mcp/ of the home
+        began = True
         while not self._stop.is_set():
+            if again is not None:
+                again.clear()
+                if not root.is_dir():  # wait for the home's watch to see it appear
+                    began = False
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(again.wait(), 0.5)
+                    continue
+                if not began:  # what it got before this watch: read once the watch runs
+                    began = True
+                    kind = self.classify(root)
+                    asyncio.get_running_loop().call_soon(self._refresh, {kind} if kind else set())
             try:
                 async for changes in awatch(
                     root,
@@ -99,9 +128,12 @@ class ExtensionWatcher:
                     debounce=DEBOUNCE_MS,
                     step=STEP_MS,
                     recursive=recursive,
-                    stop_event=self._stop,
+                    stop_event=again if again is not None else self._stop,
                     yield_on_timeout=False,
                 ):
+                    if root == self.home:  # skills/ or mcp/ came or went: watch it anew
+                        for path in {Path(p) for _, p in changes} & self._again.keys():
+                            self._again[path].set()
                     kinds = {k for _, p in changes if (k := self.classify(Path(p)))}
                     if kinds:
                         try:
@@ -111,10 +143,25 @@ class ExtensionWatcher:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the root vanished, inotify limits, ...
-                log.warning("watching %s stopped (%s); retrying", root, exc)
+                if again is None or root.is_dir():
+                    log.warning("watching %s stopped (%s); retrying", root, exc)
+            if again is not None:  # ended by `again`: gone, back (at once, maybe), or stop()
+                began = False
+                continue
             if not self._stop.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), 0.5)
                 if root == self.home:  # never another skills folder (not ours to make)
                     with contextlib.suppress(OSError):
                         root.mkdir(parents=True, exist_ok=True)
+
+    def _refresh(self, kinds: set[str]) -> None:
+        async def run() -> None:
+            try:
+                await self.on_change(kinds)
+            except Exception:
+                log.exception("refresh after a folder appeared failed")
+
+        if kinds and not self._stop.is_set():
+            task = asyncio.get_running_loop().create_task(run())
+            self._tasks.append(task)
