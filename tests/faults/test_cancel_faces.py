@@ -275,14 +275,33 @@ async def test_lsp_cancel_request_sent_with_the_prompt(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- ACP
 
 
+@contextlib.asynccontextmanager
+async def acp_agent_process(
+    tmp_path: Path, base_url: str, extra: dict[str, str]
+) -> AsyncIterator[tuple[Any, Any]]:
+    """`synapse acp` as a real process on the ACP SDK's client side, initialized."""
+    from acp import PROTOCOL_VERSION, spawn_agent_process
+
+    from tests.test_acp_client import AcpTestClient, agent_env, caps
+
+    client = AcpTestClient()
+    env = agent_env(tmp_path / "home", base_url, **extra)
+    if os.environ.get("PYTHONPATH"):  # the interpreter's packages (a non-root run)
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    async with spawn_agent_process(
+        client,  # type: ignore[arg-type]
+        sys.executable, "-m", "synapse_lsp.cli.entry", "acp",
+        env=env, transport_kwargs={"stderr": None, "shutdown_timeout": 20.0},
+    ) as (conn, proc):  # fmt: skip
+        await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=caps(client))
+        yield conn, proc
+
+
 @pytest.mark.parametrize(
     "stage", ["request", "tool_use", None], ids=["request", "tool_use", "hang"]
 )
 async def test_acp_cancel(tmp_path: Path, stage: str | None) -> None:
-    from acp import PROTOCOL_VERSION, spawn_agent_process
     from acp.schema import TextContentBlock
-
-    from tests.test_acp_client import AcpTestClient, agent_env, caps
 
     def text(value: str) -> TextContentBlock:
         return TextContentBlock(type="text", text=value)
@@ -295,18 +314,7 @@ async def test_acp_cancel(tmp_path: Path, stage: str | None) -> None:
             api.add({"text": "never finished", "commands": [TOUCH], "hang_after": 2})
         else:
             api.add({"commands": [TOUCH]})
-        client = AcpTestClient()
-        env = agent_env(tmp_path / "home", api.base_url, **extra)
-        if os.environ.get("PYTHONPATH"):  # the interpreter's packages (a non-root run)
-            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-        async with spawn_agent_process(
-            client,  # type: ignore[arg-type]
-            sys.executable, "-m", "synapse_lsp.cli.entry", "acp",
-            env=env, transport_kwargs={"stderr": None, "shutdown_timeout": 20.0},
-        ) as (conn, _proc):  # fmt: skip
-            await conn.initialize(
-                protocol_version=PROTOCOL_VERSION, client_capabilities=caps(client)
-            )
+        async with acp_agent_process(tmp_path, api.base_url, extra) as (conn, _proc):
             sid = (await conn.new_session(cwd=str(work), mcp_servers=[])).session_id
             turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text("go")]))
             if stage is None:
@@ -331,28 +339,13 @@ async def test_acp_session_new_waits_for_the_sdk_and_end_of_input_still_ends_it(
     """`session/new` answers once a prompt can go out at once (acp/warm.py): never while
     the model SDK's import is held at its stage; ending input meanwhile ends the agent
     (the import is a daemon thread) with status 0, without waiting for the import."""
-    from acp import PROTOCOL_VERSION, spawn_agent_process
-
-    from tests.test_acp_client import AcpTestClient, agent_env, caps
 
     work = tmp_path / "work"
     work.mkdir()
     reached = tmp_path / "stages" / "sdk_import.reached"
     async with FakeAnthropic([]) as api:
-        client = AcpTestClient()
-        env = agent_env(
-            tmp_path / "home", api.base_url, **stage_env(tmp_path / "stages", "sdk_import")
-        )
-        if os.environ.get("PYTHONPATH"):
-            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-        async with spawn_agent_process(
-            client,  # type: ignore[arg-type]
-            sys.executable, "-m", "synapse_lsp.cli.entry", "acp",
-            env=env, transport_kwargs={"stderr": None, "shutdown_timeout": 20.0},
-        ) as (conn, proc):  # fmt: skip
-            await conn.initialize(
-                protocol_version=PROTOCOL_VERSION, client_capabilities=caps(client)
-            )
+        extra = stage_env(tmp_path / "stages", "sdk_import")
+        async with acp_agent_process(tmp_path, api.base_url, extra) as (conn, proc):
             new = asyncio.create_task(conn.new_session(cwd=str(work), mcp_servers=[]))
             await until(reached.exists, "the SDK import's stage")
             done, _ = await asyncio.wait({new}, timeout=1.0)
