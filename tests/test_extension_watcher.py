@@ -9,6 +9,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from synapse_lsp.extensions.watcher import ExtensionWatcher
 
 GUARD = 20.0  # seconds: a hang guard, never what a test measures
@@ -98,3 +100,34 @@ async def test_skills_and_mcp_folders_may_appear_go_and_come_back(tmp_path: Path
     finally:
         await watcher.stop()
     assert all(t.done() for t in watcher._tasks) and watcher._tasks == []
+
+
+async def test_a_watch_that_fails_is_tried_again_after_a_pause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """inotify refusing (its limits) is retried every 0.5 s, never in a busy loop."""
+    import watchfiles
+
+    home = tmp_path / "home"
+    (home / "skills").mkdir(parents=True)
+    tries: list[Path] = []
+    real = watchfiles.awatch
+
+    def awatch(root: Path, **kwargs: object) -> object:
+        if root == home / "skills":
+            tries.append(root)
+            raise OSError(28, "inotify watch limit reached")
+        return real(root, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(watchfiles, "awatch", awatch)
+
+    async def changed(kinds: set[str]) -> None:
+        pass
+
+    watcher = ExtensionWatcher(home, None, changed)
+    watcher.start()
+    try:
+        await asyncio.sleep(1.2)
+    finally:
+        await watcher.stop()
+    assert 1 <= len(tries) <= 4, len(tries)

@@ -145,8 +145,11 @@ class ExtensionWatcher:
             except Exception as exc:  # the root vanished, inotify limits, ...
                 if again is None or root.is_dir():
                     log.warning("watching %s stopped (%s); retrying", root, exc)
-            if again is not None:  # ended by `again`: gone, back (at once, maybe), or stop()
+            if again is not None:
                 began = False
+                if not again.is_set():  # failed, not told to (gone, back, stop()): no busy
+                    with contextlib.suppress(TimeoutError):  # loop; in 0.5 s or when told
+                        await asyncio.wait_for(again.wait(), 0.5)
                 continue
             if not self._stop.is_set():
                 with contextlib.suppress(TimeoutError):
