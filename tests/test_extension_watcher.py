@@ -41,6 +41,18 @@ def _watched_inodes() -> set[int]:
     return found
 
 
+def _started(home: Path) -> tuple[ExtensionWatcher, list[set[str]]]:
+    """A running watcher of `home` and the kinds of change it reported, in order."""
+    seen: list[set[str]] = []
+
+    async def changed(kinds: set[str]) -> None:
+        seen.append(kinds)
+
+    watcher = ExtensionWatcher(home, None, changed)
+    watcher.start()
+    return watcher, seen
+
+
 async def test_only_what_holds_extensions_is_watched(tmp_path: Path) -> None:
     home = tmp_path / "home"
     (home / "skills" / "tool" / "scripts").mkdir(parents=True)
@@ -49,13 +61,7 @@ async def test_only_what_holds_extensions_is_watched(tmp_path: Path) -> None:
     busy += [home / "sessions" / "s1", home / "outputs"]
     for folder in busy:
         folder.mkdir(parents=True)
-    seen: list[set[str]] = []
-
-    async def changed(kinds: set[str]) -> None:
-        seen.append(kinds)
-
-    watcher = ExtensionWatcher(home, None, changed)
-    watcher.start()
+    watcher, seen = _started(home)
     try:
         wanted = {p.stat().st_ino for p in (home, home / "skills", home / "skills" / "tool")}
         await _until(lambda: wanted <= _watched_inodes(), "the watches")
@@ -71,13 +77,7 @@ async def test_only_what_holds_extensions_is_watched(tmp_path: Path) -> None:
 async def test_skills_and_mcp_folders_may_appear_go_and_come_back(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    seen: list[set[str]] = []
-
-    async def changed(kinds: set[str]) -> None:
-        seen.append(kinds)
-
-    watcher = ExtensionWatcher(home, None, changed)
-    watcher.start()
+    watcher, seen = _started(home)
     try:
         await asyncio.sleep(0.2)  # the watches are up (nothing to see yet)
         (home / "mcp").mkdir()

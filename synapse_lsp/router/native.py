@@ -42,8 +42,6 @@ _SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "PROMPT_COMMAND", "PS1", 
 _LOADER = re.compile(r"LD_.*|GCONV_PATH|LOCPATH|NLSPATH|HOSTALIASES|RESOLV_HOST_CONF|MALLOC_.*")
 
 
-# The session's exports an escalated re-run carries: an allowlist (a denylist of names
-# that redirect programs cannot be complete: XDG_*, GIT_*, EDITOR, PAGER, LD_*, ...).
 _ESCALATES: dict[type, bool] = {}
 
 
@@ -56,6 +54,8 @@ def _escalates(gate: object) -> TypeGuard[SandboxEscalation]:
     return known
 
 
+# The session's exports an escalated re-run carries: an allowlist (a denylist of names
+# that redirect programs cannot be complete: XDG_*, GIT_*, EDITOR, PAGER, LD_*, ...).
 _CARRIED = re.compile(r"LANG|LANGUAGE|LC_[A-Z_]+|TZ|TERM|COLUMNS|LINES")
 
 
