@@ -85,6 +85,24 @@ async def test_functions_and_aliases_persist(shell: ShellSession) -> None:
     assert (await shell.run("greet you")).stdout == "hi you\n"
 
 
+async def test_shell_options_the_prompt_hook_touches_persist(shell: ShellSession) -> None:
+    # The hook enters and leaves POSIX mode, which changes these options; it reads them
+    # from $BASHOPTS first and restores them: each one flipped stays flipped, and back.
+    from synapse_lsp.shell.framing import POSIX_SHOPTS
+
+    names = " ".join(POSIX_SHOPTS)
+    before = (await shell.run(f"shopt {names}")).stdout.split()
+    states = zip(before[::2], before[1::2], strict=True)
+    flipped = {n: "off" if s == "on" else "on" for n, s in states}
+    flips = "; ".join(f"shopt -{'s' if s == 'on' else 'u'} {n}" for n, s in flipped.items())
+    assert (await shell.run(flips)).exit_code == 0
+    after = (await shell.run(f"shopt {names}")).stdout.split()
+    assert dict(zip(after[::2], after[1::2], strict=True)) == flipped
+    back = flips.replace("-s", "-S").replace("-u", "-s").replace("-S", "-u")
+    assert (await shell.run(back)).exit_code == 0
+    assert (await shell.run(f"shopt {names}")).stdout.split() == before
+
+
 async def test_exit_code_is_returned(shell: ShellSession) -> None:
     assert (await shell.run("true")).exit_code == 0
     assert (await shell.run("false")).exit_code == 1
@@ -597,3 +615,32 @@ async def test_restarts_leave_no_descriptor_behind(shell: ShellSession) -> None:
         await shell.restart()
         assert (await shell.run("true")).exit_code == 0
     assert len(os.listdir("/proc/self/fd")) == len(before)  # noqa: PTH208
+
+
+async def test_each_commands_fifos_are_gone_once_the_next_is_ready(shell: ShellSession) -> None:
+    """A command's FIFOs are made ahead, once the last result is out, and the finished
+    ones' unlinked then: after any number of commands the private folder holds the
+    next command's pair only, and no read end is left open."""
+    await shell.run("true")
+    await asyncio.sleep(0.05)  # the upkeep runs two loop turns after a result
+    before = len(os.listdir("/proc/self/fd"))  # noqa: PTH208
+    for i in range(5):
+        assert (await shell.run(f"echo {i}; echo e{i} >&2")).stdout == f"{i}\n"
+    await asyncio.sleep(0.05)
+    bash = shell._bash
+    assert bash is not None and bash.files.dir is not None
+    fifos = sorted(
+        p.name for p in bash.files.dir.iterdir() if p.name not in ("cmd", "stderr", "stdout")
+    )
+    seq = bash._seq
+    assert fifos == [f"err.{seq + 1}", f"out.{seq + 1}"]
+    assert len(os.listdir("/proc/self/fd")) == before  # noqa: PTH208
+    # A pair made ahead for a command that another took the place of is dropped too.
+    bash._seq += 1
+    assert (await shell.run("echo skipped")).stdout == "skipped\n"
+    await asyncio.sleep(0.05)
+    left = sorted(
+        p.name for p in bash.files.dir.iterdir() if p.name not in ("cmd", "stderr", "stdout")
+    )
+    assert left == [f"err.{bash._seq + 1}", f"out.{bash._seq + 1}"]
+    assert len(os.listdir("/proc/self/fd")) == before  # noqa: PTH208

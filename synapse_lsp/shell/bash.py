@@ -144,6 +144,14 @@ class Bash:
 
     def _finish(self, run: Run) -> None:
         self.streams.finish(run, alive=self.term.proc is not None)
+        # Two loop turns on, once the caller has sent the result (a face's reply goes
+        # out at the next turn): the FIFOs' upkeep, off the path of the next command.
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, self._tidy)
+
+    def _tidy(self) -> None:
+        if self.files.dir is not None and self.term.proc is not None:
+            self.streams.tidy(self._seq + 1, self.files.dir)
 
     # -------------------------------------------------------- stopping it
 

@@ -238,7 +238,8 @@ class ShellSession:
         wait_for: float | None = None if limit <= 0 or math.isinf(limit) else limit
         async with self._lock:
             note = ""
-            if self.alive and self._new_git:
+            alive = self.alive
+            if alive and self._new_git:
                 # A repository appeared in the workspace (`git init`, a clone): bwrap's
                 # mounts are fixed at start, so a fresh bash keeps its git config and
                 # hooks read-only like the others'.
@@ -251,7 +252,7 @@ class ShellSession:
                     "exported variables and functions were reset]\n"
                 )
             elif (
-                self.alive
+                alive
                 and (changed := spawn.sandbox_change(self._sandbox, self.settings)) is not None
             ):
                 # The mode or network setting changed (an editor setting, ACP's
@@ -263,7 +264,7 @@ class ShellSession:
                     f"[the sandbox is now {changed.describe()}: a fresh shell started in "
                     f"{self._cwd}; exported variables and functions were reset]\n"
                 )
-            elif not self.alive:
+            elif not alive:
                 self._terminate()
                 await self._spawn()
             result = await self._run_locked(command, wait_for, on_output)

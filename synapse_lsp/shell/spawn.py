@@ -261,6 +261,10 @@ def sandbox_change(current: SandboxStatus | None, settings: Settings) -> Sandbox
     running one's)."""
     if current is None:
         return None
+    if settings.sandbox == current.mode and (
+        settings.network == current.network if current.sandboxed else current.mode == "full-access"
+    ):
+        return None  # per command: the same settings, no probe of bwrap
     wanted = sandbox.status(settings)
     same_mode = (current.mode, current.sandboxed) == (wanted.mode, wanted.sandboxed)
     same_network = not wanted.sandboxed or current.network == wanted.network

@@ -4,7 +4,9 @@ bash's own stderr and a stdout FIFO are made once per bash (`open`); each comman
 then writes to FIFOs of its own (`>out.N 2>err.N`): a background job it starts
 inherits them, so what the job writes later never lands in the next command's
 output. A command's FIFO still held open when it is over becomes a `Background`
-sink with its own capture (and spill file); the next result carries a notice.
+sink with its own capture (and spill file); the next result carries a notice. The
+next command's FIFOs are made, and the last one's unlinked, once its result is out
+(`tidy`): ~25 µs a command, off the path between a command and its result.
 """
 
 from __future__ import annotations
@@ -92,6 +94,9 @@ class Streams:
         self._idle_err = bytearray()
         self._idle_fifo = bytearray()
         self._background: dict[int, Background] = {}  # by FIFO fd
+        # FIFOs made ahead for the next command (`tidy`): its seq, paths and read ends.
+        self._ahead: tuple[int, tuple[str, str], tuple[int, int]] | None = None
+        self._unlink: list[str] = []  # finished commands' FIFOs, for `tidy`
 
     def open(self, directory: Path) -> Path:
         """Make bash's stderr FIFO and a stdout FIFO in `directory`; the stderr one's path."""
@@ -170,23 +175,31 @@ class Streams:
         it starts inherits them, so what the job writes later is told apart from the
         next command's output: the FIFO outlives the command (`Background`) until the
         last writer closes it."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] != run.seq:
+            self._drop(ahead)
+            ahead = None
+        paths, (run.out_fd, run.err_fd) = ahead[1:] if ahead else _make_fifos(run.seq, directory)
+        run.fifo_paths = paths
         loop = asyncio.get_running_loop()
-        paths = []
-        for stream in ("stdout", "stderr"):
-            path = f"{directory}/{'out' if stream == 'stdout' else 'err'}.{run.seq}"
-            with contextlib.suppress(FileExistsError):
-                os.mkfifo(path, 0o600)
-            # No write end of ours: end of file says every writer (bash, jobs) is done.
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-            paths.append(path)
-            if stream == "stdout":
-                with contextlib.suppress(OSError):  # fewer wake-ups for big outputs
-                    fcntl.fcntl(fd, F_SETPIPE_SZ, 1 << 20)
-                run.out_fd = fd
-            else:
-                run.err_fd = fd
-            loop.add_reader(fd, self._on_command_fifo, run, stream)
-        run.fifo_paths = tuple(paths)
+        loop.add_reader(run.out_fd, self._on_command_fifo, run, "stdout")
+        loop.add_reader(run.err_fd, self._on_command_fifo, run, "stderr")
+
+    def tidy(self, seq: int, directory: Path) -> None:
+        """Between commands: unlink the finished ones' FIFOs; make command `seq`'s."""
+        for path in self._unlink:
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # noqa: PTH108 - per command; the str is at hand
+        self._unlink.clear()
+        if self._ahead is None and self.err_r >= 0:
+            with contextlib.suppress(OSError):
+                self._ahead = (seq, *_make_fifos(seq, directory))
+
+    def _drop(self, ahead: tuple[int, tuple[str, str], tuple[int, int]]) -> None:
+        for fd in ahead[2]:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._unlink.extend(ahead[1])
 
     def _on_command_fifo(self, run: Run, stream: str) -> None:
         fd = run.out_fd if stream == "stdout" else run.err_fd
@@ -236,9 +249,7 @@ class Streams:
                 run.out_fd = -1
             else:
                 run.err_fd = -1
-        for path in run.fifo_paths:
-            with contextlib.suppress(OSError):
-                os.unlink(path)  # noqa: PTH108 - per command; the str is at hand
+        self._unlink.extend(run.fifo_paths)  # `tidy`, or at once on `close`
         run.fifo_paths = ()
 
     # ------------------------------------------------------- background jobs
@@ -304,8 +315,34 @@ class Streams:
             if sink.fd >= 0:
                 self._close_background(sink)
         self._background.clear()
+        if self._ahead is not None:
+            self._drop(self._ahead)
+            self._ahead = None
+        for path in self._unlink:
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # noqa: PTH108
+        self._unlink.clear()
         for fd in (self.err_r, self.err_w, self.out_r, self.out_w):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self.err_r = self.err_w = self.out_r = self.out_w = -1
+
+
+def _make_fifos(seq: int, directory: Path) -> tuple[tuple[str, str], tuple[int, int]]:
+    """Command `seq`'s stdout and stderr FIFOs, and their read ends (non-blocking)."""
+    paths = (f"{directory}/out.{seq}", f"{directory}/err.{seq}")
+    fds: list[int] = []
+    try:
+        for path in paths:
+            with contextlib.suppress(FileExistsError):
+                os.mkfifo(path, 0o600)
+            # No write end of ours: end of file says every writer (bash, jobs) is done.
+            fds.append(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+    except OSError:
+        for fd in fds:
+            os.close(fd)
+        raise
+    with contextlib.suppress(OSError):  # fewer wake-ups for big outputs
+        fcntl.fcntl(fds[0], F_SETPIPE_SZ, 1 << 20)
+    return paths, (fds[0], fds[1])

@@ -105,25 +105,27 @@ class Terminal:
 
     def at_prompt(self, *, strict: bool = False) -> bool:
         """bash waits for input at its prompt: the terminal's foreground group is its
-        own, it sleeps, and (where /proc/PID/syscall is readable) in the very read it
-        was seen in at its first prompt. What cannot be checked here (no /proc, no
-        bash pid) counts as yes, unless `strict` (the silent-prompt check, which must
-        never take a `wait` builtin for a prompt)."""
+        own, and it is off the CPU in the very read it was seen in at its first prompt
+        (/proc/PID/syscall: the kernel shows a task's call only while it is not
+        running), or, where that file cannot be read, it sleeps. What cannot be checked
+        here (no /proc, no bash pid) counts as yes, unless `strict` (the silent-prompt
+        check, which must never take a `wait` builtin for a prompt)."""
         pid = self.pid
         pgrp = self.foreground_pgrp()
         if pid is None or pgrp is None:
             return not strict
         if pgrp != pid:
             return False
+        if self.prompt_sig:
+            syscall = self._read_proc("syscall")
+            if syscall is not None:  # one read per look (the state's was a second)
+                return tuple(syscall.decode().split()[:4]) == self.prompt_sig
         stat = self._read_proc("stat")
         if stat is None:
             return not strict
         if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] != b"S":
             return False
-        syscall = self._read_proc("syscall") if self.prompt_sig else None
-        if syscall is None:
-            return not strict
-        return tuple(syscall.decode().split()[:4]) == self.prompt_sig
+        return not strict
 
     def _read_proc(self, name: str) -> bytes | None:
         """bash's `/proc/PID/<name>`, read through a descriptor kept while this bash
@@ -166,7 +168,9 @@ class Terminal:
             os.close(fd)
 
     def _open_slave(self) -> int:
-        if not self.slave or not self.alive:
+        # While we hold the master (`fd`), its slave's name is this PTY's, bash alive
+        # or not: a PTY's number is given out again only once its master is closed.
+        if not self.slave or self.proc is None or self.fd < 0:
             return -1
         try:
             return os.open(self.slave, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
