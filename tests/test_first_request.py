@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from acp.schema import McpServerStdio, TextContentBlock
 
 from synapse_lsp.agent.scripted_api import FakeAnthropic
@@ -203,6 +204,62 @@ async def test_chat_p_sends_its_first_request_before_bash_starts(tmp_path: Path)
     [_, second] = api.message_requests
     results = [b for m in second["messages"] for b in m["content"] if isinstance(b, dict)]
     assert any("ran-it" in json.dumps(b) for b in results if b.get("type") == "tool_result")
+
+
+def _inotify_instances(pid: int) -> int:
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            count += str(fd.readlink()) == "anon_inode:inotify"
+    return count
+
+
+@pytest.mark.parametrize("mode", ["prompt", "stream-json"])
+async def test_one_chat_p_turn_runs_without_the_extension_watcher(
+    tmp_path: Path, mode: str
+) -> None:
+    """`chat -p "prompt"` is one turn: no extension watcher (as `synapse exec`), so its
+    exit pays no inotify teardown; turns read from `--input-format stream-json` keep
+    it. Looked at while the second request is answered: the tools have started."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    api = WatchingApi([{"commands": ["true"]}, {"text": "Done."}])
+    await api.start()
+    pids: list[int] = []
+    turn: list[int] = []  # the turn's requests (a title's have no tools)
+    seen: list[int] = []
+    real_next = api._next
+
+    def counting(body: dict[str, Any] | None = None) -> dict[str, Any]:
+        if body and body.get("tools"):
+            turn.append(1)
+            if len(turn) == 2:
+                seen.append(_inotify_instances(pids[0]))
+        return real_next(body)
+
+    api._next = counting  # type: ignore[method-assign]
+    env = dict(os.environ, SYNAPSE_HOME=str(home), ANTHROPIC_API_KEY=FAKE_KEY)
+    env["ANTHROPIC_BASE_URL"] = api.base_url
+    args = ["-p", "run it"] if mode == "prompt" else ["-p", *STREAM_JSON]
+    line = {"type": "user", "message": {"role": "user", "content": "run it"}}
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "synapse_lsp.cli.entry", "chat", *args,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.PIPE, env=env, cwd=work,
+        )  # fmt: skip
+        pids.append(proc.pid)
+        text = json.dumps(line) + "\n" if mode == "stream-json" else ""
+        out, err = await asyncio.wait_for(proc.communicate(text.encode()), 90)
+    finally:
+        await api.close()
+    assert proc.returncode == 0, err.decode()
+    assert "Done." in out.decode()
+    assert len(seen) == 1
+    assert (seen[0] > 0) == (mode == "stream-json"), seen
+
+
+STREAM_JSON = ["--input-format", "stream-json", "--output-format", "stream-json"]
 
 
 SLOW_TO_EXIT = textwrap.dedent(

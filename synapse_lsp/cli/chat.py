@@ -131,14 +131,14 @@ class Runtime:
     cannot_ask: str = ""
     sandbox_line: str = ""
     sandbox_warning: bool = False  # asked for a sandbox that could not run
-    # Parts of notices that repeat what the face said once already (an unwritable home)
-    quiet: tuple[str, ...] = ()
+    quiet: tuple[str, ...] = ()  # notices' parts the face said once (an unwritable home)
     questions: TerminalQuestions = field(default_factory=lambda: TerminalQuestions(sys.stdout))
     face: dict[str, Any] = field(default_factory=dict)  # the face layer main() set (flags)
     deferred: DeferredStart | bool = False  # -p: start the tools after the request (oneshot)
     rules: RuleStore | None = None  # None: the remembered rules (else --allow/--deny's too)
     make_model: Callable[[Settings], ModelClient] | None = None  # the API client's maker
     system_append: str = ""  # --append-system-prompt
+    watch: bool = True  # the extension watcher; off for one `chat -p` turn (cli/oneshot.py)
 
     async def start(self, *, demo: bool, allow_demo_fallback: bool) -> None:
         from synapse_lsp.core import Workspace
@@ -151,7 +151,7 @@ class Runtime:
         # The gate asks through `ask`; without one (-p, a pipe) it denies, saying `cannot_ask`.
         self.workspace = Workspace(
             self.cwd, self.settings, trusted=self.trusted, ask=self.ask,
-            cannot_ask=self.cannot_ask or None, rules=self.rules,
+            cannot_ask=self.cannot_ask or None, rules=self.rules, watch=self.watch,
         )  # fmt: skip
         if self.workspace.trust_notice:
             self.notes.append(self.workspace.trust_notice)
@@ -504,7 +504,7 @@ def main(argv: list[str]) -> int:
             return 2
     runtime = Runtime(
         settings, cwd, store, face=overrides, quiet=quiet, deferred=one_shot,
-        rules=run_options.rules(args, home),
+        rules=run_options.rules(args, home), watch=not one_shot or args.input_format != "text",
     )  # fmt: skip
     runtime.make_model = run_options.model_factory()
     runtime.system_append = args.append_system_prompt or ""

@@ -179,9 +179,14 @@ def _reap(proc: PtyProcess) -> None:
 
 
 def _session_groups(sid: int) -> set[int]:
-    """Process groups of every process in session `sid` (bash is its session leader).
-    Linux /proc; elsewhere just bash's own group."""
+    """Process groups of every process in session `sid` (the supervisor leads it).
+    Where `procs.subtree` walks the supervisor's tree, `kill_all` has killed them all
+    already: every process of the session descends from the supervisor, and one
+    orphaned while it lives is its (a subreaper's), so the session is its own group
+    only, without a scan of every process of the machine (ms on a desktop)."""
     groups = {sid}
+    if procs.HAS_CHILDREN:
+        return groups
     for info in procs.scan().values():
         if info.session == sid:
             groups.add(info.pgrp)

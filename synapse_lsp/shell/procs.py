@@ -109,7 +109,7 @@ def subtree(root: int) -> dict[int, ProcInfo]:
     handful of processes, not every process of the machine (`scan`: hundreds on a
     desktop, ~2 ms a round here). Where the kernel has no such files
     (CONFIG_PROC_CHILDREN), the whole table."""
-    if not _HAS_CHILDREN:
+    if not HAS_CHILDREN:
         return scan()
     table: dict[int, ProcInfo] = {}
     todo = [root]
@@ -133,7 +133,7 @@ def _children(path: str) -> list[int]:
         return []
 
 
-_HAS_CHILDREN = os.path.exists(f"/proc/self/task/{os.getpid()}/children")  # noqa: PTH110
+HAS_CHILDREN = os.path.exists(f"/proc/self/task/{os.getpid()}/children")  # noqa: PTH110
 
 
 def descendants(root: int, table: dict[int, ProcInfo]) -> set[int]:
@@ -194,7 +194,7 @@ def kill_all(
     alive (a process forking while we kill is caught in the next round). Returns the
     count."""
     killed: set[int] = set()
-    for _ in range(KILL_ROUNDS):
+    for rounds in range(KILL_ROUNDS):
         table = table_of()
         alive = {pid for pid in find(table) if pid in table and not table[pid].zombie}
         if not alive:
@@ -203,7 +203,9 @@ def kill_all(
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         killed |= alive
-        time.sleep(0.002)
+        # What was just killed is mostly gone within half a millisecond: look again
+        # then, and back off to 2 ms while some still go (a fork bomb's rounds).
+        time.sleep(min(0.002, 0.0005 * 2**rounds))
     return len(killed)
 
 

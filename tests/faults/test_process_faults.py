@@ -352,7 +352,7 @@ async def test_closing_the_session_kills_every_job_it_left_running(
     from synapse_lsp.shell import procs
 
     if walk == "whole table":
-        monkeypatch.setattr(procs, "_HAS_CHILDREN", False)
+        monkeypatch.setattr(procs, "HAS_CHILDREN", False)
     token = _token()
     shell = ShellSession(tmp_path, settings)
     await shell.start()
