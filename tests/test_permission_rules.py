@@ -444,3 +444,42 @@ def test_a_deny_by_name_still_catches_a_program_given_by_path(tmp_path: Path) ->
     for line in ("/bin/rm -rf x", "sudo /usr/bin/rm x", "bash -c '/bin//rm x'", "env A=1 rm x"):
         assert rules.decide(line) == "deny", line
     assert pr.Rules(tmp_path).decide("/bin/rm -rf x") is None  # no rules: nothing decided
+
+
+async def test_runs_outside_reads_the_rules_check_read_unless_a_question_came_between(
+    home: Path, folder: Path
+) -> None:
+    """The gate reads the rule files once per command line: `runs_outside`, asked right
+    after `check` allowed the line, takes what `check` read. After a question (the user
+    may have changed the rules meanwhile), and for the next line, they are read again."""
+    from synapse_lsp.commands import Layer
+    from synapse_lsp.config import Settings
+    from synapse_lsp.policy.gate import AskingGate
+    from synapse_lsp.question import ALLOW_ONCE, Question
+
+    loads: list[Path] = []
+
+    class Counted(run_rules.RuleFile):
+        def load(self, root: Path) -> pr.Rules:
+            loads.append(root)
+            return super().load(root)
+
+    async def ask(question: Question) -> str | None:
+        pr.remember(home, folder, "make", "outside")  # edited while the question waits
+        return ALLOW_ONCE
+
+    settings = Settings(synapse_home=home, sandbox="workspace-write", permission="auto")
+    gate = AskingGate(settings, folder, ask, sandboxed=lambda: True, rules=Counted(home))
+    assert await gate.check("ls -la", Layer.NATIVE, folder) is None
+    assert gate.runs_outside("ls -la") is False
+    assert len(loads) == 1
+    pr.remember(home, folder, "ls", "outside")
+    assert gate.runs_outside("ls -la") is True  # read again: nothing kept past one look
+    assert len(loads) == 2
+    asking = AskingGate(
+        Settings(synapse_home=home, sandbox="workspace-write", permission="ask-all-native"),
+        folder, ask, sandboxed=lambda: True, rules=Counted(home),
+    )  # fmt: skip
+    assert await asking.check("make", Layer.NATIVE, folder) is None
+    assert asking.runs_outside("make") is True  # the rule written during the question
+    assert len(loads) == 4

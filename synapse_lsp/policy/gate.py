@@ -51,18 +51,9 @@ from synapse_lsp.question import (
 )
 from synapse_lsp.sandbox import HOST_VIEW, PathView
 
-__all__ = [  # re-exported: a question's titles and types live in question.py
-    "ACTIONS",
-    "ALLOW_ONCE",
-    "ALLOW_SESSION",
-    "ALLOW_WITH_PATH",
-    "ALWAYS",
-    "ALWAYS_DENY",
-    "ALWAYS_OUTSIDE",
-    "DENY",
-    "Asker",
-    "always_deny_title",
-]
+# Re-exported: a question's titles and types live in question.py.
+__all__ = ["ACTIONS", "ALLOW_ONCE", "ALLOW_SESSION", "ALLOW_WITH_PATH", "ALWAYS"]
+__all__ += ["ALWAYS_DENY", "ALWAYS_OUTSIDE", "DENY", "Asker", "always_deny_title"]
 
 
 class Rules(Protocol):
@@ -152,6 +143,7 @@ class AskingGate:
         self.remembered: set[str] = set()  # "Allow for this session": exact lines
         self._outside_session: set[str] = set()
         self._outside_once: set[str] = set()
+        self._read: tuple[Sequence[str], Rules] | None = None  # `check`'s, if nothing asked
 
     # -------------------------------------------------------------- deciding
 
@@ -228,6 +220,7 @@ class AskingGate:
         settings = self._settings()
         line = command.strip()
         self._outside_once.discard(line)  # a grant left unused by an earlier run lapses
+        self._read = None
         plan = list(steps) or [Step(line, layer)]
         if len(line) > 64 * 1024:  # scanning a long line is linear, but keep it off the loop
             parts = await asyncio.to_thread(_parts, plan)
@@ -370,7 +363,10 @@ class AskingGate:
             return True
         if line in self._outside_session:
             return True
-        return self._outside_rule(_parts([Step(line, Layer.NATIVE)]))
+        parts, (read, self._read) = _parts([Step(line, Layer.NATIVE)]), (self._read, None)
+        if read is not None and read[0] == parts:  # just read by `check`, nothing asked
+            return read[1].outside_line(parts)
+        return self._outside_rule(parts)
 
     async def _governing(
         self, line: str, parts: Sequence[str], cwd: Path, target: Path, what: str
@@ -400,10 +396,11 @@ class AskingGate:
     ) -> str | None:
         """Ask (a `question.Question` about the running tool call); None when allowed
         (and remember the answer), else the denial."""
+        self._read = None  # the rules may change meanwhile: `runs_outside` reads them
         if self._ask is None:
             return f"denied: {asked.reason}; {self._cannot_ask}"
         once = asked.once_only or not asked.always
-        prefixes = [] if once else self._prefixes(parts, outside=asked.outside)
+        prefixes = [] if once else _prefixes(self._rules, parts, outside=asked.outside)
         always: str | None = None
         if asked.outside:
             # One prefix at most: "always run X outside" must never carry a second
@@ -466,23 +463,6 @@ class AskingGate:
             return "denied by the user (remembered for this folder)"
         return "denied by the user"
 
-    def _prefixes(self, parts: Sequence[str], *, outside: bool = False) -> list[str]:
-        """What "Always allow" would remember: each command's prefix (at most 3); for
-        "always run outside", the narrowest one (its flags too)."""
-        if self._rules is None:
-            return []
-        found: list[str] = []
-        for part in parts:
-            builtin = catalog.lookup(part.split(maxsplit=2)[:2])
-            if builtin is not None and catalog.traits(builtin).effect is not catalog.Effect.RUN:
-                continue  # a file or plan built-in: judged by its paths, not remembered
-            prefix = self._rules.prefix(part, with_flags=outside)
-            if not prefix:
-                return []  # a command nothing safe can be remembered for: no "Always"
-            if prefix not in found:
-                found.append(prefix)
-        return found if 0 < len(found) <= 3 else []
-
     def _outside_rule(self, parts: Sequence[str]) -> bool:
         """Every command of the line is remembered to run outside the sandbox."""
         if self._rules is None:
@@ -499,12 +479,31 @@ class AskingGate:
             return None, None
         try:
             rules = self._rules.load(self._root)
+            self._read = (parts, rules)
         except OSError as exc:
             return "deny", f"the remembered permission rules cannot be read ({exc})"
         decision, rule = rules.decide_line(parts)
         if decision == "deny" and rules.closed is None and rule is not None:
             return decision, rules.why_denied(rule)
         return decision, rule
+
+
+def _prefixes(store: RuleStore | None, parts: Sequence[str], *, outside: bool = False) -> list[str]:
+    """What "Always allow" would remember: each command's prefix (at most 3); for
+    "always run outside", the narrowest one (its flags too)."""
+    if store is None:
+        return []
+    found: list[str] = []
+    for part in parts:
+        builtin = catalog.lookup(part.split(maxsplit=2)[:2])
+        if builtin is not None and catalog.traits(builtin).effect is not catalog.Effect.RUN:
+            continue  # a file or plan built-in: judged by its paths, not remembered
+        prefix = store.prefix(part, with_flags=outside)
+        if not prefix:
+            return []  # a command nothing safe can be remembered for: no "Always"
+        if prefix not in found:
+            found.append(prefix)
+    return found if 0 < len(found) <= 3 else []
 
 
 def _writes_files(step: Step) -> bool:

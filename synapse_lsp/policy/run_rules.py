@@ -53,8 +53,8 @@ class RuleFile:
         self._files: dict[Path, tuple[str, ...]] = {}
 
     def load(self, root: Path) -> Rules:
-        """`rules.load`, read again only when a file it reads changed (the gate asks
-        twice per command line; reading and parsing each time cost ~0.15 ms)."""
+        """`rules.load`, read again only when a file it reads changed (reading and
+        parsing each time cost ~0.15 ms); the gate asks once per command line."""
         files = self._files.get(root)
         if files is None:
             found = (store_path(self.home), folder_file(root), trust.store_path(self.home))
