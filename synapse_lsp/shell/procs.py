@@ -60,14 +60,15 @@ def boot_ticks() -> int:
     return int(time.clock_gettime(time.CLOCK_BOOTTIME) * CLK_TCK)
 
 
+_LOADAVG: list[int] = []  # /proc/loadavg, kept open: read again at offset 0 per command
+
+
 def last_pid() -> int | None:
     """The pid the kernel assigned last (/proc/loadavg), or None."""
-    try:  # per command: no buffered file object
-        fd = os.open("/proc/loadavg", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            return int(os.read(fd, 256).split()[-1])
-        finally:
-            os.close(fd)
+    try:
+        if not _LOADAVG:
+            _LOADAVG.append(os.open("/proc/loadavg", os.O_RDONLY | os.O_CLOEXEC))
+        return int(os.pread(_LOADAVG[0], 256, 0).split()[-1])
     except (OSError, ValueError, IndexError):
         return None
 
