@@ -219,8 +219,9 @@ async def test_one_chat_p_turn_runs_without_the_extension_watcher(
     tmp_path: Path, mode: str
 ) -> None:
     """`chat -p "prompt"` is one turn: no extension watcher (as `synapse exec`), so its
-    exit pays no inotify teardown; turns read from `--input-format stream-json` keep
-    it. Looked at while the second request is answered: the tools have started."""
+    exit pays no inotify teardown: none while the second request is answered (the
+    tools have started by then). Turns read from `--input-format stream-json` keep it:
+    one appears while the process waits for the next turn."""
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
     api = WatchingApi([{"commands": ["true"]}, {"text": "Done."}])
@@ -242,6 +243,7 @@ async def test_one_chat_p_turn_runs_without_the_extension_watcher(
     env["ANTHROPIC_BASE_URL"] = api.base_url
     args = ["-p", "run it"] if mode == "prompt" else ["-p", *STREAM_JSON]
     line = {"type": "user", "message": {"role": "user", "content": "run it"}}
+    watching = False
     try:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "synapse_lsp.cli.entry", "chat", *args,
@@ -249,14 +251,23 @@ async def test_one_chat_p_turn_runs_without_the_extension_watcher(
             stdin=asyncio.subprocess.PIPE, env=env, cwd=work,
         )  # fmt: skip
         pids.append(proc.pid)
-        text = json.dumps(line) + "\n" if mode == "stream-json" else ""
-        out, err = await asyncio.wait_for(proc.communicate(text.encode()), 90)
+        if mode == "stream-json":
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write((json.dumps(line) + "\n").encode())
+            await proc.stdin.drain()
+            while b'"type": "result"' not in (got := await proc.stdout.readline()):
+                assert got, "the turn ended without its result"
+            for _ in range(200):  # its watcher, while the next turn is awaited
+                if watching := _inotify_instances(proc.pid) > 0:
+                    break
+                await asyncio.sleep(0.05)
+            proc.stdin.close()
+        out, err = await asyncio.wait_for(proc.communicate(), 90)
     finally:
         await api.close()
     assert proc.returncode == 0, err.decode()
-    assert "Done." in out.decode()
-    assert len(seen) == 1
-    assert (seen[0] > 0) == (mode == "stream-json"), seen
+    assert mode == "stream-json" or out.decode() == "Done.\n"
+    assert seen == [0] if mode == "prompt" else watching, (seen, watching)
 
 
 STREAM_JSON = ["--input-format", "stream-json", "--output-format", "stream-json"]
