@@ -187,13 +187,16 @@ class Streams:
 
     def tidy(self, seq: int, directory: Path) -> None:
         """Between commands: unlink the finished ones' FIFOs; make command `seq`'s."""
+        self._unlink_finished()
+        if self._ahead is None and self.err_r >= 0:
+            with contextlib.suppress(OSError):
+                self._ahead = (seq, *_make_fifos(seq, directory))
+
+    def _unlink_finished(self) -> None:
         for path in self._unlink:
             with contextlib.suppress(OSError):
                 os.unlink(path)  # noqa: PTH108 - per command; the str is at hand
         self._unlink.clear()
-        if self._ahead is None and self.err_r >= 0:
-            with contextlib.suppress(OSError):
-                self._ahead = (seq, *_make_fifos(seq, directory))
 
     def _drop(self, ahead: tuple[int, tuple[str, str], tuple[int, int]]) -> None:
         for fd in ahead[2]:
@@ -318,10 +321,7 @@ class Streams:
         if self._ahead is not None:
             self._drop(self._ahead)
             self._ahead = None
-        for path in self._unlink:
-            with contextlib.suppress(OSError):
-                os.unlink(path)  # noqa: PTH108
-        self._unlink.clear()
+        self._unlink_finished()
         for fd in (self.err_r, self.err_w, self.out_r, self.out_w):
             if fd >= 0:
                 with contextlib.suppress(OSError):
