@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from lsprotocol import types
 
-from synapse_lsp.agent import stages
+from synapse_lsp.agent import hand_edits, stages
 from synapse_lsp.agent.model import ModelClient
 from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
@@ -36,13 +36,17 @@ KEY = "sk-ant-hand-edits-test-key"
 GUARD = 60.0  # seconds: a hang guard only, never what a test measures
 
 
-@pytest.fixture(autouse=True, params=["walks", "snapshots"])
+@pytest.fixture(autouse=True, params=["walks", "thread-walks", "snapshots"])
 def probes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each test twice: a small folder's waits watched by stat walks, and a folder too
-    large to walk (here: any), watched by snapshots."""
+    """Each test three times: a small folder's waits watched by stat walks (on the event
+    loop, these folders being tiny), the same walks in a thread (as in a folder of more
+    than `INLINE_WALK` entries), and a folder too large to walk (here: any), watched by
+    snapshots."""
     if request.param == "snapshots":
         monkeypatch.setattr(fingerprints, "STAT_ENTRIES", -1)
-    return str(request.param)
+    if request.param == "thread-walks":
+        monkeypatch.setattr(hand_edits, "INLINE_WALK", -1)
+    return str(request.param) if request.param != "thread-walks" else "walks"
 
 
 @pytest.fixture
@@ -173,6 +177,39 @@ async def test_a_folder_that_grows_too_large_to_walk_while_the_model_is_asked(
     assert {f"u{i}.txt" for i in range(6)} <= set(report.skipped)
     assert (workdir / "u0.txt").read_text() == "user 0\n"  # never silently removed
     assert not (workdir / "b.txt").exists()
+
+
+async def test_a_tiny_folder_that_grows_past_the_inline_walk_while_the_model_is_asked(
+    make: Callable[..., ChatSession],
+    api: FakeAnthropic,
+    workdir: Path,
+    at_request: Callable[[int, Callable[[], None]], None],
+    probes: str,
+) -> None:
+    """A folder walked on the event loop (tiny) that grows past the inline walk's cap
+    while the model is asked is walked whole (in a thread): every file the user added
+    is someone else's, and the agent's next change stays the agent's."""
+    (workdir / "a.txt").write_text("a0\n")
+    many = hand_edits.INLINE_WALK * 4 + 20
+
+    def unpack() -> None:
+        for i in range(many):
+            (workdir / f"u{i}.txt").write_text(f"user {i}\n")
+
+    api.add(
+        {"commands": ["echo a1 > a.txt"]},
+        {"commands": ["echo a2 > a.txt"]},
+        {"commands": ["echo b1 > b.txt"]},
+        {"text": "ok"},
+    )
+    at_request(3, unpack)  # the walks of the second wait were inline: 1-2 entries
+    session = make()
+    await turn(session, "go")
+    (record,) = session.checkpoints.kept()
+    assert {f"u{i}.txt" for i in range(many)} <= set(record.foreign)
+    assert "b.txt" not in record.foreign and "a.txt" not in record.foreign
+    if probes == "walks":  # still watched by walks: the inline cap is not the walk's limit
+        assert session.checkpoints.guard._entries == many + 2
 
 
 async def test_a_file_both_edited_is_asked_about_and_restored_only_when_told(
