@@ -8,7 +8,10 @@ path of a user's first words. Real processes, the fake Messages API in this proc
   for it, then works;
 - `chat -p` sends its first request before its bash starts;
 - closing an MCP manager signals a stdio server after a short grace instead of
-  waiting (2 s) for it to exit on its own.
+  waiting (2 s) for it to exit on its own;
+- `chat -p`'s client uses the TLS context built beside the SDK's import, which
+  trusts what the SDK's own would (`SSL_CERT_FILE`) and refuses a certificate it
+  does not trust at once (not retried).
 """
 
 from __future__ import annotations
@@ -303,3 +306,124 @@ async def test_closing_signals_a_server_after_a_short_grace(tmp_path: Path) -> N
     assert manager.servers["lingering"].state == "ready", manager.servers["lingering"].error
     await manager.close()
     assert marker.read_text() == "sigterm"
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (its own CA) and its key, as PEM files."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "synapse test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file
+
+
+class TlsApi(FakeAnthropic):
+    """The fake Messages API over HTTPS."""
+
+    def __init__(self, script: list[dict[str, Any]], cert: Path, key: Path) -> None:
+        super().__init__(script)
+        import ssl
+
+        self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.tls.load_cert_chain(cert, key)
+
+    async def start(self) -> FakeAnthropic:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, ssl=self.tls)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    @property
+    def base_url(self) -> str:
+        return f"https://{self.host}:{self.port}"
+
+
+async def test_chat_p_verifies_tls_with_the_context_built_beside_the_sdk_import(
+    tmp_path: Path,
+) -> None:
+    """`chat -p` builds its TLS context while the SDK imports (cli/preload.py) and its
+    client uses that one: the system's trust as the SDK's own would be, `SSL_CERT_FILE`
+    honoured, a certificate it does not trust refused (named, not retried)."""
+    cert, key = _self_signed(tmp_path)
+    probe = textwrap.dedent(
+        """
+        import time
+        from synapse_lsp.cli import preload
+        from synapse_lsp.agent.model import ModelClient
+        preload.start_sdk_import()
+        for _ in range(600):
+            if preload._imported:
+                break
+            time.sleep(0.1)
+        client = ModelClient(api_key="k", base_url="https://127.0.0.1:9", model="m")._sdk()
+        built = preload.tls_context()
+        assert built is not None
+        assert client._client._transport._pool._ssl_context is built
+        print("same context")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=90, cwd=ROOT
+    )
+    assert done.stdout.strip() == "same context", done.stderr
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    for trusted in (True, False):
+        api = TlsApi([{"text": "Done over TLS."}], cert, key)
+        await api.start()
+        env = {
+            k: v for k, v in os.environ.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR")
+        }
+        env.update(SYNAPSE_HOME=str(home), ANTHROPIC_API_KEY=FAKE_KEY)
+        env["ANTHROPIC_BASE_URL"] = api.base_url
+        if trusted:
+            env["SSL_CERT_FILE"] = str(cert)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "synapse_lsp.cli.entry", "chat", "-p", "hello",
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                stdin=asyncio.subprocess.DEVNULL, env=env, cwd=work,
+            )  # fmt: skip
+            out, err = await asyncio.wait_for(proc.communicate(), 90)
+        finally:
+            await api.close()
+        if trusted:
+            assert proc.returncode == 0, err.decode()
+            assert out.decode() == "Done over TLS.\n"
+        else:
+            assert proc.returncode != 0
+            assert "TLS certificate is not trusted (self-signed certificate" in err.decode()
+            assert "not retried" in err.decode() and "Retrying" not in err.decode()
+            assert api.message_requests == [], err.decode()

@@ -18,12 +18,13 @@ commands, its hooks. Everything else a turn's checkpoint saw change is a conflic
   In a small folder (up to `fingerprints.STAT_ENTRIES` entries) a wait that begins
   after commands is watched by two walks of the folder's stat data instead
   (`fingerprints.folder_stat`: every entry's inode, size, mtime and ctime, no git
-  process; in a thread, but inline in a folder of at most `INLINE_WALK` entries, where
-  the thread's hand-off costs more than the walk): what came, went or changed between them is someone else's (a
-  superset of what a snapshot would call changed: a file only touched counts too, a
-  safe conflict). Cost: one incremental snapshot a turn (the first wait's end) and two
-  walks per model reply that runs commands, none for one that does not; in a folder
-  too large to walk, two snapshots per such reply (`benchmarks/bench_hand_edits.py`).
+  process; in a thread, but on the event loop in a folder of at most `INLINE_WALK`
+  entries, where the thread's hand-off costs more than the walk): what came, went or
+  changed between them is someone else's (a superset of what a snapshot would call
+  changed: a file only touched counts too, a safe conflict). Cost: one incremental
+  snapshot a turn (the first wait's end) and two walks per model reply that runs
+  commands, none for one that does not; in a folder too large to walk, two snapshots
+  per such reply (`benchmarks/bench_hand_edits.py`).
 - **The editor, for open documents** (the LSP face, `lsp/feedback.py`): a
   `didChange` that is neither the echo of the agent's own edit nor a reload from disk,
   and a `didSave` of text the agent did not write, are the user's, even while the

@@ -308,13 +308,19 @@ class ModelClient:
         if self._client is None:
             with self._client_lock:  # `prepare` may be building it in the background
                 if self._client is None:
-                    from anthropic import AsyncAnthropic
+                    from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
+                    from synapse_lsp.cli.preload import tls_context
+
+                    tls = tls_context()  # built beside the SDK's import, if it was
                     self._client = AsyncAnthropic(
                         api_key=self._api_key,
                         base_url=self.base_url,
                         max_retries=0,
                         timeout=self.timeout,
+                        http_client=None
+                        if tls is None
+                        else DefaultAsyncHttpxClient(timeout=self.timeout, verify=tls),
                     )
                     _warn_like_the_sdk(self.model, bool(self.thinking_budget))
         return self._client
@@ -586,8 +592,8 @@ def _without_secrets(url: str) -> str:
 
 def _cannot_succeed(exc: BaseException) -> str | None:
     """Why a failed connection cannot succeed on a retry, or None: a host name that does
-    not exist (not a resolver that is down: EAI_AGAIN is retried) or a URL the client
-    cannot use."""
+    not exist (not a resolver that is down: EAI_AGAIN is retried), a URL the client
+    cannot use, or a TLS certificate it does not trust."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -597,6 +603,12 @@ def _cannot_succeed(exc: BaseException) -> str | None:
         name = type(current).__name__
         if name in ("UnsupportedProtocol", "InvalidURL"):
             return f"not a URL the client can use ({_short(current)})"
+        if name == "SSLCertVerificationError":  # ssl's, named: ssl is not imported here
+            why = getattr(current, "verify_message", "") or _short(current)
+            return (
+                f"its TLS certificate is not trusted ({why}; a private CA's certificate "
+                "goes in SSL_CERT_FILE)"
+            )
         current = current.__cause__ or current.__context__
     return None
 

@@ -11,6 +11,13 @@ the SDK's import creates ~100k objects, none of them garbage, and the collection
 triggers cost ~14% of it (measured: 930 -> 800 ms). When the import ends, what start-up
 made is frozen (never scanned again: later collections, and the one at exit, skip it)
 and the collector runs again.
+
+The API client's TLS context (the system's CA certificates parsed by OpenSSL, ~20 ms) is
+built in a thread of its own while the rest of the SDK imports (`tls_context`): OpenSSL
+parses without Python's interpreter lock, so on a second core it costs the first
+request nothing. It is the context the SDK's HTTP stack builds by default
+(`httpcore2.default_ssl_context`: `SSL_CERT_FILE`/`SSL_CERT_DIR` as there), handed to
+the client (`agent/model.py`).
 """
 
 from __future__ import annotations
@@ -19,14 +26,22 @@ import contextlib
 import gc
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from synapse_lsp.agent import stages
+
+if TYPE_CHECKING:
+    import ssl
 
 _started = threading.Event()
 _lock = threading.Lock()
 _imported = False
 _after: list[Callable[[], None]] = []
 _paused = False
+_tls_started = False
+_tls_done = threading.Event()
+_tls: ssl.SSLContext | None = None
+TLS_WAIT = 10.0  # seconds: a hang guard (building it takes ~20 ms)
 
 
 def pause_collector() -> None:
@@ -50,11 +65,35 @@ def resume_collector() -> None:
             gc.enable()
 
 
+def _build_tls() -> None:
+    global _tls
+    try:
+        import httpcore2  # imported already, by `_import_sdk`
+
+        _tls = httpcore2.default_ssl_context()
+    except Exception:  # the client then builds its own, and reports what fails
+        pass
+    finally:
+        _tls_done.set()
+
+
+def tls_context() -> ssl.SSLContext | None:
+    """The TLS context built beside the SDK's import (waited for, bounded), or None when
+    none was built: the SDK's client then builds its own."""
+    if not _tls_started or not _tls_done.wait(TLS_WAIT):
+        return None
+    return _tls
+
+
 def _import_sdk() -> None:
-    global _imported
+    global _imported, _tls_started
     try:
         with contextlib.suppress(Exception):
             stages.at_sync("sdk_import")  # tests stop here (agent/stages.py)
+            import httpcore2  # noqa: F401  (first: the TLS context is built beside the rest)
+
+            _tls_started = True
+            threading.Thread(target=_build_tls, name="synapse-tls", daemon=True).start()
             import anthropic  # noqa: F401
     finally:
         resume_collector()
