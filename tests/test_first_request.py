@@ -330,9 +330,7 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(hours=1))
         .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
             critical=False,
         )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
@@ -403,9 +401,7 @@ async def test_chat_p_verifies_tls_with_the_context_built_beside_the_sdk_import(
     for trusted in (True, False):
         api = TlsApi([{"text": "Done over TLS."}], cert, key)
         await api.start()
-        env = {
-            k: v for k, v in os.environ.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR")
-        }
+        env = {k: v for k, v in os.environ.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
         env.update(SYNAPSE_HOME=str(home), ANTHROPIC_API_KEY=FAKE_KEY)
         env["ANTHROPIC_BASE_URL"] = api.base_url
         if trusted:
