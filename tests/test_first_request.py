@@ -209,6 +209,19 @@ async def test_chat_p_sends_its_first_request_before_bash_starts(tmp_path: Path)
     assert any("ran-it" in json.dumps(b) for b in results if b.get("type") == "tool_result")
 
 
+def _watched_inodes(pid: int) -> set[int]:
+    """The inodes the inotify instances of `pid` watch (from /proc/PID/fdinfo)."""
+    found: set[int] = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            if str(fd.readlink()) != "anon_inode:inotify":
+                continue
+            for line in Path(f"/proc/{pid}/fdinfo/{fd.name}").read_text().splitlines():
+                if line.startswith("inotify wd:"):
+                    found.add(int(line.split(" ino:")[1].split()[0], 16))
+    return found
+
+
 def _inotify_instances(pid: int) -> int:
     count = 0
     for fd in Path(f"/proc/{pid}/fd").iterdir():
@@ -222,9 +235,11 @@ async def test_one_chat_p_turn_runs_without_the_extension_watcher(
     tmp_path: Path, mode: str
 ) -> None:
     """`chat -p "prompt"` is one turn: no extension watcher (as `synapse exec`), so its
-    exit pays no inotify teardown: none while the second request is answered (the
-    tools have started by then). Turns read from `--input-format stream-json` keep it:
-    one appears while the process waits for the next turn."""
+    exit pays no inotify teardown: while the second request is answered (the tools have
+    started by then) nothing is watched but the work folder (the hand-edit guard's
+    watch of the model's wait, agent/hand_edits.py, which the turn's end closes).
+    Turns read from `--input-format stream-json` keep it: one appears while the process
+    waits for the next turn."""
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
     api = WatchingApi([{"commands": ["true"]}, {"text": "Done."}])
@@ -238,7 +253,7 @@ async def test_one_chat_p_turn_runs_without_the_extension_watcher(
         if body and body.get("tools"):
             turn.append(1)
             if len(turn) == 2:
-                seen.append(_inotify_instances(pids[0]))
+                seen.append(len(_watched_inodes(pids[0]) - {work.stat().st_ino}))
         return real_next(body)
 
     api._next = counting  # type: ignore[method-assign]

@@ -23,11 +23,12 @@ from synapse_lsp.agent import hand_edits, stages
 from synapse_lsp.agent.model import ModelClient
 from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
-from synapse_lsp.checkpoints import fingerprints
+from synapse_lsp.checkpoints import fingerprints, folder_events
 from synapse_lsp.config import Settings
 from synapse_lsp.events import Event
 from synapse_lsp.router import BashRouter
 from tests.lsp_client import editor
+from tests.test_folder_events import inotify_instances
 from tests.test_hooks import Env, hooks_of
 from tests.test_hooks import env as env  # noqa: F401  (the fixture)
 from tests.test_server_chat import fake_env, new_session
@@ -36,17 +37,20 @@ KEY = "sk-ant-hand-edits-test-key"
 GUARD = 60.0  # seconds: a hang guard only, never what a test measures
 
 
-@pytest.fixture(autouse=True, params=["walks", "thread-walks", "snapshots"])
+@pytest.fixture(autouse=True, params=["events", "walks", "thread-walks", "snapshots"])
 def probes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each test three times: a small folder's waits watched by stat walks (on the event
+    """Each test four ways: the kernel's events (inotify, the default), and what stands
+    in for them where they cannot be had: stat walks of a small folder (on the event
     loop, these folders being tiny), the same walks in a thread (as in a folder of more
-    than `INLINE_WALK` entries), and a folder too large to walk (here: any), watched by
-    snapshots."""
+    than `INLINE_WALK` entries), and snapshots of a folder too large to walk (here:
+    any)."""
+    if request.param != "events":
+        monkeypatch.setattr(hand_edits, "EVENTS", False)
     if request.param == "snapshots":
         monkeypatch.setattr(fingerprints, "STAT_ENTRIES", -1)
     if request.param == "thread-walks":
         monkeypatch.setattr(hand_edits, "INLINE_WALK", -1)
-    return str(request.param) if request.param != "thread-walks" else "walks"
+    return "walks" if request.param == "thread-walks" else str(request.param)
 
 
 @pytest.fixture
@@ -115,6 +119,7 @@ async def test_a_hand_edit_while_the_model_is_asked_is_a_conflict_not_reverted(
     api: FakeAnthropic,
     workdir: Path,
     at_request: Callable[[int, Callable[[], None]], None],
+    probes: str,
 ) -> None:
     for name in ("a", "b", "c", "d"):
         (workdir / f"{name}.txt").write_text(f"{name}0\n")
@@ -145,6 +150,8 @@ async def test_a_hand_edit_while_the_model_is_asked_is_a_conflict_not_reverted(
     assert (workdir / "b.txt").read_text() == "the user's b\n"
     assert (workdir / "d.txt").read_text() == "the user's d\n"
     assert "changed by you or another program" in report.text()
+    if probes == "events":  # the kernel's events told them apart, not a walk
+        assert session.checkpoints.guard._since == "ended"
 
 
 async def test_a_folder_that_grows_too_large_to_walk_while_the_model_is_asked(
@@ -210,6 +217,97 @@ async def test_a_tiny_folder_that_grows_past_the_inline_walk_while_the_model_is_
     assert "b.txt" not in record.foreign and "a.txt" not in record.foreign
     if probes == "walks":  # still watched by walks: the inline cap is not the walk's limit
         assert session.checkpoints.guard._entries == many + 2
+
+
+async def test_events_that_cannot_tell_count_everything_since_the_turn_began(
+    make: Callable[..., ChatSession],
+    api: FakeAnthropic,
+    workdir: Path,
+    at_request: Callable[[int, Callable[[], None]], None],
+    monkeypatch: pytest.MonkeyPatch,
+    probes: str,
+) -> None:
+    """The kernel's queue overflowed (or a folder moved) while the model was asked: no
+    change of that wait is taken for the agent's; what changed since the turn began is
+    asked about, the agent's own first change too (the safe side)."""
+    if probes != "events":
+        pytest.skip("the kernel's events only")
+    (workdir / "a.txt").write_text("a0\n")
+    reads = [0]
+    real = folder_events.FolderEvents.changes
+
+    def changes(self: folder_events.FolderEvents) -> set[str] | None:
+        reads[0] += 1
+        found = real(self)
+        return None if reads[0] == 2 else found  # the wait's end cannot tell
+
+    monkeypatch.setattr(folder_events.FolderEvents, "changes", changes)
+    api.add({"commands": ["echo a1 > a.txt"]}, {"commands": ["echo c1 > c.txt"]}, {"text": "ok"})
+    at_request(2, write(workdir / "b.txt", "the user's b\n"))
+    session = make()
+    await turn(session, "go")
+    (record,) = session.checkpoints.kept()
+    assert {"a.txt", "b.txt"} <= set(record.foreign)
+    assert "c.txt" not in record.foreign  # made after the wait: the agent's
+
+
+async def test_the_turns_watch_ends_with_the_turn_and_the_session(
+    make: Callable[..., ChatSession],
+    api: FakeAnthropic,
+    workdir: Path,
+    probes: str,
+) -> None:
+    """One inotify instance per running turn at most: none left after the turn, or
+    after a session whose turn was cancelled while the model was asked."""
+    before = inotify_instances()
+    api.add({"commands": ["echo a1 > a.txt"]}, {"text": "ok"})
+    session = make()
+    await turn(session, "go")
+    assert await instances_become(before)
+    api.add({"commands": ["echo a2 > a.txt"]}, {"text": "never", "hang_after": 1})
+    events = session.run_turn("again")
+    async for event in events:
+        if type(event).__name__ == "ToolCallFinished":
+            break
+    await asyncio.sleep(0.3)  # the model is asked: the wait's watch is open
+    assert inotify_instances() == before + (1 if probes == "events" else 0)
+    session.cancel()
+    async for _ in events:
+        pass
+    await session.close()
+    assert await instances_become(before)
+
+
+async def instances_become(count: int) -> bool:
+    """Whether this process holds `count` inotify instances within 4 s (a turn's end
+    closes its watch in a thread: the kernel's grace period)."""
+    for _ in range(200):
+        if inotify_instances() == count:
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+async def test_a_folder_inotify_cannot_watch_is_walked(
+    make: Callable[..., ChatSession],
+    api: FakeAnthropic,
+    workdir: Path,
+    at_request: Callable[[int, Callable[[], None]], None],
+    monkeypatch: pytest.MonkeyPatch,
+    probes: str,
+) -> None:
+    if probes != "events":
+        pytest.skip("the kernel's events only")
+    monkeypatch.setattr(folder_events, "MAX_FOLDERS", 0)  # as when a limit is reached
+    api.add({"commands": ["echo a1 > a.txt"]}, {"commands": ["echo c1 > c.txt"]}, {"text": "ok"})
+    at_request(2, write(workdir / "b.txt", "the user's b\n"))
+    session = make()
+    await turn(session, "go")
+    (record,) = session.checkpoints.kept()
+    assert record.foreign == ["b.txt"]
+    assert session.checkpoints.guard._no_events and isinstance(
+        session.checkpoints.guard._since, dict
+    )
 
 
 async def test_a_file_both_edited_is_asked_about_and_restored_only_when_told(

@@ -42,14 +42,19 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from synapse_lsp.checkpoints import Checkpoint, Checkpoints, fingerprints
 from synapse_lsp.checkpoints.fingerprints import Stat, folder_stat, stat_changes
+from synapse_lsp.checkpoints.folder_events import FolderEvents, TooManyFoldersError
 
 log = logging.getLogger(__name__)
 
 Probe = tuple[str, dict[str, dict[str, Any]]]  # a snapshot's tree and ignored entries
+
+# The kernel's events (`FolderEvents`) where they can be had; tests turn them off to try
+# the walks and snapshots that stand in for them.
+EVENTS = True
 
 # A folder whose last walk found at most this many entries is walked on the event loop:
 # ~3 µs an entry against ~100 µs for a thread's hand-off there and back (2 cores).
@@ -80,8 +85,13 @@ class HandEdits:
         self._acting = False  # the agent works (between a command and the next request)
         # Where the current wait began: None = the turn's own before snapshot; a failed
         # probe leaves it unknown (`_lost`), and that wait's changes go unattributed.
-        self._since: Probe | Stat | None = None
+        # "events": the wait began with a read of the folder's events; "ended": the
+        # turn's end read them (`turn_ends`).
+        self._since: Probe | Stat | Literal["events", "ended"] | None = None
         self._lost = False
+        self._events: FolderEvents | None = None  # the running turn's watch
+        self._last: set[str] | None = None  # what its last read found (None: unknown)
+        self._no_events = False  # the folder could not be watched: walks or snapshots
         self._big = False  # the folder was too large to walk: snapshots only
         self._entries: int | None = None  # what the last walk found (None: not walked)
         self._editor: set[str] = set()  # the user's edits the editor reported this turn
@@ -93,10 +103,12 @@ class HandEdits:
 
     def begin(self, turn: int) -> None:
         """A turn starts: the first wait (for the first model reply) begins with it."""
+        self._close_events()  # one left by a turn that did not end (cancelled early)
         self._turn = turn
         self._watching = True
         self._acting = False
         self._since = None
+        self._last = None
         self._lost = False
         self._editor = set()
 
@@ -118,6 +130,15 @@ class HandEdits:
                 return
             keeper, current = running
             since, lost = self._since, self._lost
+            if since == "events":  # the wait began with a read of the folder's events
+                changed = self._events.changes() if self._events is not None else None
+                if changed is not None:
+                    self._acting = True
+                    self._foreign(current, changed)
+                    return
+                since = None  # unknown (see folder_events): as below, the safe side
+            if isinstance(since, str):  # the watch is gone: the safe side too
+                since = None
             if isinstance(since, dict):  # a walk began the wait: a walk ends it
                 walked = await self._walk(keeper)
                 if walked is not None:
@@ -143,11 +164,38 @@ class HandEdits:
             if not self._acting or running is None:
                 return
             keeper = running[0]
+            events = await self._open_events(keeper)
+            if events is not None:
+                events.changes()  # the agent's work, up to here: set aside
+                self._acting = False
+                self._since, self._lost = "events", False
+                return
             now: Probe | Stat | None = await self._walk(keeper)
             if now is None:
                 now = await keeper.probe()
             self._acting = False
             self._since, self._lost = now, now is None
+
+    async def _open_events(self, keeper: Checkpoints) -> FolderEvents | None:
+        """The turn's watch of the folder's events (opened in a thread: it lists every
+        folder once), or None where they cannot be had (then never again this session)."""
+        if self._events is not None or self._no_events or not EVENTS:
+            return self._events
+        try:
+            self._events = await asyncio.to_thread(FolderEvents, keeper.root, keeper.home_rel)
+        except (OSError, TooManyFoldersError) as exc:
+            log.info("hand-edit guard: no events for %s (%s): walks instead", keeper.root, exc)
+            self._no_events = True
+        return self._events
+
+    def _close_events(self) -> None:
+        if self._events is not None:
+            self._events.close()
+            self._events = None
+
+    def close(self) -> None:
+        """The session ends: its watch (if a turn left one) goes."""
+        self._close_events()
 
     async def _walk(self, keeper: Checkpoints) -> Stat | None:
         """The folder's stat data (`folder_stat`), or None when it is too large to walk
@@ -165,18 +213,32 @@ class HandEdits:
         self._entries = None if walked is None else len(walked)
         return walked
 
+    def turn_ends(self) -> None:
+        """The turn's last answer came (before its end snapshot): a wait the events
+        began ends here, and the watch goes (closed in a thread, see `FolderEvents`)."""
+        events, self._events = self._events, None
+        if events is None:
+            return
+        if self._since == "events" and not self._acting:
+            self._last = events.changes()
+            self._since = "ended"
+        events.close(background=True)
+
     async def on_end(self, checkpoint: Checkpoint) -> None:
         """The turn's end snapshot is taken (`Checkpoints.on_end`): a wait still open
         ends there; the editor's reports join the record."""
         if not self._watching or checkpoint.turn != self._turn:
             return
         self._watching = False
+        self.turn_ends()  # if `TurnCheckpoints.finish` did not say so
+        since, changed, self._last = self._since, self._last, None
         keeper = self._keeper()
         if keeper is None or checkpoint.after is None:
             return
-        since = self._since
         if self._acting or self._lost:
             pass
+        elif since == "ended" and changed is not None:
+            self._foreign(checkpoint, changed)
         elif isinstance(since, dict) and (walked := await self._walk(keeper)) is not None:
             self._foreign(checkpoint, stat_changes(since, walked))
         else:  # a snapshot began the wait, or the folder grew too large to walk (as above)

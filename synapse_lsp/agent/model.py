@@ -20,13 +20,20 @@ import json
 import logging
 import os
 import random
-import socket
 import threading
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from synapse_lsp.agent.api_failures import (
+    asked_delay,
+    cannot_succeed,
+    error_fields,
+    root_cause,
+    short,
+    without_secrets,
+)
 from synapse_lsp.errors import ModelError
 from synapse_lsp.events import Usage
 
@@ -273,7 +280,7 @@ class ModelClient:
     @property
     def endpoint(self) -> str:
         """The API's URL and where it came from, as errors name it."""
-        url = _without_secrets((self.base_url or DEFAULT_BASE_URL).rstrip("/"))
+        url = without_secrets((self.base_url or DEFAULT_BASE_URL).rstrip("/"))
         return f"{url} (from {self.base_url_source})" if self.base_url_source else url
 
     @classmethod
@@ -365,14 +372,14 @@ class ModelClient:
                 **extra,
             )
         except anthropic.APIStatusError as exc:
-            err_type, message = _error_fields(getattr(exc, "body", None))
+            err_type, message = error_fields(getattr(exc, "body", None))
             raise ModelError(
                 self.scrub(f"token counting failed: HTTP {exc.status_code} {err_type} {message}"),
                 cause="count_tokens",
             ) from None
         except anthropic.APIError as exc:
             raise ModelError(
-                self.scrub(f"token counting failed: {_root_cause(exc)}"), cause="count_tokens"
+                self.scrub(f"token counting failed: {root_cause(exc)}"), cause="count_tokens"
             ) from None
         return int(result.input_tokens)
 
@@ -446,14 +453,14 @@ class ModelClient:
         except anthropic.APIStatusError as exc:
             raise self._status_failure(exc) from None
         except anthropic.APIConnectionError as exc:
-            unreachable = _cannot_succeed(exc)
+            unreachable = cannot_succeed(exc)
             if unreachable:  # a retry cannot help: say so at once, naming the URL
                 raise ModelError(
                     f"Cannot reach the model API at {self.endpoint}: {unreachable}. "
                     "Check the URL (not retried).",
                     cause="unreachable_url",
                 ) from None
-            raise _TransientError(f"connection failed ({_root_cause(exc)})") from None
+            raise _TransientError(f"connection failed ({root_cause(exc)})") from None
         self.sent.set()
         try:
             async for event in stream:
@@ -462,9 +469,9 @@ class ModelClient:
         except anthropic.APIStatusError as exc:  # an `event: error` inside the stream
             raise self._status_failure(exc) from None
         except (anthropic.APIConnectionError, httpx2.TransportError) as exc:
-            raise _TransientError(f"stream dropped mid-message ({_root_cause(exc)})") from None
+            raise _TransientError(f"stream dropped mid-message ({root_cause(exc)})") from None
         except ValueError as exc:  # a `data:` line that is not JSON (or not UTF-8)
-            raise _MalformedStreamError(f"an event that is not JSON: {_short(exc)}") from None
+            raise _MalformedStreamError(f"an event that is not JSON: {short(exc)}") from None
         finally:
             await stream.close()
         if not acc.stopped:
@@ -481,8 +488,8 @@ class ModelClient:
         """Classify an APIStatusError: transient -> _TransientError, else ModelError."""
         status: int = getattr(exc, "status_code", 0)
         body = getattr(exc, "body", None)
-        err_type, message = _error_fields(body)
-        retry_after = _retry_after(exc.response.headers) if status != 200 else None
+        err_type, message = error_fields(body)
+        retry_after = asked_delay(exc.response.headers) if status != 200 else None
         label = f"HTTP {status}" if status != 200 else "stream error"
         cause = f"{label} {err_type}: {message}" if err_type else f"{label}: {message}"
         cause = self.scrub(cause)
@@ -553,83 +560,3 @@ def _warn_like_the_sdk(model: str, thinking: bool) -> None:
 def _encode_body(params: dict[str, Any]) -> bytes:
     """The request body as the SDK would encode it (UTF-8, compact, no NaN)."""
     return json.dumps(params, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-
-
-def _error_fields(body: object) -> tuple[str, str]:
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict):
-            return str(err.get("type", "")), str(err.get("message", ""))[:500]
-    return "", str(body)[:500] if body is not None else ""
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value) * scale)
-        except ValueError:
-            continue
-    return None
-
-
-def _without_secrets(url: str) -> str:
-    """The URL as errors may show it: no user or password (`https://u:token@proxy`),
-    no query (`?key=`) or fragment."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return "(a URL that cannot be parsed)"
-    netloc = ("…@" if "@" in parts.netloc else "") + host + port
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def _cannot_succeed(exc: BaseException) -> str | None:
-    """Why a failed connection cannot succeed on a retry, or None: a host name that does
-    not exist (not a resolver that is down: EAI_AGAIN is retried), a URL the client
-    cannot use, or a TLS certificate it does not trust."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, socket.gaierror) and current.errno in _NO_SUCH_HOST:
-            return f"the host name does not resolve ({current.strerror})"
-        name = type(current).__name__
-        if name in ("UnsupportedProtocol", "InvalidURL"):
-            return f"not a URL the client can use ({_short(current)})"
-        if name == "SSLCertVerificationError":  # ssl's, named: ssl is not imported here
-            why = getattr(current, "verify_message", "") or _short(current)
-            return (
-                f"its TLS certificate is not trusted ({why}; a private CA's certificate "
-                "goes in SSL_CERT_FILE)"
-            )
-        current = current.__cause__ or current.__context__
-    return None
-
-
-_NO_SUCH_HOST = {
-    code for code in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", None)) if code is not None
-}
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
-def _root_cause(exc: BaseException) -> str:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    last = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        last = current
-        current = current.__cause__ or current.__context__
-    text = str(last) or type(last).__name__
-    return f"{type(last).__name__}: {text}" if text != type(last).__name__ else text

@@ -329,7 +329,7 @@ class ChatSession:
         await self._skills.aclose()  # a background enhancement still running ends here
         await self._runner.join()
         await self._session_hooks.end()  # SessionEnd
-        await self.checkpoints.settle()  # the last turn's "after" snapshot
+        await self.checkpoints.close()  # the last turn's "after" snapshot
         if self.store is not None:
             self.store.close(self.id)
         await self._model.aclose()

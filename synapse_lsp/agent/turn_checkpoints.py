@@ -154,6 +154,7 @@ class TurnCheckpoints:
         await stages.at("finish")
         if self._keeper is None:
             return
+        self.guard.turn_ends()  # its watch goes while the snapshot is taken
         self._keeper.end_turn()
         try:
             async with asyncio.timeout(FINISH_WAIT):
@@ -186,6 +187,12 @@ class TurnCheckpoints:
         """The session cut its conversation: the rewind's journal goes."""
         keeper = self.keeper()
         journal.remove(keeper.git_dir, keeper.session_id)
+
+    async def close(self) -> None:
+        """The session ends: the last turn's "after" snapshot is taken (bounded), the
+        hand-edit guard's watch ends."""
+        self.guard.close()
+        await self.settle()
 
     async def settle(self) -> None:
         if self._keeper is not None:
