@@ -10,6 +10,7 @@ folder itself. The package owns the whole idea; each module one part of it:
 - `snapshot.py`: taking a snapshot (what is staged, skipped as too large, ignored);
 - `seed.py`: a new session's index starts from the folder's last snapshot;
 - `fingerprints.py`: nested repositories, the user's index and HEAD, ignored changes;
+- `folder_events.py`: what changed under the folder, as the kernel reports it (inotify);
 - `record.py`: the `Checkpoint` record and `CheckpointError`;
 - `records.py`: the record files of a session's turns (at most `MAX_CHECKPOINTS`);
 - `restore.py`: a rewind's files, decided then put back (`Restorer`, `RewindReport`);
