@@ -1,6 +1,6 @@
 """Synapse beside its peers on one scripted turn: 50 Bash `true` calls, then an answer.
 
-    .venv/bin/python benchmarks/bench_peers.py [--runs 5] [--calls 50] [--settings JSON]
+    .venv/bin/python benchmarks/bench_peers.py [--runs 5] [--calls 50] [--files N] [--settings JSON]
 
 Every agent talks to the same fake Messages API (synapse_lsp.agent.scripted_api) on
 loopback, in this process, which timestamps each request's arrival and each
@@ -162,6 +162,13 @@ def main() -> int:
         help="configure N stdio MCP servers (tests/mcp_servers/demo_server.py) for Synapse",
     )
     parser.add_argument(
+        "--files",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the agents work in a folder of N files (in 50 folders; default: an empty one)",
+    )
+    parser.add_argument(
         "--settings",
         default="{}",
         metavar="JSON",
@@ -187,6 +194,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp, "work")
         work.mkdir()
+        for i in range(args.files):
+            folder = work / f"pkg{i % 50:02d}"
+            folder.mkdir(exist_ok=True)
+            (folder / f"mod{i}.py").write_text(f"VALUE = {i}\n")
+        if args.files:
+            print(f"the agents work in a folder of {args.files} files")
         home = Path(tmp, "synapse-home")
         home.mkdir()
         # 50 calls > the default 50 turns
