@@ -348,3 +348,36 @@ def test_fake_api_cli_rejects_a_bad_script(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "unknown keys ['txt']" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+async def test_a_whole_message_is_answered_before_its_body_ends() -> None:
+    """`message_stop` makes the message whole: `StreamDone` comes then, while the body's
+    end (late here) is read in the background; closing the client ends that read."""
+    async with FakeAnthropic([{"text": "whole", "end_delay": 60}]) as api:
+        model = client(api)
+        ended_at_done: list[int] = []
+        async for item in model.stream(system="s", messages=[{"role": "user", "content": "x"}]):
+            if isinstance(item, StreamDone):
+                ended_at_done.append(api.bodies_ended)
+                assert item.content == [{"type": "text", "text": "whole"}]
+        await asyncio.wait_for(model.close(), 10)  # not the 60 s of the body's end
+    assert ended_at_done == [0]
+
+
+async def test_calls_after_a_whole_message_keep_the_connection() -> None:
+    """The body read to its end in the background leaves its connection to the next
+    request: three calls, one connection."""
+    async with FakeAnthropic([{"text": "one"}, {"text": "two"}, {"text": "three"}]) as api:
+        model = client(api)
+        answers = []
+        for _ in range(3):
+            async for item in model.stream(system="s", messages=[{"role": "user", "content": "x"}]):
+                if isinstance(item, StreamDone):
+                    answers.append(item.content[0]["text"])
+            for _ in range(1000):  # the body's end, read in the background (bounded)
+                if not model._draining:
+                    break
+                await asyncio.sleep(0.01)
+        await model.close()
+    assert answers == ["one", "two", "three"]
+    assert api.connections == 1

@@ -16,6 +16,7 @@ every call first, a cost that grows with the conversation.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -273,6 +274,7 @@ class ModelClient:
         self._client: AsyncAnthropic | None = None
         self._client_lock = threading.Lock()
         self.sent = asyncio.Event()  # a request went out (its answer's headers came back)
+        self._draining: set[asyncio.Task[None]] = set()  # bodies read to their end (_drain)
 
     def __repr__(self) -> str:  # never show the key
         return f"ModelClient(model={self.model!r}, base_url={self.base_url!r})"
@@ -337,7 +339,30 @@ class ModelClient:
         take ~40-50 ms), so the first request does not wait for it."""
         self._sdk()
 
+    def _drain(self, stream: Any, events: AsyncIterator[object]) -> None:
+        """Read the rest of a whole message's body (its end, after `message_stop`) in
+        the background, then close it: the answer is handled meanwhile (~0.1-0.2 ms of
+        the SDK's per call), and a body read to its end leaves its connection to the
+        next request. What that rest holds is not the message's: a failure is dropped."""
+
+        async def drain() -> None:
+            try:
+                async for _ in events:
+                    pass
+            except Exception as exc:
+                log.debug("the end of a whole message's stream failed: %r", exc)
+            finally:
+                with contextlib.suppress(Exception):
+                    await stream.close()
+
+        task = asyncio.get_running_loop().create_task(drain())
+        self._draining.add(task)
+        task.add_done_callback(self._draining.discard)
+
     async def close(self) -> None:
+        for task in list(self._draining):
+            task.cancel()
+        await asyncio.gather(*self._draining, return_exceptions=True)
         if self._client is not None:
             await self._client.close()
             self._client = None
@@ -462,10 +487,13 @@ class ModelClient:
                 ) from None
             raise _TransientError(f"connection failed ({root_cause(exc)})") from None
         self.sent.set()
+        events = stream.__aiter__()
         try:
-            async for event in stream:
+            async for event in events:
                 for item in acc.feed(event):
                     yield item
+                if acc.stopped:  # the message is whole: what is left is the body's end
+                    break
         except anthropic.APIStatusError as exc:  # an `event: error` inside the stream
             raise self._status_failure(exc) from None
         except (anthropic.APIConnectionError, httpx2.TransportError) as exc:
@@ -473,7 +501,10 @@ class ModelClient:
         except ValueError as exc:  # a `data:` line that is not JSON (or not UTF-8)
             raise _MalformedStreamError(f"an event that is not JSON: {short(exc)}") from None
         finally:
-            await stream.close()
+            if acc.stopped:  # the answer goes on now; the connection is kept once read
+                self._drain(stream, events)
+            else:
+                await stream.close()
         if not acc.stopped:
             raise _TransientError("stream dropped mid-message (ended before message_stop)")
         content = acc.content()

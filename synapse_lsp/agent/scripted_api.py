@@ -48,6 +48,7 @@ _RESPONSE_KEYS = {
     "chunk_size",
     "drop_after",
     "hang_after",
+    "end_delay",
     "stream_error",
     "malformed",
     "error",
@@ -303,6 +304,8 @@ class FakeAnthropic:
         self._server: asyncio.Server | None = None
         self._tool_ids = 0
         self._connections: set[asyncio.Task[None]] = set()
+        self.connections = 0  # accepted, in all
+        self.bodies_ended = 0  # streamed bodies sent to their end
 
     # ------------------------------------------------------------- lifecycle
 
@@ -388,6 +391,7 @@ class FakeAnthropic:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        self.connections += 1
         try:
             while True:
                 try:
@@ -713,8 +717,13 @@ class FakeAnthropic:
             if chunk_delay:
                 await writer.drain()
                 await asyncio.sleep(chunk_delay)
+        end_delay = float(response.get("end_delay", 0) or 0)
+        if end_delay:  # the message is whole; the body's end comes late
+            await writer.drain()
+            await asyncio.sleep(end_delay)
         writer.write(b"0\r\n\r\n")
         await writer.drain()
+        self.bodies_ended += 1
         return True
 
 
