@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import logging
 import os
@@ -589,5 +590,20 @@ def _warn_like_the_sdk(model: str, thinking: bool) -> None:
 
 
 def _encode_body(params: dict[str, Any]) -> bytes:
-    """The request body as the SDK would encode it (UTF-8, compact, no NaN)."""
-    return json.dumps(params, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    """The request body as the SDK would encode it (UTF-8, compact, no NaN). The system
+    prompt and the tools, the same call after call (≈ 18 KB), are encoded again only
+    when they differ from the last ones encoded (kept as a copy: an edit in place shows)."""
+    parts = []
+    for key, value in params.items():
+        kept = _KEPT.get(key) if key in ("system", "tools") else None
+        if key in ("system", "tools") and (kept is None or kept[0] != value):
+            kept = _KEPT[key] = (copy.deepcopy(value), _json(value))
+        parts.append(f"{_json(key)}:{kept[1] if kept is not None else _json(value)}")
+    return ("{" + ",".join(parts) + "}").encode()
+
+
+_KEPT: dict[str, tuple[Any, str]] = {}  # "system"/"tools" -> (a copy, its JSON text)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
