@@ -23,11 +23,16 @@ a change a network file system's server makes for another client.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from pathlib import Path
 
+import inotify_simple
 from inotify_simple import INotify, flags
+
+if inotify_simple._libc is None:  # its own look-up of libc runs `ldconfig -p` (a process)
+    inotify_simple._libc = ctypes.CDLL(None, use_errno=True)  # the process's libc
 
 MAX_FOLDERS = 20_000  # directories watched, at most (past it: TooManyFoldersError)
 

@@ -126,12 +126,13 @@ def protect_process() -> None:
     file descriptors are then root's, so a command of the same user — full-access, or
     the no-bwrap fallback — cannot read them. Programs it starts are dumpable again
     (exec resets it). Root still reads everything (docs/threat-model.md). A no-op where
-    prctl is not there."""
+    prctl is not there. libc is the process's own (`CDLL(None)`): looking it up by name
+    (`ctypes.util.find_library`) runs `ldconfig -p`, a process, on the way to the first
+    request."""
     import ctypes
-    import ctypes.util
 
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
     except (OSError, AttributeError):
         pass
