@@ -256,7 +256,7 @@ def main() -> int:
     rows = [
         ("per tool call, median", "per_call", 1000, "ms"),
         ("whole turn, wall", "turn", 1, "s"),
-        ("spawn → first model request", "first_request", 1, "s"),
+        ("spawn → first model request", "first_request", 1000, "ms"),
         ("last answer → process exit", "exit_after_answer", 1000, "ms"),
         ("peak RSS", "rss_mb", 1, "MB"),
     ]
