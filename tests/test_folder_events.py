@@ -116,3 +116,17 @@ def inotify_instances() -> int:
         with contextlib.suppress(OSError):
             count += str(fd.readlink()) == "anon_inode:inotify"
     return count
+
+
+def test_a_new_folder_that_cannot_be_watched_makes_it_unknown_for_good(
+    tree: Path, events: FolderEvents, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder that comes past a limit (`max_user_watches`, `MAX_FOLDERS`): no answer
+    from then on (the caller turns to walks), never an exception into the turn."""
+    monkeypatch.setattr(folder_events, "MAX_FOLDERS", 3)
+    (tree / "new").mkdir()
+    (tree / "new/a.txt").write_text("a")
+    assert events.changes() is None
+    assert events.broken
+    (tree / "a.txt").write_text("later")
+    assert events.changes() is None

@@ -251,6 +251,45 @@ async def test_events_that_cannot_tell_count_everything_since_the_turn_began(
     assert "c.txt" not in record.foreign  # made after the wait: the agent's
 
 
+async def test_a_watch_that_breaks_mid_turn_turns_to_walks(
+    make: Callable[..., ChatSession],
+    api: FakeAnthropic,
+    workdir: Path,
+    at_request: Callable[[int, Callable[[], None]], None],
+    monkeypatch: pytest.MonkeyPatch,
+    probes: str,
+) -> None:
+    """A new folder that cannot be watched (a limit reached) while the model is asked:
+    that wait goes to the safe side, and the turn's next waits are walked."""
+    if probes != "events":
+        pytest.skip("the kernel's events only")
+    (workdir / "a.txt").write_text("a0\n")
+    reads = [0]
+    real = folder_events.FolderEvents._changes
+
+    def changes(self: folder_events.FolderEvents) -> set[str] | None:
+        reads[0] += 1
+        if reads[0] == 2:
+            raise OSError(28, "No space left on device (max_user_watches)")
+        return real(self)
+
+    monkeypatch.setattr(folder_events.FolderEvents, "_changes", changes)
+    api.add(
+        {"commands": ["echo a1 > a.txt"]},
+        {"commands": ["echo c1 > c.txt"]},
+        {"commands": ["echo e1 > e.txt"]},
+        {"text": "ok"},
+    )
+    at_request(2, write(workdir / "b.txt", "the user's b\n"))
+    at_request(3, write(workdir / "d.txt", "the user's d\n"))
+    session = make()
+    await turn(session, "go")
+    (record,) = session.checkpoints.kept()
+    assert {"a.txt", "b.txt", "d.txt"} <= set(record.foreign)  # a.txt: the safe side
+    assert "c.txt" not in record.foreign and "e.txt" not in record.foreign
+    assert session.checkpoints.guard._no_events  # walked after the break
+
+
 async def test_the_turns_watch_ends_with_the_turn_and_the_session(
     make: Callable[..., ChatSession],
     api: FakeAnthropic,

@@ -15,16 +15,24 @@ commands, its hooks. Everything else a turn's checkpoint saw change is a conflic
   changed by someone else: the user in another editor, another program, or a
   background job the agent started earlier (`cmd &` writing between commands counts
   as the user's: a safe conflict). The turn's last wait ends at its end snapshot.
+  A wait that begins after commands is watched by the kernel where it can
+  (`checkpoints/folder_events.py`, inotify): the turn's first such wait opens a watch
+  of every folder (in a thread; the turn's end closes it), each wait's start reads
+  the events (the agent's work, set aside) and its end reads them again: those are
+  someone else's. No walk of the folder, whatever its size. Events that cannot tell
+  (an overflowing queue, a moved folder) send that wait to the safe side (what
+  changed since the turn began counts); a watch that cannot be opened, or breaks (a
+  limit reached), leaves the session to what follows.
   In a small folder (up to `fingerprints.STAT_ENTRIES` entries) a wait that begins
-  after commands is watched by two walks of the folder's stat data instead
+  after commands is otherwise watched by two walks of the folder's stat data
   (`fingerprints.folder_stat`: every entry's inode, size, mtime and ctime, no git
   process; in a thread, but on the event loop in a folder of at most `INLINE_WALK`
   entries, where the thread's hand-off costs more than the walk): what came, went or
   changed between them is someone else's (a superset of what a snapshot would call
   changed: a file only touched counts too, a safe conflict). Cost: one incremental
-  snapshot a turn (the first wait's end) and two walks per model reply that runs
-  commands, none for one that does not; in a folder too large to walk, two snapshots
-  per such reply (`benchmarks/bench_hand_edits.py`).
+  snapshot a turn (the first wait's end), then two reads of the events per model
+  reply that runs commands (two walks without events; in a folder too large to walk,
+  two snapshots), none for one that does not (`benchmarks/bench_hand_edits.py`).
 - **The editor, for open documents** (the LSP face, `lsp/feedback.py`): a
   `didChange` that is neither the echo of the agent's own edit nor a reload from disk,
   and a `didSave` of text the agent did not write, are the user's, even while the
@@ -136,6 +144,9 @@ class HandEdits:
                     self._acting = True
                     self._foreign(current, changed)
                     return
+                if self._events is not None and self._events.broken:  # walks from now on
+                    self._close_events()
+                    self._no_events = True
                 since = None  # unknown (see folder_events): as below, the safe side
             if isinstance(since, str):  # the watch is gone: the safe side too
                 since = None

@@ -63,6 +63,7 @@ class FolderEvents:
         self.skip = skip
         self._inotify = INotify(nonblocking=True)
         self._folders: dict[int, str] = {}  # watch descriptor -> relative folder
+        self.broken = False  # a folder that came could not be watched: no answer any more
         try:
             self._watch("")
         except BaseException:
@@ -108,7 +109,17 @@ class FolderEvents:
 
     def changes(self) -> set[str] | None:
         """The files (and other non-directory entries) that came, went or changed since
-        the last call; None when that cannot be told (see the module's docstring)."""
+        the last call; None when that cannot be told (see the module's docstring), and
+        from then on when a new folder cannot be watched (`broken`: a limit reached)."""
+        if self.broken:
+            return None
+        try:
+            return self._changes()
+        except (OSError, TooManyFoldersError):
+            self.broken = True
+            return None
+
+    def _changes(self) -> set[str] | None:
         changed: set[str] = set()
         unknown = False
         for event in self._inotify.read(timeout=0):
