@@ -24,6 +24,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +176,22 @@ async def test_acp_first_request_does_not_wait_for_a_hanging_mcp_server(tmp_path
     assert outputs[1].strip() == "direct", outputs
 
 
+async def chat_p(
+    prompt: str, env: dict[str, str], cwd: Path, started: Callable[[int], None] | None = None
+) -> tuple[int | None, str, str]:
+    """`synapse chat -p PROMPT` run to its end (`started` gets its pid at once): its exit
+    status, stdout and stderr."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "synapse_lsp.cli.entry", "chat", "-p", prompt,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL, env=env, cwd=cwd,
+    )  # fmt: skip
+    if started is not None:
+        started(proc.pid)
+    out, err = await asyncio.wait_for(proc.communicate(), 90)
+    return proc.returncode, out.decode(), err.decode()
+
+
 async def test_chat_p_sends_its_first_request_before_bash_starts(tmp_path: Path) -> None:
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
@@ -191,17 +208,11 @@ async def test_chat_p_sends_its_first_request_before_bash_starts(tmp_path: Path)
         SYNAPSE_SANDBOX="full-access",
     )
     try:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "synapse_lsp.cli.entry", "chat", "-p", "run it",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            stdin=asyncio.subprocess.DEVNULL, env=env, cwd=work,
-        )  # fmt: skip
-        processes.append(proc.pid)
-        out, err = await asyncio.wait_for(proc.communicate(), 90)
+        code, out, err = await chat_p("run it", env, work, processes.append)
     finally:
         await api.close()
-    assert proc.returncode == 0, err.decode()
-    assert out.decode() == "Done.\n"
+    assert code == 0, err
+    assert out == "Done.\n"
     assert len(at_first_request) == 1
     assert "bash" not in at_first_request[0], at_first_request
     [_, second] = api.message_requests
@@ -422,19 +433,14 @@ async def test_chat_p_verifies_tls_with_the_context_built_beside_the_sdk_import(
         if trusted:
             env["SSL_CERT_FILE"] = str(cert)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "synapse_lsp.cli.entry", "chat", "-p", "hello",
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                stdin=asyncio.subprocess.DEVNULL, env=env, cwd=work,
-            )  # fmt: skip
-            out, err = await asyncio.wait_for(proc.communicate(), 90)
+            code, out, err = await chat_p("hello", env, work)
         finally:
             await api.close()
         if trusted:
-            assert proc.returncode == 0, err.decode()
-            assert out.decode() == "Done over TLS.\n"
+            assert code == 0, err
+            assert out == "Done over TLS.\n"
         else:
-            assert proc.returncode != 0
-            assert "TLS certificate is not trusted (self-signed certificate" in err.decode()
-            assert "not retried" in err.decode() and "Retrying" not in err.decode()
-            assert api.message_requests == [], err.decode()
+            assert code != 0
+            assert "TLS certificate is not trusted (self-signed certificate" in err
+            assert "not retried" in err and "Retrying" not in err
+            assert api.message_requests == [], err

@@ -23,7 +23,7 @@ from synapse_lsp.agent import hand_edits, stages
 from synapse_lsp.agent.model import ModelClient
 from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
-from synapse_lsp.checkpoints import fingerprints, folder_events
+from synapse_lsp.checkpoints import Checkpoint, fingerprints, folder_events
 from synapse_lsp.config import Settings
 from synapse_lsp.events import Event
 from synapse_lsp.router import BashRouter
@@ -105,6 +105,26 @@ def at_request() -> Iterator[Callable[[int, Callable[[], Awaitable[None] | None]
 
 async def turn(session: ChatSession, text: str) -> list[Event]:
     return [e async for e in session.run_turn(text)]
+
+
+async def edited_meanwhile(
+    make: Callable[..., ChatSession],
+    api: FakeAnthropic,
+    workdir: Path,
+    at_request: Callable[[int, Callable[[], None]], None],
+    commands: list[str],
+    edits: dict[int, str],
+) -> tuple[ChatSession, Checkpoint]:
+    """One turn running `commands` (one per model reply) while the user writes each file
+    of `edits` (model request number -> file) as the model is asked; the session and
+    the turn's record."""
+    api.add(*({"commands": [command]} for command in commands), {"text": "ok"})
+    for number, name in edits.items():
+        at_request(number, write(workdir / name, f"the user's {name}\n"))
+    session = make()
+    await turn(session, "go")
+    (record,) = session.checkpoints.kept()
+    return session, record
 
 
 def write(path: Path, text: str) -> Callable[[], None]:
@@ -242,11 +262,8 @@ async def test_events_that_cannot_tell_count_everything_since_the_turn_began(
         return None if reads[0] == 2 else found  # the wait's end cannot tell
 
     monkeypatch.setattr(folder_events.FolderEvents, "changes", changes)
-    api.add({"commands": ["echo a1 > a.txt"]}, {"commands": ["echo c1 > c.txt"]}, {"text": "ok"})
-    at_request(2, write(workdir / "b.txt", "the user's b\n"))
-    session = make()
-    await turn(session, "go")
-    (record,) = session.checkpoints.kept()
+    commands = ["echo a1 > a.txt", "echo c1 > c.txt"]
+    _, record = await edited_meanwhile(make, api, workdir, at_request, commands, {2: "b.txt"})
     assert {"a.txt", "b.txt"} <= set(record.foreign)
     assert "c.txt" not in record.foreign  # made after the wait: the agent's
 
@@ -274,17 +291,9 @@ async def test_a_watch_that_breaks_mid_turn_turns_to_walks(
         return real(self)
 
     monkeypatch.setattr(folder_events.FolderEvents, "_changes", changes)
-    api.add(
-        {"commands": ["echo a1 > a.txt"]},
-        {"commands": ["echo c1 > c.txt"]},
-        {"commands": ["echo e1 > e.txt"]},
-        {"text": "ok"},
-    )
-    at_request(2, write(workdir / "b.txt", "the user's b\n"))
-    at_request(3, write(workdir / "d.txt", "the user's d\n"))
-    session = make()
-    await turn(session, "go")
-    (record,) = session.checkpoints.kept()
+    commands = ["echo a1 > a.txt", "echo c1 > c.txt", "echo e1 > e.txt"]
+    edits = {2: "b.txt", 3: "d.txt"}
+    session, record = await edited_meanwhile(make, api, workdir, at_request, commands, edits)
     assert {"a.txt", "b.txt", "d.txt"} <= set(record.foreign)  # a.txt: the safe side
     assert "c.txt" not in record.foreign and "e.txt" not in record.foreign
     assert session.checkpoints.guard._no_events  # walked after the break
@@ -338,11 +347,8 @@ async def test_a_folder_inotify_cannot_watch_is_walked(
     if probes != "events":
         pytest.skip("the kernel's events only")
     monkeypatch.setattr(folder_events, "MAX_FOLDERS", 0)  # as when a limit is reached
-    api.add({"commands": ["echo a1 > a.txt"]}, {"commands": ["echo c1 > c.txt"]}, {"text": "ok"})
-    at_request(2, write(workdir / "b.txt", "the user's b\n"))
-    session = make()
-    await turn(session, "go")
-    (record,) = session.checkpoints.kept()
+    commands = ["echo a1 > a.txt", "echo c1 > c.txt"]
+    session, record = await edited_meanwhile(make, api, workdir, at_request, commands, {2: "b.txt"})
     assert record.foreign == ["b.txt"]
     assert session.checkpoints.guard._no_events and isinstance(
         session.checkpoints.guard._since, dict
