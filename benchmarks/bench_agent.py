@@ -29,7 +29,7 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
-from synapse_lsp.agent import model as model_module
+from synapse_lsp.agent import request_body as body_module
 from synapse_lsp.agent.model import ModelClient, StreamItem, StreamText
 from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.agent.session import ChatSession
@@ -231,7 +231,7 @@ async def bench_tools(count: int, cwd: Path, settings: Settings, repeats: int) -
     import anthropic  # noqa: F401  (its import, seconds, is not part of any round trip)
 
     encoded = [0.0]
-    plain_encode = model_module._encode_body
+    plain_encode = body_module.encode_body
 
     def timed_encode(params: dict[str, Any]) -> bytes:
         start = time.perf_counter()
@@ -240,11 +240,11 @@ async def bench_tools(count: int, cwd: Path, settings: Settings, repeats: int) -
         finally:
             encoded[0] += time.perf_counter() - start
 
-    model_module._encode_body = timed_encode
+    body_module.encode_body = timed_encode
     try:
         runs = [await tool_turn(count, cwd, settings, encoded) for _ in range(repeats)]
     finally:
-        model_module._encode_body = plain_encode
+        body_module.encode_body = plain_encode
     r = min(runs, key=lambda x: (x["total"] - x["shell"]) / x["total"])
     total, shell_t, server, model_t, encode = (
         r["total"], r["shell"], r["server"], r["model"], r["encode"]

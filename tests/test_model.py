@@ -386,7 +386,7 @@ async def test_calls_after_a_whole_message_keep_the_connection() -> None:
 def test_the_request_body_follows_a_system_prompt_edited_in_place() -> None:
     """The system prompt's and the tools' JSON is kept between calls: the body is still
     exactly the params' JSON, after an edit in place of either too."""
-    from synapse_lsp.agent.model import _encode_body
+    from synapse_lsp.agent.request_body import encode_body
 
     system = [{"type": "text", "text": "You are a test. ✓", "cache_control": {"type": "x"}}]
     tools = [{"name": "Bash", "input_schema": {"type": "object"}}]
@@ -395,9 +395,9 @@ def test_the_request_body_follows_a_system_prompt_edited_in_place() -> None:
     def plain() -> bytes:
         return json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode()
 
-    assert _encode_body(params) == plain()
+    assert encode_body(params) == plain()
     system[0]["text"] = "Now something else."
-    assert _encode_body(params) == plain()
+    assert encode_body(params) == plain()
     tools[0]["name"] = "Other"
     del system[0]["cache_control"]
-    assert _encode_body(params) == plain()
+    assert encode_body(params) == plain()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import json
 import logging
 import os
@@ -28,6 +27,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from synapse_lsp.agent import request_body
 from synapse_lsp.agent.api_failures import (
     asked_delay,
     cannot_succeed,
@@ -432,7 +432,7 @@ class ModelClient:
             params["tools"] = tools
         if self.thinking_budget:
             params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-        body = _encode_body(params)
+        body = request_body.encode_body(params)
         for attempt in range(1, self.max_attempts + 1):
             try:
                 async for item in self._one_attempt(body):
@@ -587,23 +587,3 @@ def _warn_like_the_sdk(model: str, thinking: bool) -> None:
             UserWarning,
             stacklevel=4,
         )
-
-
-def _encode_body(params: dict[str, Any]) -> bytes:
-    """The request body as the SDK would encode it (UTF-8, compact, no NaN). The system
-    prompt and the tools, the same call after call (≈ 18 KB), are encoded again only
-    when they differ from the last ones encoded (kept as a copy: an edit in place shows)."""
-    parts = []
-    for key, value in params.items():
-        kept = _KEPT.get(key) if key in ("system", "tools") else None
-        if key in ("system", "tools") and (kept is None or kept[0] != value):
-            kept = _KEPT[key] = (copy.deepcopy(value), _json(value))
-        parts.append(f"{_json(key)}:{kept[1] if kept is not None else _json(value)}")
-    return ("{" + ",".join(parts) + "}").encode()
-
-
-_KEPT: dict[str, tuple[Any, str]] = {}  # "system"/"tools" -> (a copy, its JSON text)
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -405,14 +405,14 @@ class FakeAnthropic:
                     if ":" in line:
                         key, value = line.split(":", 1)
                         headers[key.strip().lower()] = value.strip()
-                body = await self._read_body(reader, headers)
+                body = await _read_body(reader, headers)
                 try:
                     keep = await self._dispatch(method, path, headers, body, reader, writer)
                 except (ConnectionError, asyncio.IncompleteReadError):
                     raise
                 except Exception as exc:  # a bug here must show, not hang the client
                     print(f"fake-api: internal error: {exc!r}", file=sys.stderr)
-                    await self._error(writer, 500, "fake_internal_error", repr(exc))
+                    await _error(writer, 500, "fake_internal_error", repr(exc))
                     return
                 if not keep or headers.get("connection", "").lower() == "close":
                     return
@@ -425,19 +425,6 @@ class FakeAnthropic:
             with contextlib.suppress(Exception):
                 writer.close()
 
-    async def _read_body(self, reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
-        if headers.get("transfer-encoding", "").lower() == "chunked":
-            parts: list[bytes] = []
-            while True:
-                size = int((await reader.readuntil(b"\r\n")).strip() or b"0", 16)
-                if size == 0:
-                    await reader.readuntil(b"\r\n")
-                    return b"".join(parts)
-                parts.append(await reader.readexactly(size))
-                await reader.readexactly(2)
-        length = int(headers.get("content-length", "0") or 0)
-        return await reader.readexactly(length) if length else b""
-
     async def _dispatch(
         self,
         method: str,
@@ -449,19 +436,19 @@ class FakeAnthropic:
     ) -> bool:
         route = path.split("?", 1)[0]
         if route == "/_requests" and method == "GET":
-            return await self._json(writer, 200, self.requests)
+            return await _respond(writer, 200, self.requests)
         if route == "/_requests" and method == "DELETE":
             self.requests.clear()
-            return await self._json(writer, 200, {"ok": True})
+            return await _respond(writer, 200, {"ok": True})
         if route == "/_health":
-            return await self._json(writer, 200, {"ok": True, "queued": len(self._queue)})
+            return await _respond(writer, 200, {"ok": True, "queued": len(self._queue)})
         if route == "/_script" and method == "POST":
             try:
                 data = json.loads(raw or b"[]")
                 self.add(*(data if isinstance(data, list) else [data]))
             except (ValueError, ScriptError) as exc:
-                return await self._json(writer, 400, {"error": str(exc)})
-            return await self._json(writer, 200, {"ok": True, "queued": len(self._queue)})
+                return await _respond(writer, 400, {"error": str(exc)})
+            return await _respond(writer, 200, {"ok": True, "queued": len(self._queue)})
         try:
             body = json.loads(raw) if raw else {}
         except ValueError:
@@ -482,64 +469,25 @@ class FakeAnthropic:
             del self.requests[: len(self.requests) - self.keep_requests]
         if route == "/v1/messages/count_tokens" and method == "POST" and self.count_tokens:
             if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-                return await self._error(
+                return await _error(
                     writer, 400, "invalid_request_error", "messages: Field required"
                 )
-            return await self._json(writer, 200, {"input_tokens": fake_token_count(body)})
+            return await _respond(writer, 200, {"input_tokens": fake_token_count(body)})
         if route != "/v1/messages" or method != "POST":
-            return await self._error(writer, 404, "not_found_error", f"no route {method} {path}")
+            return await _error(writer, 404, "not_found_error", f"no route {method} {path}")
         response = self._next(body if isinstance(body, dict) else None)
         if response.get("delay"):
             await asyncio.sleep(float(response["delay"]))
         if "error" in response:
             err = response["error"]
-            extra: dict[str, str] = {}
-            if "retry_after" in err:
-                extra["retry-after"] = str(err["retry_after"])
-            if "retry_after_ms" in err:
-                extra["retry-after-ms"] = str(err["retry_after_ms"])
-            return await self._error(
-                writer,
-                int(err["status"]),
-                str(err.get("type", "api_error")),
-                str(err.get("message", "scripted error")),
-                extra,
-            )
+            names = {"retry_after": "retry-after", "retry_after_ms": "retry-after-ms"}
+            extra = {names[key]: str(value) for key, value in err.items() if key in names}
+            kind = str(err.get("type", "api_error"))
+            said = str(err.get("message", "scripted error"))
+            return await _error(writer, int(err["status"]), kind, said, extra)
         if body.get("stream") is False or response.get("stream") is False:
-            return await self._json(writer, 200, self._message_json(response, body, raw))
+            return await _respond(writer, 200, self._message_json(response, body, raw))
         return await self._stream(response, body, raw, reader, writer)
-
-    async def _json(self, writer: asyncio.StreamWriter, status: int, data: Any) -> bool:
-        payload = json.dumps(data).encode()
-        writer.write(
-            f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\n"
-            "content-type: application/json\r\n"
-            f"content-length: {len(payload)}\r\nrequest-id: req_fake\r\n\r\n".encode()
-            + payload
-        )
-        await writer.drain()
-        return True
-
-    async def _error(
-        self,
-        writer: asyncio.StreamWriter,
-        status: int,
-        err_type: str,
-        message: str,
-        headers: dict[str, str] | None = None,
-    ) -> bool:
-        payload = json.dumps(
-            {"type": "error", "error": {"type": err_type, "message": message}}
-        ).encode()
-        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-        writer.write(
-            f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
-            f"content-type: application/json\r\ncontent-length: {len(payload)}\r\n"
-            f"x-should-retry: false\r\n{extra}\r\n".encode()
-            + payload
-        )
-        await writer.drain()
-        return True
 
     def _blocks(self, response: JSON, body: JSON) -> list[JSON]:
         blocks: list[JSON] = []
@@ -725,6 +673,45 @@ class FakeAnthropic:
         await writer.drain()
         self.bodies_ended += 1
         return True
+
+
+async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        parts: list[bytes] = []
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).strip() or b"0", 16)
+            if size == 0:
+                await reader.readuntil(b"\r\n")
+                return b"".join(parts)
+            parts.append(await reader.readexactly(size))
+            await reader.readexactly(2)
+    length = int(headers.get("content-length", "0") or 0)
+    return await reader.readexactly(length) if length else b""
+
+
+async def _respond(
+    writer: asyncio.StreamWriter, status: int, data: Any, headers: dict[str, str] | None = None
+) -> bool:
+    payload = json.dumps(data).encode()
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+    writer.write(
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\ncontent-type: application/json"
+        f"\r\ncontent-length: {len(payload)}\r\nrequest-id: req_fake\r\n{extra}\r\n".encode()
+        + payload
+    )
+    await writer.drain()
+    return True
+
+
+async def _error(
+    writer: asyncio.StreamWriter,
+    status: int,
+    err_type: str,
+    message: str,
+    headers: dict[str, str] | None = None,
+) -> bool:
+    error = {"type": "error", "error": {"type": err_type, "message": message}}
+    return await _respond(writer, status, error, {"x-should-retry": "false", **(headers or {})})
 
 
 _REASONS = {
