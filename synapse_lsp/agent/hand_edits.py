@@ -201,7 +201,7 @@ class HandEdits:
 
     def _close_events(self) -> None:
         if self._events is not None:
-            self._events.close()
+            self._events.close(background=True)  # the kernel's grace period: off the loop
             self._events = None
 
     def close(self) -> None:
