@@ -24,6 +24,7 @@ a change a network file system's server makes for another client.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import threading
 from pathlib import Path
@@ -48,7 +49,7 @@ _MASK = (
     | flags.DONT_FOLLOW
     | flags.ONLYDIR
 )
-_GONE = {2, 20}  # ENOENT, ENOTDIR: a directory gone (or replaced) before its watch
+_GONE = {errno.ENOENT, errno.ENOTDIR}  # a directory gone (or replaced) before its watch
 
 
 class TooManyFoldersError(Exception):
@@ -72,7 +73,7 @@ class FolderEvents:
 
     def close(self, background: bool = False) -> None:
         """End the watch. The kernel waits for a grace period before it lets go of the
-        watches (~10-15 ms): `background` does that in a thread (the turn's end, which
+        watches (10-20 ms here): `background` does that in a thread (the turn's end, which
         a `chat -p` exit follows, goes on meanwhile)."""
         if background:
             threading.Thread(target=self._inotify.close, name="synapse-unwatch").start()
