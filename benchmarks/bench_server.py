@@ -1,7 +1,7 @@
 """Benchmarks for `synapse lsp` over real stdio (a minimal JSON-RPC client on pipes).
 
     .venv/bin/python benchmarks/bench_server.py [--runs 7] [--iterations 200]
-        [--only cold|first-prompt|steady|shell]
+        [--only cold|first-prompt|steady|shell|memory] [--compare DIR]
 
 Synapse runs in the sandbox a user gets (`--sandbox default`: the `workspace-write`
 mode, the kernel sandbox when bubblewrap works; `SYNAPSE_SANDBOX` from the caller's
@@ -23,7 +23,8 @@ Prints:
   sizes in bytes (a result never carries one text twice); measured once both
   servers are idle (Synapse's warm-up thread has imported the model SDK: it
   would share the GIL with the requests);
-  `--only shell` runs just this;
+  `--only shell` runs just this; `--compare DIR` adds Synapse from another
+  checkout (a `git archive` of an earlier commit) to the same rotation;
 - `edit` of an open 20,000-line document -> `workspace/applyEdit` received by the
   client, median (target <= 5 ms);
 - idle RSS after `initialize` (target <= 80 MB);
@@ -334,22 +335,26 @@ def wait_idle(pid: int, limit: float = 30.0) -> float:
 
 
 def shell_versus_bare(
-    ours: Rpc, bare: Rpc, root: Path, iterations: int
+    ours: Rpc, bare: Rpc, root: Path, iterations: int, before: Rpc | None = None
 ) -> dict[str, dict[str, Any]]:
     """`synapse.shell.run` against the bare server's equivalent, interleaved request by
     request: per case (`true`, `read` of a 2,000-line file) the round trips of each
-    server and the size of one response."""
+    server and the size of one response. `before`: Synapse from another checkout
+    (`--compare`), in the same rotation."""
     name = "read-bench.txt"
     filler = "the quick brown fox jumps over the lazy dog; some ordinary text"
     (root / name).write_text("".join(f"{i:05d} {filler} {i % 97:02d}\n" for i in range(2000)))
     cases = {"true": "true", "read": f"read {name}"}
     calls = {"synapse": (ours, "synapse.shell.run"), "bare": (bare, BARE_SHELL_COMMAND)}
+    if before is not None:
+        calls["before"] = (before, "synapse.shell.run")
+    who_all = list(calls)
     found: dict[str, dict[str, Any]] = {
-        case: {"synapse": [], "bare": [], "bytes": {}} for case in cases
+        case: {**{who: [] for who in who_all}, "bytes": {}} for case in cases
     }
     for i in range(iterations + 2):  # the first two warm up (the shell, the router)
         for case, command in cases.items():
-            order = ("synapse", "bare") if i % 2 == 0 else ("bare", "synapse")
+            order = who_all[i % len(who_all) :] + who_all[: i % len(who_all)]
             for who in order:
                 rpc, method = calls[who]
                 params = {"command": method, "arguments": [{"command": command}]}
@@ -382,6 +387,9 @@ def print_shell_versus_bare(found: dict[str, dict[str, Any]]) -> None:
             f"bare {size['bare']}, synapse {size['synapse']} "
             f"(text {'null' if text is None else len(text)})"
         )
+        if "before" in found[case]:
+            mf = statistics.median(found[case]["before"])
+            print(f"  before (--compare): {mf * 1000:.2f} ms, ratio {mf / mb:.2f}x")
 
 
 def edit_to_apply(rpc: Rpc, root: Path, iterations: int) -> list[float]:
@@ -551,6 +559,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=["cold", "first-prompt", "steady", "shell", "memory"],
         help="run one group of figures",
     )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        help="shell group: Synapse from this checkout too (e.g. a `git archive` of an "
+        "earlier commit), in the same interleaved rotation",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-server-") as tmp:
         root = Path(tmp) / "proj"
@@ -598,19 +612,35 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
         if args.only in (None, "shell"):
-            synapse_rpc = Rpc([sys.executable, "-m", "synapse_lsp"], env, root)
+            here = str(Path(__file__).resolve().parent.parent)
+            synapse_rpc = Rpc(
+                [sys.executable, "-m", "synapse_lsp"], {**env, "PYTHONPATH": here}, root
+            )
             bare_rpc = Rpc([sys.executable, "-c", BARE_SHELL_SERVER], env, root)
+            servers = [synapse_rpc, bare_rpc]
+            before_rpc = None
+            if args.compare is not None:
+                home = str(Path(tmp) / "home-before")
+                before_env = {
+                    **env,
+                    "PYTHONPATH": str(args.compare.resolve()),
+                    "SYNAPSE_HOME": home,
+                }
+                before_rpc = Rpc([sys.executable, "-m", "synapse_lsp"], before_env, root)
+                servers.append(before_rpc)
             try:
-                for server in (synapse_rpc, bare_rpc):
+                for server in servers:
                     initialize(server, root)
                     server.notify("initialized", {})
-                for server in (synapse_rpc, bare_rpc):
+                for server in servers:
                     wait_idle(server.proc.pid)  # Synapse's warm-up imports the model SDK
-                found = shell_versus_bare(synapse_rpc, bare_rpc, root, args.iterations)
+                found = shell_versus_bare(
+                    synapse_rpc, bare_rpc, root, args.iterations, before=before_rpc
+                )
                 print_shell_versus_bare(found)
             finally:
-                synapse_rpc.close()
-                bare_rpc.close()
+                for server in servers:
+                    server.close()
         if args.only in (None, "memory"):
             print_memory(env, root)
         if args.only not in (None, "steady"):

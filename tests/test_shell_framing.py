@@ -10,11 +10,13 @@ import pytest
 
 from synapse_lsp.shell.framing import (
     END,
+    HOOK,
     START,
     Event,
     Marker,
     MarkerParser,
     Output,
+    hook_function,
     line_template,
     prompt_command,
     startup_line,
@@ -206,9 +208,15 @@ def test_the_prompt_hook_prints_the_marker_with_the_nonce() -> None:
     from pathlib import Path
 
     hook = prompt_command(NONCE)
-    assert hook.startswith("__syn_rc=$?;")
+    # The function first (`$?` is still the command's in it), then the traps, then the
+    # marker: out of the function, so nothing it runs on return comes after the marker.
+    assert hook.startswith(f"\\{HOOK};\\builtin trap - INT DEBUG;")
     assert hook.endswith(f'"$__syn_rc" "$PWD" {NONCE}')
     assert f"\\037%s' {NONCE} " in hook
+    body = hook_function()
+    assert body.startswith(f"{HOOK}() {{ __syn_rc=$?;") and body.endswith("; }")
+    assert NONCE not in body
     start = startup_line(Path("/x/stderr"), NONCE)
-    assert start.startswith("exec 2>/x/stderr; set +o history; PROMPT_COMMAND=")
+    assert start.startswith(f"exec 2>/x/stderr; set +o history; {body}; readonly -f {HOOK}; ")
     assert start.endswith("readonly PROMPT_COMMAND; __syn_seq=0\n")
+    assert len(start.encode()) < 4096  # a canonical terminal's line, whole

@@ -121,31 +121,47 @@ class MarkerParser:
         return self._decoder.decode(b"", final=True)
 
 
-def prompt_command(nonce: str) -> str:
-    """bash's prompt hook: it resets what a command could have changed to break the
-    framing, then prints the marker. No word in it can be shadowed: every command word
-    is quoted (aliases do not apply) and runs while POSIX mode is on (`POSIXLY_CORRECT=`
-    is an assignment), where special builtins (`unset`, `exec`) are found before
-    functions; `unset -f builtin .` then makes `\\builtin X` and the next command line's
-    `\\.` safe. POSIX mode and the shell options it changes are restored."""
+HOOK = "__syn_hook"  # the prompt hook's function: defined once per bash, read-only
+
+
+def hook_function() -> str:
+    """The prompt hook's body, as the definition of a read-only function (`HOOK`):
+    bash parses it once, when the shell starts and no alias or function of the
+    commands exists yet, and a command can neither redefine nor unset it. It resets
+    what a command could have changed to break the framing. No word in it can be
+    shadowed: every command word is quoted (aliases do not apply) and runs while POSIX
+    mode is on (`POSIXLY_CORRECT=` is an assignment), where special builtins (`unset`,
+    `exec`) are found before functions; `unset -f builtin . source` then makes
+    `\\builtin X` and the next command line's `\\.` safe. POSIX mode and the shell
+    options it changes are restored. `$?` is still the command's on entry."""
     save = "".join(
-        f"__syn_s{i}=${{__syn_o/*:{name}:*/-s}};__syn_s{i}=${{__syn_s{i}/#:*/-u}};"
+        f"__syn_s{i}=-u;case $__syn_o in *:{name}:*) __syn_s{i}=-s;; esac;"
         for i, name in enumerate(POSIX_SHOPTS)
     )
-    restore = "".join(
-        f'\\builtin shopt "$__syn_s{i}" {name};' for i, name in enumerate(POSIX_SHOPTS)
+    restore = ";".join(
+        f'\\builtin shopt "$__syn_s{i}" {name}' for i, name in enumerate(POSIX_SHOPTS)
     )
     return (
+        f"{HOOK}() {{ "
         "__syn_rc=$?;__syn_o=:$BASHOPTS:;"
         "__syn_u=${POSIXLY_CORRECT+__syn_u};__syn_u=${__syn_u:-POSIXLY_CORRECT};"
         + save
         + "POSIXLY_CORRECT=y;\\unset -f builtin . source;"
         "\\builtin enable . builtin enable exec printf shopt trap unset;"
-        "\\builtin trap - INT DEBUG;\\exec 2>/dev/null;"
+        "\\exec 2>/dev/null;"
         "PS0=;PS1=;PS2=;PS4='+ ';"
-        '\\unset "$__syn_u";'
-        + restore
-        + f"\\builtin printf '\\036%s:%s:%s:%s\\037%s' {nonce} \"${{__syn_seq-}}\" "
+        '\\unset "$__syn_u";' + restore + "; }"
+    )
+
+
+def prompt_command(nonce: str) -> str:
+    """bash's prompt hook: the hook function, then, out of it, the traps reset and the
+    marker printed. Out of it, because bash puts back on return a DEBUG trap that a
+    function without the trace attribute removed, and runs a RETURN trap (the trace
+    attribute, `set -T`) after its last command: output there precedes the marker."""
+    return (
+        f"\\{HOOK};\\builtin trap - INT DEBUG;"
+        f"\\builtin printf '\\036%s:%s:%s:%s\\037%s' {nonce} \"${{__syn_seq-}}\" "
         f'"$__syn_rc" "$PWD" {nonce}'
     )
 
@@ -159,9 +175,11 @@ def environment_prompt_command(nonce: str) -> str:
 
 
 def startup_line(stderr_fifo: Path, nonce: str) -> str:
-    """The first line a fresh bash reads: its stderr to the FIFO, no history, the hook."""
+    """The first line a fresh bash reads: its stderr to the FIFO, no history, the hook
+    (its function, then `PROMPT_COMMAND`, both read-only)."""
     return (
         f"exec 2>{quote(str(stderr_fifo))}; set +o history; "
+        f"{hook_function()}; readonly -f {HOOK}; "
         f"PROMPT_COMMAND={quote(prompt_command(nonce))}; "
         "export -n PROMPT_COMMAND; readonly PROMPT_COMMAND; __syn_seq=0\n"
     )

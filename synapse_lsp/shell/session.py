@@ -342,7 +342,7 @@ class ShellSession:
             confine=confine if status.sandboxed else None,
             cleanup=cleanup,
         )
-        term = Terminal(launched.proc, launched.bash_pid)
+        term = Terminal(launched.proc, launched.bash_pid, keep_slave=launched.pidfd >= 0)
         self._bash = bash = Bash(
             term,
             files=files,

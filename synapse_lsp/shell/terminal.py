@@ -15,14 +15,16 @@ import os
 import signal
 import termios
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ptyprocess import PtyProcess  # type: ignore[import-untyped]
 
 from synapse_lsp.errors import ShellError
 
 READ_SIZE = 1 << 16
+T = TypeVar("T")
 
 
 class Terminal:
@@ -32,7 +34,7 @@ class Terminal:
     prompt (`/proc/PID/syscall`: number, fd, buffer, size). `proc` is None (and `fd`
     -1) once bash is ended."""
 
-    def __init__(self, proc: PtyProcess, bash_pid: int | None) -> None:
+    def __init__(self, proc: PtyProcess, bash_pid: int | None, *, keep_slave: bool = False) -> None:
         self.proc: PtyProcess | None = proc
         self.bash_pid = bash_pid  # bash runs under a supervisor (`procs`)
         self.fd = int(proc.fd)
@@ -42,6 +44,11 @@ class Terminal:
         self.tty_attrs: list[Any] | None = None
         self.prompt_sig: tuple[str, ...] | None = None
         self._proc_fds: dict[str, int] = {}
+        # The slave, opened once and kept while bash lives (two opens a command spared)
+        # where bash's end is seen on its pidfd: held open here, the slave would keep
+        # the master from reading end of file when bash is gone.
+        self._keep_slave = keep_slave
+        self._slave_fd = -1
 
     @property
     def pid(self) -> int | None:
@@ -148,34 +155,44 @@ class Terminal:
             return None
 
     def release(self) -> None:
-        """bash has ended: the descriptors `_read_proc` kept are closed."""
+        """bash has ended: the descriptors `_read_proc` and `_on_slave` kept are closed."""
         for fd in self._proc_fds.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._proc_fds.clear()
+        fd, self._slave_fd = self._slave_fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def input_pending(self) -> bool:
         """Complete lines wait in the terminal's input (our command line, unread)."""
-        fd = self._open_slave()
-        if fd < 0:
-            return False
-        try:
-            count = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
-            return int.from_bytes(count, "little") > 0
-        except OSError:
-            return False
-        finally:
-            os.close(fd)
+        count = self._on_slave(lambda fd: fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))
+        return count is not None and int.from_bytes(count, "little") > 0
 
-    def _open_slave(self) -> int:
-        # While we hold the master (`fd`), its slave's name is this PTY's, bash alive
-        # or not: a PTY's number is given out again only once its master is closed.
+    def _on_slave(self, op: Callable[[int], T]) -> T | None:
+        """`op` on the slave (None: it cannot be opened, or `op` failed). While we hold
+        the master (`fd`), its slave's name is this PTY's, bash alive or not: a PTY's
+        number is given out again only once its master is closed."""
         if not self.slave or self.proc is None or self.fd < 0:
-            return -1
+            return None
+        fd = self._slave_fd
+        if fd < 0:
+            try:
+                fd = os.open(self.slave, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                return None
+            if self._keep_slave:
+                self._slave_fd = fd
         try:
-            return os.open(self.slave, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
-        except OSError:
-            return -1
+            return op(fd)
+        except (termios.error, OSError):
+            if fd == self._slave_fd:
+                self._slave_fd = -1  # hung up, say: the next look opens it afresh
+            return None
+        finally:
+            if fd != self._slave_fd:
+                os.close(fd)
 
     def prepare(self) -> None:
         """Before each command: the terminal modes bash started with (a command's
@@ -185,11 +202,7 @@ class Terminal:
             with contextlib.suppress(termios.error, OSError):
                 if termios.tcgetattr(self.fd) != self.tty_attrs:
                     termios.tcsetattr(self.fd, termios.TCSANOW, self.tty_attrs)
-        fd = self._open_slave()
-        if fd >= 0:
-            with contextlib.suppress(termios.error, OSError):
-                termios.tcflush(fd, termios.TCIFLUSH)
-            os.close(fd)
+        self._on_slave(lambda fd: termios.tcflush(fd, termios.TCIFLUSH))
 
     async def learn(self) -> None:
         """After a fresh bash answered: its PTY slave, terminal modes, and the read

@@ -18,6 +18,7 @@ import pytest
 from synapse_lsp.config import Settings
 from synapse_lsp.router import BashRouter
 from synapse_lsp.shell import VIOLATION_EXIT_CODE, ShellSession
+from synapse_lsp.shell.framing import HOOK
 
 # The nonce as any command can read it: the last word of $PROMPT_COMMAND.
 FORGE = (
@@ -186,6 +187,42 @@ async def test_aliases_and_functions_cannot_break_completion(shell: ShellSession
         assert time.monotonic() - started < 1
     assert (await shell.run("hi")).stdout == "hello\n"
     assert shell.pid == pid
+
+
+@pytest.mark.parametrize(
+    "attempt",
+    [
+        f"{HOOK}() {{ :; }}",
+        f"unset -f {HOOK}",
+        f"declare +r -f {HOOK}",
+        f"eval '{HOOK}() {{ return 0; }}'",
+    ],
+)
+async def test_the_hook_function_cannot_be_replaced_or_removed(
+    shell: ShellSession, workdir: Path, attempt: str
+) -> None:
+    """The prompt hook is a read-only function, defined before any command ran: a
+    command can neither redefine it, unset it, nor take the attribute away. The next
+    commands complete at once, with their own status and directory, in the same bash."""
+    pid = shell.pid
+    tried = await shell.run(attempt, timeout=5)
+    assert tried.exit_code != 0 and not tried.timed_out and not tried.protocol_violation
+    assert "readonly function" in tried.stderr, tried
+    moved = await shell.run("cd sub; (exit 3)", timeout=5)
+    assert (moved.exit_code, moved.protocol_violation) == (3, False), moved
+    assert shell.cwd == workdir / "sub"
+    assert (await shell.run("echo ok", timeout=5)).stdout == "ok\n"
+    assert shell.pid == pid
+
+
+async def test_a_debug_trap_lasts_for_the_command_that_sets_it(shell: ShellSession) -> None:
+    """The prompt hook resets the DEBUG trap out of its function (bash puts back, on a
+    function's return, a DEBUG trap the function removed): the next command runs
+    without it."""
+    assert (await shell.run("trap 'echo TRAPPED' DEBUG")).exit_code == 0
+    for word in ("x", "y"):
+        later = await shell.run(f"echo {word}")
+        assert (later.stdout, later.stderr) == (f"{word}\n", ""), later
 
 
 async def test_a_broken_prompt_hook_costs_one_command_not_a_timeout(shell: ShellSession) -> None:
