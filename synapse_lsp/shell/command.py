@@ -76,6 +76,10 @@ class Run:
     cancelled: bool = False
     shell_exit: int | None = None  # bash itself exited during the command
     confirm: asyncio.Task[None] | None = None  # waits for bash to be back at its prompt
+    # The caller's wait (`Bash.execute`): woken in the step that sets `done`, where a
+    # wait on `done` itself would take one more turn of the loop (~5 µs); a cancel of
+    # the caller cancels it, never `done`.
+    waiter: asyncio.Future[None] | None = None
     watch: asyncio.TimerHandle | None = None  # `Bash._silent_check`
     silent: int = 0
     violation: str | None = None
@@ -94,6 +98,13 @@ class Run:
             done=asyncio.get_running_loop().create_future(),
             frame=MarkerParser(nonce, seq),
         )
+
+    def finish(self, code: int) -> None:
+        """The command is over with `code` (`done`), and its caller is woken."""
+        self.done.set_result(code)
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def emit(self, stream: str, text: str) -> None:
         if self.on_output is None or not text:

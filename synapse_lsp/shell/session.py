@@ -354,6 +354,7 @@ class ShellSession:
             cwd=self._cwd,
             private_tmp=self.private_tmp,
             moved=self._moved,
+            settings=self._settings,
         )
         if launched.info_r >= 0:
             # The reported pid is bwrap's; bash is the sandboxed child it names. (Awaited

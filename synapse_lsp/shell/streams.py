@@ -94,8 +94,11 @@ class Streams:
         self._idle_err = bytearray()
         self._idle_fifo = bytearray()
         self._background: dict[int, Background] = {}  # by FIFO fd
-        # FIFOs made ahead for the next command (`tidy`): its seq, paths and read ends.
+        # FIFOs made ahead for the next command (`tidy`): its seq, paths and read ends,
+        # and those of the read ends already watched by the loop (`_on_fifo`).
         self._ahead: tuple[int, tuple[str, str], tuple[int, int]] | None = None
+        self._ahead_watched: set[int] = set()
+        self._run: Run | None = None  # the command whose FIFOs `_on_fifo` feeds
         self._unlink: list[str] = []  # finished commands' FIFOs, for `tidy`
 
     def open(self, directory: Path) -> Path:
@@ -181,16 +184,34 @@ class Streams:
             ahead = None
         paths, (run.out_fd, run.err_fd) = ahead[1:] if ahead else _make_fifos(run.seq, directory)
         run.fifo_paths = paths
-        loop = asyncio.get_running_loop()
-        loop.add_reader(run.out_fd, self._on_command_fifo, run, "stdout")
-        loop.add_reader(run.err_fd, self._on_command_fifo, run, "stderr")
+        self._run = run
+        watched, self._ahead_watched = self._ahead_watched, set()
+        for fd, stream in ((run.out_fd, "stdout"), (run.err_fd, "stderr")):
+            if fd not in watched:
+                asyncio.get_running_loop().add_reader(fd, self._on_fifo, fd, stream)
 
     def tidy(self, seq: int, directory: Path) -> None:
-        """Between commands: unlink the finished ones' FIFOs; make command `seq`'s."""
+        """Between commands: unlink the finished ones' FIFOs; make command `seq`'s, and
+        watch them already (two `add_reader`s, ~10 µs, off the next command's path)."""
         self._unlink_finished()
         if self._ahead is None and self.err_r >= 0:
             with contextlib.suppress(OSError):
-                self._ahead = (seq, *_make_fifos(seq, directory))
+                self._ahead = ahead = (seq, *_make_fifos(seq, directory))
+                loop = asyncio.get_running_loop()
+                for fd, stream in zip(ahead[2], ("stdout", "stderr"), strict=True):
+                    loop.add_reader(fd, self._on_fifo, fd, stream)
+                    self._ahead_watched.add(fd)
+
+    def _on_fifo(self, fd: int, stream: str) -> None:
+        run = self._run
+        if run is None or fd != (run.out_fd if stream == "stdout" else run.err_fd):
+            # A FIFO made ahead, written before its command began (a job that found its
+            # name): unwatched until the command begins; what it holds is that command's.
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(fd)
+            self._ahead_watched.discard(fd)
+            return
+        self._on_command_fifo(run, stream)
 
     def _unlink_finished(self) -> None:
         for path in self._unlink:
@@ -200,6 +221,10 @@ class Streams:
 
     def _drop(self, ahead: tuple[int, tuple[str, str], tuple[int, int]]) -> None:
         for fd in ahead[2]:
+            if fd in self._ahead_watched:
+                self._ahead_watched.discard(fd)
+                with contextlib.suppress(Exception):
+                    asyncio.get_running_loop().remove_reader(fd)
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._unlink.extend(ahead[1])

@@ -43,6 +43,7 @@ class Terminal:
         self.slave = ""
         self.tty_attrs: list[Any] | None = None
         self.prompt_sig: tuple[str, ...] | None = None
+        self._prompt_prefix = b""  # `prompt_sig` as /proc/PID/syscall begins with it
         self._proc_fds: dict[str, int] = {}
         # The slave, opened once and kept while bash lives (two opens a command spared)
         # where bash's end is seen on its pidfd: held open here, the slave would keep
@@ -126,7 +127,7 @@ class Terminal:
         if self.prompt_sig:
             syscall = self._read_proc("syscall")
             if syscall is not None:  # one read per look (the state's was a second)
-                return tuple(syscall.decode().split()[:4]) == self.prompt_sig
+                return syscall.startswith(self._prompt_prefix)
         stat = self._read_proc("stat")
         if stat is None:
             return not strict
@@ -225,6 +226,7 @@ class Terminal:
                 fields = tuple(syscall.decode().split()[:4])
                 if len(fields) == 4 and fields[0].isdigit() and fields[1] == "0x0":
                     self.prompt_sig = fields
+                    self._prompt_prefix = " ".join(fields).encode() + b" "
                     return
             await asyncio.sleep(0.001)
 
