@@ -383,6 +383,37 @@ async def test_calls_after_a_whole_message_keep_the_connection() -> None:
     assert api.connections == 1
 
 
+def test_the_request_body_follows_messages_edited_in_place_and_other_conversations() -> None:
+    """Each message's JSON is kept between calls: the body is still exactly the params'
+    JSON after an earlier message is edited in place, the history is cut (a rewind),
+    and while other conversations (subagents) send theirs in between."""
+    from synapse_lsp.agent.request_body import KEPT_CONVERSATIONS, encode_body
+
+    def conversation(first: str) -> dict[str, Any]:
+        return {"model": "m", "messages": [{"role": "user", "content": first}], "stream": True}
+
+    def plain(params: dict[str, Any]) -> bytes:
+        return json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode()
+
+    main = conversation("go ✓")
+    others = [conversation(f"sub {i}") for i in range(KEPT_CONVERSATIONS + 1)]
+    for i in range(6):
+        for params in (main, *others):
+            params["messages"] += [
+                {"role": "assistant", "content": [{"type": "text", "text": f"call {i}"}]},
+                {"role": "user", "content": [{"type": "tool_result", "content": f"r{i}"}]},
+            ]
+            assert encode_body(params) == plain(params)
+    main["messages"][2]["content"][0]["content"] = "edited in place"
+    assert encode_body(main) == plain(main)
+    main["messages"][1]["content"].append({"type": "text", "text": "one more block"})
+    assert encode_body(main) == plain(main)
+    del main["messages"][4:]
+    assert encode_body(main) == plain(main)
+    main["messages"].append({"role": "assistant", "content": "after the cut"})
+    assert encode_body(main) == plain(main)
+
+
 def test_the_request_body_follows_a_system_prompt_edited_in_place() -> None:
     """The system prompt's and the tools' JSON is kept between calls: the body is still
     exactly the params' JSON, after an edit in place of either too."""
