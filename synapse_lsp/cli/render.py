@@ -8,6 +8,7 @@ fitted to the terminal's width (`COLUMNS`, else the terminal, else 80).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -153,12 +154,20 @@ def task_description(command: str) -> str:
 
 
 def _title(command: str) -> str:
+    # A line is often run again (`git status`, a test command): its title is kept.
+    return _kept_title(command) if len(command) <= 4096 else _made_title(command)
+
+
+def _made_title(command: str) -> str:
     from synapse_lsp.summaries.titles import summarize
 
     try:
         return summarize(command).title
     except Exception:  # a summary is cosmetic: never fail a turn over it
         return command
+
+
+_kept_title = functools.lru_cache(maxsize=256)(_made_title)
 
 
 class Renderer:
