@@ -116,7 +116,8 @@ def _writes(
         if not marked:
             continue
         words = [w for w, _ in marked]
-        name = Path(words[0]).name
+        word = words[0]
+        name = word if "/" not in word and word not in (".", "..") else Path(word).name
         args = [(w, lit) for w, lit in marked[1:] if not w.startswith("-")]
         if name in ("cd", "pushd"):
             targets = [(w, lit) for w, lit in marked[1:] if w == "-" or not w.startswith("-")]

@@ -81,6 +81,7 @@ class ShellSession:
         # Nested repositories whose git config and hooks the running bash keeps
         # read-only, and ones found since (a fresh bash binds them: `run`).
         self._nested_git: set[Path] = set()
+        self._view: tuple[tuple[object, ...], PathView] | None = None  # `view`, and its inputs
         self._new_git: set[Path] = set()
         self._extra_env = dict(env or {})
         self._lock = asyncio.Lock()
@@ -136,11 +137,17 @@ class ShellSession:
         tmp = self.private_tmp
         if tmp is None:
             return HOST_VIEW
+        files = self._bash.files.dir if self._bash is not None else None
+        key = (tmp, self.settings.synapse_home, files, *self._writable)
+        if self._view is not None and self._view[0] == key:
+            return self._view[1]  # asked several times a command (the gate, built-ins)
         own = [*self._writable, self.settings.synapse_home]
         own += [Path(p) for p in sandbox.own_install_under_tmp()]
-        if self._bash is not None and self._bash.files.dir is not None:
-            own.append(self._bash.files.dir)
-        return PathView(tmp, tuple(own))
+        if files is not None:
+            own.append(files)
+        view = PathView(tmp, tuple(own))
+        self._view = (key, view)
+        return view
 
     @property
     def supervisor_pid(self) -> int | None:
