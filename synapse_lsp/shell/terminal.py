@@ -42,7 +42,7 @@ class Terminal:
         fcntl.fcntl(self.fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
         self.slave = ""
         self.tty_attrs: list[Any] | None = None
-        self.prompt_sig: tuple[str, ...] | None = None
+        self._prompt_sig: tuple[str, ...] | None = None
         self._prompt_prefix = b""  # `prompt_sig` as /proc/PID/syscall begins with it
         self._proc_fds: dict[str, int] = {}
         # The slave, opened once and kept while bash lives (two opens a command spared)
@@ -50,6 +50,16 @@ class Terminal:
         # the master from reading end of file when bash is gone.
         self._keep_slave = keep_slave
         self._slave_fd = -1
+
+    @property
+    def prompt_sig(self) -> tuple[str, ...] | None:
+        """The read bash waits in at its prompt: /proc/PID/syscall's first four fields."""
+        return self._prompt_sig
+
+    @prompt_sig.setter
+    def prompt_sig(self, fields: tuple[str, ...] | None) -> None:
+        self._prompt_sig = fields
+        self._prompt_prefix = " ".join(fields).encode() + b" " if fields else b""
 
     @property
     def pid(self) -> int | None:
@@ -124,7 +134,7 @@ class Terminal:
             return not strict
         if pgrp != pid:
             return False
-        if self.prompt_sig:
+        if self._prompt_prefix:
             syscall = self._read_proc("syscall")
             if syscall is not None:  # one read per look (the state's was a second)
                 return syscall.startswith(self._prompt_prefix)
@@ -226,7 +236,6 @@ class Terminal:
                 fields = tuple(syscall.decode().split()[:4])
                 if len(fields) == 4 and fields[0].isdigit() and fields[1] == "0x0":
                     self.prompt_sig = fields
-                    self._prompt_prefix = " ".join(fields).encode() + b" "
                     return
             await asyncio.sleep(0.001)
 
