@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
+import time
 import tracemalloc
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -644,3 +647,98 @@ async def test_each_commands_fifos_are_gone_once_the_next_is_ready(shell: ShellS
     )
     assert left == [f"err.{bash._seq + 1}", f"out.{bash._seq + 1}"]
     assert len(os.listdir("/proc/self/fd")) == before  # noqa: PTH208
+
+
+# --------------------------------------- what is kept or made ahead between commands
+
+
+def _fds_naming(path: str) -> int:
+    """How many of this process's descriptors name `path` (the PTY's slave)."""
+    count = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):
+            count += str(fd.readlink()) == path
+    return count
+
+
+async def test_the_slave_is_kept_while_bash_lives_and_released_with_it(
+    shell: ShellSession,
+) -> None:
+    """Where bash's end is seen on a pidfd, the PTY's slave is opened once and kept
+    (the flush and the pending-input check of each command use it); it goes with bash."""
+    assert (await shell.run("echo one")).stdout == "one\n"
+    slave = str(Path(f"/proc/{shell.pid}/fd/0").readlink())
+    assert slave.startswith("/dev/pts/") and _fds_naming(slave) == 1
+    assert (await shell.run("echo two")).stdout == "two\n"
+    assert _fds_naming(slave) == 1  # the same one: not opened again
+    exited = await shell.run("exit 3", timeout=10)
+    assert exited.exit_code == 3 and not exited.timed_out
+    assert _fds_naming(slave) == 0
+
+
+async def test_without_a_pidfd_the_slave_is_not_held_and_an_exit_is_seen(
+    workdir: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a pidfd (older kernels) bash's end is the PTY's end of file, which a
+    slave held open here would hide: each look opens and closes it."""
+
+    def no_pidfd(pid: int, flags: int = 0) -> int:
+        raise OSError("no pidfd here")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    session = ShellSession(workdir, settings)
+    await session.start()
+    try:
+        assert (await session.run("echo one")).stdout == "one\n"
+        slave = str(Path(f"/proc/{session.pid}/fd/0").readlink())
+        assert _fds_naming(slave) == 0
+        exited = await session.run("echo bye; exit 3", timeout=10)
+        # (Its status is not bash's here: -1, as before this slave was kept.)
+        assert (exited.stdout, exited.timed_out) == ("bye\n", False), exited
+        assert "shell exited" in exited.stderr
+        assert (await session.run("echo back")).stdout == "back\n"
+    finally:
+        await session.close()
+
+
+async def test_a_fifo_made_ahead_and_written_early_is_the_next_commands(
+    shell: ShellSession,
+) -> None:
+    """The next command's output FIFOs are made and watched once a result is out. A
+    writer that finds one before its command begins (its name is in the private
+    folder) costs no busy loop while idle; what it wrote is that command's output."""
+    assert (await shell.run("true")).exit_code == 0
+    await asyncio.sleep(0.05)  # the FIFOs of the next command are made and watched
+    bash = shell._bash
+    assert bash is not None and bash.files.dir is not None
+    fifo = bash.files.dir / f"out.{bash._seq + 1}"
+    writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        os.write(writer, b"early\n")
+        idle = time.process_time()
+        await asyncio.sleep(0.3)
+        assert time.process_time() - idle < 0.15  # the loop did not spin on it
+        result = await shell.run("echo x", timeout=10)
+        assert (result.stdout, result.exit_code) == ("early\nx\n", 0), result
+    finally:
+        os.close(writer)
+
+
+async def test_a_settings_change_between_commands_reaches_the_next_one(
+    workdir: Path, tmp_path: Path
+) -> None:
+    """The next command's run is made ahead with the settings of then; when they
+    change before it starts (an editor setting), it is made afresh with the new ones."""
+    current = [Settings(synapse_home=tmp_path / "home", command_timeout=30.0)]
+    session = ShellSession(workdir, lambda: current[0])
+    await session.start()
+    try:
+        long = "x" * 5000
+        first = await session.run(f"printf '%s' {long}")
+        assert (first.stdout, first.truncated) == (long, False)
+        await asyncio.sleep(0.05)  # the next run is made ahead, with these limits
+        current[0] = replace(current[0], output=OutputLimits(max_bytes=1000, max_lines=50))
+        second = await session.run(f"printf '%s' {long}")
+        assert second.truncated and len(second.stdout) < 2000, second
+    finally:
+        await session.close()
