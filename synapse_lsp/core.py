@@ -439,15 +439,16 @@ class Workspace:
                 log.warning("workspace %s: closing extensions: %s", self.root, exc)
 
     async def close(self) -> None:
-        """Dispose everything: background tasks, shells, the registry and its children."""
+        """Dispose everything: the MCP servers' end begins first, so their grace before
+        the signal and their exit overlap the rest; then background tasks, and the
+        registry and the shells at once."""
         self._closed = True
+        if self.registry is not None:
+            self.registry.begin_close()
         await self.tasks.aclose()
-        await self._close_registry()
         shells = [s for s in (self.shell, *self._session_shells) if s is not None]
         self._session_shells.clear()
-        for shell in shells:
-            with contextlib.suppress(Exception):
-                await shell.close()
+        await asyncio.gather(self._close_registry(), *(_close_shell(s) for s in shells))
         self.router = None
         if self.run_dir is not None:
             self.run_dir.remove()
@@ -455,3 +456,8 @@ class Workspace:
         if self.private_tmp is not None:
             shutil.rmtree(self.private_tmp, ignore_errors=True)
             self.private_tmp = None
+
+
+async def _close_shell(shell: ShellSession) -> None:
+    with contextlib.suppress(Exception):
+        await shell.close()
