@@ -439,16 +439,15 @@ class Workspace:
                 log.warning("workspace %s: closing extensions: %s", self.root, exc)
 
     async def close(self) -> None:
-        """Dispose everything: the MCP servers' end begins first, so their grace before
-        the signal and their exit overlap the rest; then background tasks, and the
-        registry and the shells at once."""
+        """Dispose everything: background tasks, shells, the registry and its children."""
         self._closed = True
-        if self.registry is not None:
-            self.registry.begin_close()
         await self.tasks.aclose()
+        await self._close_registry()
         shells = [s for s in (self.shell, *self._session_shells) if s is not None]
         self._session_shells.clear()
-        await asyncio.gather(self._close_registry(), *(_close_shell(s) for s in shells))
+        for shell in shells:
+            with contextlib.suppress(Exception):
+                await shell.close()
         self.router = None
         if self.run_dir is not None:
             self.run_dir.remove()
@@ -456,8 +455,3 @@ class Workspace:
         if self.private_tmp is not None:
             shutil.rmtree(self.private_tmp, ignore_errors=True)
             self.private_tmp = None
-
-
-async def _close_shell(shell: ShellSession) -> None:
-    with contextlib.suppress(Exception):
-        await shell.close()

@@ -484,50 +484,6 @@ async def test_slow_server_does_not_block_other_commands(tmp_path: Path) -> None
     assert all(not pid_alive(pid) for pid in pids)
 
 
-def _pids_with(word: str) -> list[int]:
-    """Processes whose command line holds `word`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if word.encode() in cmdline:
-                found.append(int(entry.name))
-    return found
-
-
-async def test_an_end_begun_early_still_signals_a_server_that_ignores_its_input(
-    tmp_path: Path,
-) -> None:
-    """`Workspace.close` begins the servers' end first (`begin_close`), then `close()`
-    finishes it: a connect in progress is cancelled once, and the close that follows
-    (end of input, a short grace, the signal) still runs. A second cancel would end
-    that close, leaving a server that ignores its end of input alive (and `close()`
-    waiting for it for 10 s)."""
-    home = tmp_path / "home"
-    (home / "mcp").mkdir(parents=True)
-    never = tmp_path / "never-created"  # the server waits for it: no answer, EOF ignored
-    config = {"mcpServers": {"stuck": stdio_entry("--wait-for", str(never))}}
-    (home / "mcp" / "mcp_servers.json").write_text(json.dumps(config))
-    reg = ExtensionRegistry(Settings(synapse_home=home), None, watch=False, serve_socket=False)
-    await reg.start()
-    try:
-        assert await wait_until(lambda: len(_pids_with(str(never))) == 1)
-        [pid] = _pids_with(str(never))
-        server = reg.mcp.servers["stuck"]
-        assert server.state == "connecting"
-        task = server._task
-        assert task is not None
-        reg.begin_close()
-        reg.begin_close()  # as `close()` begins it again
-        assert task.cancelling() == 1
-    finally:
-        await asyncio.wait_for(reg.close(), 8.0)
-    assert not pid_alive(pid)
-
-
 async def test_shutdown_leaves_no_child_process(
     registry: ExtensionRegistry, router: BashRouter
 ) -> None:

@@ -247,22 +247,14 @@ class McpServer:
             self.start()
             await self.wait_ready(self.config.connect_timeout)
 
-    def begin_stop(self) -> None:
-        """Start ending the server now (its owner task closes its input at its next turn);
-        `stop()` waits for the end. Once only: a second cancel would end the task's
-        shielded close of the process, leaving it to exit (or not) by itself."""
-        if self._task is None or self._stop.is_set():
-            return
-        self._stop.set()
-        if self.state in ("connecting", "idle"):
-            self._task.cancel()  # a connect in progress has no session to close: abandon it
-
     async def stop(self) -> None:
         """Close the session and end the child process (the SDK kills its process tree)."""
-        self.begin_stop()
         task, self._task = self._task, None
         if task is None:
             return
+        self._stop.set()
+        if self.state in ("connecting", "idle"):
+            task.cancel()  # a connect in progress has no session to close: abandon it
         try:
             await asyncio.wait_for(asyncio.shield(task), 10.0)
         except TimeoutError:
@@ -557,14 +549,8 @@ class McpManager:
     def tools(self) -> list[ToolSpec]:
         return [t for s in self.servers.values() if s.state == "ready" for t in s.tools]
 
-    def begin_close(self) -> None:
-        """Start ending every server for good (a short grace before its signal), while the
-        owner goes on closing the rest; `close()` waits for them."""
-        for server in self.servers.values():
-            server.stop_grace = CLOSE_GRACE
-            server.begin_stop()
-
     async def close(self) -> None:
         """Every server at once, each with a short grace before its signal."""
-        self.begin_close()
+        for server in self.servers.values():
+            server.stop_grace = CLOSE_GRACE
         await asyncio.gather(*(s.stop() for s in self.servers.values()), return_exceptions=True)

@@ -36,10 +36,6 @@ logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 512 * 1024 * 1024
 _TERM_GRACE = 2.0  # after stdin closes, before SIGTERM; then again before SIGKILL
-# An end is polled (an exit waits on it: bench_acp --mcp): at 0.5 ms, then each pause
-# twice the last, up to 2 ms, and never past the deadline (a 5 ms grace ends at 5 ms).
-_FIRST_POLL = 0.0005
-_POLL = 0.002
 _FLUSH = 0.5
 
 
@@ -184,7 +180,6 @@ async def _group_gone(process: Process, timeout: float) -> bool:
     """Whether the server's whole process group ended within `timeout` (its leader
     reaped by reading `returncode`, or the group would stay alive as a zombie)."""
     deadline = anyio.current_time() + timeout
-    pause = _FIRST_POLL
     while True:
         _ = process.returncode
         try:
@@ -193,22 +188,17 @@ async def _group_gone(process: Process, timeout: float) -> bool:
             return True
         except PermissionError:
             pass
-        left = deadline - anyio.current_time()
-        if left <= 0:
+        if anyio.current_time() >= deadline:
             return False
-        await anyio.sleep(min(pause, left))
-        pause = min(pause * 2, _POLL)
+        await anyio.sleep(0.002)
 
 
 async def _exited(process: Process, timeout: float) -> bool:
     """Whether the process ended within `timeout` (returncode polled: `wait()` would also
     wait for a grandchild holding the pipes)."""
     deadline = anyio.current_time() + timeout
-    pause = _FIRST_POLL
     while process.returncode is None:
-        left = deadline - anyio.current_time()
-        if left <= 0:
+        if anyio.current_time() >= deadline:
             return False
-        await anyio.sleep(min(pause, left))
-        pause = min(pause * 2, _POLL)
+        await anyio.sleep(0.002)  # a 2 ms poll: exit waits on it (bench_acp --mcp)
     return True

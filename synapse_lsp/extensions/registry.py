@@ -146,11 +146,6 @@ class ExtensionRegistry:
         if self.serve_socket:
             await self._start_socket()
 
-    def begin_close(self) -> None:
-        """Start ending the MCP servers (their grace and their end overlap what the owner
-        closes meanwhile); `close()` finishes."""
-        self.mcp.begin_close()
-
     async def close(self) -> None:
         """Stop the watcher and the socket, end every MCP session and child process."""
         if self._watcher is not None:
