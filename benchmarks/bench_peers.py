@@ -16,7 +16,7 @@ response's end. Agents, interleaved run by run:
 Printed per agent (median over runs, with min–max): per tool call (a response's end
 -> the next request's arrival), whole turn (spawn -> exit), spawn -> first model
 request, last answer -> process exit (`--mcp N`: with N MCP servers to shut down),
-peak RSS (the process and its waited children, from wait4). Requests that are not
+peak RSS (the agent's own process: `PeakRss`). Requests that are not
 part of the turn (a peer's side calls without tools) get a one-line answer and are
 not counted.
 """
@@ -119,8 +119,10 @@ def run_once(
     asyncio.run_coroutine_threadsafe(reset(), loop).result()
     started = time.monotonic()
     pid = _spawn_in(argv, env, cwd)
-    _, status, usage = os.wait4(pid, 0)
+    peak = PeakRss(pid)
+    _, status, _usage = os.wait4(pid, 0)
     ended = time.monotonic()
+    peak.stop()
     if os.waitstatus_to_exitcode(status) != 0 or len(api.arrivals) != calls + 1:
         print(
             f"  ! {Path(argv[0]).name}… exited {os.waitstatus_to_exitcode(status)} after "
@@ -133,7 +135,40 @@ def run_once(
     out.turn.append(ended - started)
     out.first_request.append(api.arrivals[0] - started)
     out.exit_after_answer.append(ended - api.ends[-1])
-    out.rss_mb.append(usage.ru_maxrss / 1024)
+    out.rss_mb.append(peak.kib / 1024)
+
+
+class PeakRss:
+    """The peak RSS of process `pid` after its exec: its `VmHWM`, read every 5 ms while
+    it runs (the high-water mark only grows; the last reading before its end is kept).
+    Not wait4's `ru_maxrss`: that mark survives exec, so a child forked from this
+    process starts at this process's size (which grows with the turns it records: 900 MB
+    after a 500-call turn), and every agent would weigh at least as much."""
+
+    def __init__(self, pid: int) -> None:
+        self.kib = 0
+        self._proc = Path(f"/proc/{pid}")
+        self._status = self._proc / "status"
+        self._mine = Path("/proc/self/cmdline").read_bytes()  # the child's, until its exec
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._done.wait(0.005):
+            try:
+                if (self._proc / "cmdline").read_bytes() == self._mine:
+                    continue  # not yet exec'd: its pages are still this process's
+                text = self._status.read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if line.startswith("VmHWM:"):
+                    self.kib = max(self.kib, int(line.split()[1]))
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
 
 
 def _spawn_in(argv: list[str], env: dict[str, str], cwd: Path) -> int:
