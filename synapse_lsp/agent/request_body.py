@@ -34,36 +34,44 @@ def encode_body(params: dict[str, Any]) -> bytes:
 
 
 _KEPT: dict[str, tuple[Any, str]] = {}  # "system"/"tools" -> (a copy, its JSON text)
-# Per conversation, its messages as last encoded: (a copy, its JSON text); most recent last.
-_CONVERSATIONS: list[list[tuple[Any, str]]] = []
+
+
+class _Kept:
+    """One conversation's messages as last encoded: a copy of each, and its JSON text."""
+
+    def __init__(self) -> None:
+        self.copies: list[Any] = []
+        self.texts: list[str] = []
+
+
+# Per conversation, most recent last.
+_CONVERSATIONS: list[_Kept] = []
 
 
 def _messages(messages: list[Any]) -> list[str]:
     """Each message's JSON; those equal to the kept one at their place are not encoded
-    again."""
+    again. The kept ones are compared in one list comparison (each message's own
+    comparison runs in C): comparing them one by one in Python cost as much as the
+    rest of a call once a turn has hundreds of messages."""
     if not messages:
         return []
-    found = (j for j, c in enumerate(_CONVERSATIONS) if c and c[0][0] == messages[0])
+    found = (j for j, c in enumerate(_CONVERSATIONS) if c.copies and c.copies[0] == messages[0])
     index = next(found, None)
     if index is not None:
         kept = _CONVERSATIONS.pop(index)
     else:
-        kept = []
+        kept = _Kept()
         if len(_CONVERSATIONS) >= KEPT_CONVERSATIONS:
             _CONVERSATIONS.pop(0)
     _CONVERSATIONS.append(kept)
-    texts = []
-    for i, message in enumerate(messages):
-        if i < len(kept) and kept[i][0] == message:
-            texts.append(kept[i][1])
-            continue
-        entry = (copy.deepcopy(message), _json(message))
-        if i < len(kept):
-            kept[i] = entry
-        else:
-            kept.append(entry)
-        texts.append(entry[1])
-    del kept[len(messages) :]
+    copies, texts = kept.copies, kept.texts
+    same = min(len(copies), len(messages))
+    if copies[:same] != messages[:same]:  # edited in place, or cut and grown again
+        same = next(i for i in range(same) if copies[i] != messages[i])
+    del copies[same:], texts[same:]
+    for message in messages[same:]:
+        copies.append(copy.deepcopy(message))
+        texts.append(_json(message))
     return texts
 
 
