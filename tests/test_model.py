@@ -432,3 +432,28 @@ def test_the_request_body_follows_a_system_prompt_edited_in_place() -> None:
     tools[0]["name"] = "Other"
     del system[0]["cache_control"]
     assert encode_body(params) == plain()
+
+
+def test_a_message_that_cannot_be_encoded_leaves_the_kept_ones_right() -> None:
+    """A message the encoder refuses (a set) raises, and keeps nothing of itself: the
+    next call with it still there raises again (no body silently without it), and
+    once it is mended the body is exactly the params' JSON."""
+    from synapse_lsp.agent.request_body import encode_body
+
+    params: dict[str, Any] = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "start of a conversation of its own"}],
+    }
+
+    def plain() -> bytes:
+        return json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode()
+
+    assert encode_body(params) == plain()
+    params["messages"].append({"role": "assistant", "content": [{"type": "x", "v": {1}}]})
+    with pytest.raises(TypeError):
+        encode_body(params)
+    params["messages"].append({"role": "user", "content": "after"})
+    with pytest.raises(TypeError):
+        encode_body(params)
+    params["messages"][1]["content"][0]["v"] = [1]
+    assert encode_body(params) == plain()

@@ -51,8 +51,8 @@ _CONVERSATIONS: list[_Kept] = []
 def _messages(messages: list[Any]) -> list[str]:
     """Each message's JSON; those equal to the kept one at their place are not encoded
     again. The kept ones are compared in one list comparison (each message's own
-    comparison runs in C): comparing them one by one in Python cost as much as the
-    rest of a call once a turn has hundreds of messages."""
+    comparison runs in C), not one by one in Python. The list returned is the kept
+    one: join it before the next call."""
     if not messages:
         return []
     found = (j for j, c in enumerate(_CONVERSATIONS) if c.copies and c.copies[0] == messages[0])
@@ -70,8 +70,9 @@ def _messages(messages: list[Any]) -> list[str]:
         same = next(i for i in range(same) if copies[i] != messages[i])
     del copies[same:], texts[same:]
     for message in messages[same:]:
+        text = _json(message)  # first: a message that cannot be encoded keeps nothing
         copies.append(copy.deepcopy(message))
-        texts.append(_json(message))
+        texts.append(text)
     return texts
 
 
