@@ -100,6 +100,8 @@ class Workspace:
         self.private_tmp: Path | None = None
         self.tasks = TaskOwner(f"workspace-{root.name}")
         self._registry_task: asyncio.Task[None] | None = None
+        # close_extensions(): the registry it is closing, and that close
+        self._extensions_closing: tuple[ExtensionRegistry | None, asyncio.Task[None]] | None = None
         # prepare()'s router and registry, until start()
         self._prepared: tuple[BashRouter, ExtensionRegistry | None] | None = None
         self._lock = asyncio.Lock()
@@ -153,26 +155,6 @@ class Workspace:
 
         paths = config_paths(self.settings, self.root, trusted=self.trusted)
         return [p for p in paths if p not in self.unconfirmed]
-
-    def mcp_withheld_reason(self) -> str | None:
-        """Why the folder's own MCP configs (`FOLDER_CONFIGS`) are not loaded (None:
-        they are, or there are none): what listings of the folder's servers say."""
-        own = [self.root / name for name in folder_files.FOLDER_CONFIGS]
-        if not any(path.is_file() for path in own):
-            return None
-        if not self.trusted:
-            how = self._trust_hint
-            return f"this folder is not trusted: {how}" if how else trust.NOT_TRUSTED_FOR_MODEL
-        return trust.CHANGED_FOR_MODEL if set(own) & set(self.unconfirmed) else None
-
-    def changed_mcp_configs(self) -> list[Path]:
-        """The MCP config files changed since the user confirmed them, as they are now
-        (asked again at every reload: a file an agent writes mid-session stays unused)."""
-        home = self.settings.synapse_home
-        changed = [home / n for n in trust.home_unconfirmed(home) if n == trust.HOME_MCP]
-        if self.trusted:
-            changed += trust.unconfirmed(home, self.root)
-        return changed
 
     def private_mcp_config_files(self) -> list[Path]:
         """Those of `mcp_config_files()` whose servers belong to this workspace alone:
@@ -332,11 +314,15 @@ class Workspace:
                 private_config_files=self.private_mcp_config_files(),
             )
             router.extensions = registry
-            registry.withheld_reason = self.mcp_withheld_reason
+            registry.withheld_reason = lambda: trust.mcp_withheld_reason(
+                self.root, self.trusted, self.unconfirmed, self._trust_hint
+            )
             registry.skill_roots = lambda: skill_roots(  # a changed .claude/skills: not read
                 self.settings.synapse_home, self.root, self.trusted, self.unconfirmed
             )
-            registry.mcp.withheld = self.changed_mcp_configs
+            registry.mcp.withheld = lambda: trust.changed_mcp_configs(
+                self.settings.synapse_home, self.root, self.trusted
+            )
             registry.view = lambda: router.shell.view  # a wrapper's paths, as its shell spells them
             for command in registry.builtins():
                 router.register(command)
@@ -431,23 +417,37 @@ class Workspace:
         shells = [self.shell, *self._session_shells]
         return [s.pid for s in shells if s is not None and s.pid is not None]
 
-    async def _close_registry(self) -> None:
-        if self.registry is not None:
+    def close_extensions(self) -> asyncio.Task[None]:
+        """Begin ending the folder's extensions (MCP servers, watcher, socket) now. A face
+        whose conversation closes for good calls it first, so the servers' ends overlap
+        the conversation's last work (its after-snapshot, SessionEnd hooks: neither uses
+        them) instead of following it; `close()` awaits it. Once per registry."""
+        registry, closing = self.registry, self._extensions_closing
+        if closing is None or closing[0] is not registry:
+            task = asyncio.get_running_loop().create_task(self._close_registry(registry))
+            self._extensions_closing = closing = (registry, task)
+        return closing[1]
+
+    async def _close_registry(self, registry: ExtensionRegistry | None) -> None:
+        starting = self._registry_task
+        if starting is not None and not starting.done():  # still connecting its servers
+            starting.cancel()
+            await asyncio.wait({starting}, timeout=5.0)
+        if registry is not None:
             try:
-                await asyncio.wait_for(self.registry.close(), 10.0)
+                await asyncio.wait_for(registry.close(), 10.0)
             except BaseException as exc:  # keep closing the rest
                 log.warning("workspace %s: closing extensions: %s", self.root, exc)
 
     async def close(self) -> None:
-        """Dispose everything: background tasks, shells, the registry and its children."""
+        """Dispose everything: background tasks, then the registry and its children
+        beside the shells, then the folders."""
         self._closed = True
         await self.tasks.aclose()
-        await self._close_registry()
         shells = [s for s in (self.shell, *self._session_shells) if s is not None]
         self._session_shells.clear()
-        for shell in shells:
-            with contextlib.suppress(Exception):
-                await shell.close()
+        extensions = asyncio.shield(self.close_extensions())
+        await asyncio.gather(extensions, *(s.close() for s in shells), return_exceptions=True)
         self.router = None
         if self.run_dir is not None:
             self.run_dir.remove()

@@ -8,7 +8,8 @@ path of a user's first words. Real processes, the fake Messages API in this proc
   for it, then works;
 - `chat -p` sends its first request before its bash starts;
 - closing an MCP manager signals a stdio server after a short grace instead of
-  waiting (2 s) for it to exit on its own;
+  waiting (2 s) for it to exit on its own, and `chat -p`'s exit signals its servers
+  while the session still closes (its SessionEnd hook), not after;
 - `chat -p`'s client uses the TLS context built beside the SDK's import, which
   trusts what the SDK's own would (`SSL_CERT_FILE`) and refuses a certificate it
   does not trust at once (not retried).
@@ -20,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -332,6 +334,176 @@ async def test_closing_signals_a_server_after_a_short_grace(tmp_path: Path) -> N
     assert manager.servers["lingering"].state == "ready", manager.servers["lingering"].error
     await manager.close()
     assert marker.read_text() == "sigterm"
+
+
+def _started(argv: list[str]) -> subprocess.Popen[bytes]:
+    """A process in its own group, once it runs its own code (a line on stdout)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, start_new_session=True)
+    assert proc.stdout is not None and proc.stdout.readline()
+    return proc
+
+
+def test_a_server_group_dies_of_sigterm_unless_one_of_it_catches_ignores_or_blocks_it() -> None:
+    """What decides whether a closing server is waited for after its SIGTERM."""
+    from synapse_lsp.extensions.mcp_stdio import dies_of_sigterm
+
+    ready = "import sys, time; print(1, flush=True); "
+    plain = [sys.executable, "-c", ready + "time.sleep(30)"]
+    catches = [
+        sys.executable,
+        "-c",
+        "import signal; "
+        "signal.signal(signal.SIGTERM, lambda *a: None); " + ready + "time.sleep(30)",
+    ]
+    blocks = [
+        sys.executable,
+        "-c",
+        "import signal; "
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}); " + ready + "time.sleep(30)",
+    ]
+    # a shell whose child (in its group) ignores SIGTERM; the shell itself does not
+    child_ignores = ["sh", "-c", "(trap '' TERM; echo 1; exec sleep 30) & wait"]
+    children_die = ["sh", "-c", "(echo 1; exec sleep 30) & wait"]  # fmt: skip
+    procs = {name: _started(argv) for name, argv in [
+        ("plain", plain), ("catches", catches), ("blocks", blocks),
+        ("child ignores", child_ignores), ("children die", children_die),
+    ]}  # fmt: skip
+    try:
+        stopped = _started(plain)
+        os.killpg(stopped.pid, signal.SIGSTOP)
+        time.sleep(0.1)
+        procs["stopped"] = stopped
+        found = {name: dies_of_sigterm(proc.pid) for name, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert found == {
+        "plain": True,
+        "catches": False,
+        "blocks": False,
+        "child ignores": False,
+        "children die": True,
+        "stopped": False,
+    }
+
+
+STOP_LOGGER = textwrap.dedent(
+    """
+    import signal, sys, time
+    def on_term(signum, frame):
+        open({marker!r}, "w").write("sigterm")
+        raise SystemExit(0)
+    signal.signal(signal.SIGTERM, on_term)
+    sys.stdin.read()  # to the end of its input
+    time.sleep(30)  # then slow to end: only a signal ends it soon
+    """
+)
+
+
+async def test_a_stopping_server_is_ended_before_its_session_closes(tmp_path: Path) -> None:
+    """The owner's stop begins the server's end at once (input closed, SIGTERM after the
+    grace), while the session still closes: not only when the session's close comes to
+    the transport."""
+    from mcp import StdioServerParameters
+
+    from synapse_lsp.extensions.mcp_stdio import stdio_transport
+
+    marker = tmp_path / "how-it-ended"
+    script = tmp_path / "server.py"
+    script.write_text(STOP_LOGGER.format(marker=str(marker)))
+    params = StdioServerParameters(command=sys.executable, args=[str(script)])
+    stopping = asyncio.Event()
+    with (tmp_path / "stderr").open("w") as errlog:
+        async with stdio_transport(params, errlog, lambda: 0.0, stopping.wait):
+            await asyncio.sleep(0.5)  # it runs
+            assert not marker.exists()
+            stopping.set()
+            for _ in range(1000):
+                if marker.exists():
+                    break
+                await asyncio.sleep(0.01)
+            ended_inside = marker.exists()
+    assert ended_inside
+    assert marker.read_text() == "sigterm"
+
+
+TIMES_ITS_SIGTERM = textwrap.dedent(
+    """
+    import signal, sys, time
+    sys.path.insert(0, {tests!r})
+    from mcp_servers.demo_server import build
+    def on_term(signum, frame):
+        open({marker!r}, "w").write(repr(time.time()))
+        raise SystemExit(0)
+    signal.signal(signal.SIGTERM, on_term)
+    build("timed").run("stdio")
+    time.sleep(5.0)  # slow to end after end of input: only a signal ends it soon
+    """
+)
+
+
+def _slow_session_end(tmp_path: Path) -> tuple[Path, Path, Path, list[str]]:
+    """A home whose SessionEnd hook takes a second, and a server that writes when it got
+    SIGTERM: (home, the SIGTERM's time file, the hook's end time file, the server's argv)."""
+    home = tmp_path / "home"
+    (home / "mcp").mkdir(parents=True)
+    signalled, hook_ended = tmp_path / "signalled-at", tmp_path / "hook-ended-at"
+    script = tmp_path / "timed.py"
+    script.write_text(TIMES_ITS_SIGTERM.format(tests=str(ROOT / "tests"), marker=str(signalled)))
+    record = f"{sys.executable} -c 'import time; print(time.time())' > {hook_ended}"
+    end = [{"hooks": [{"type": "command", "command": f"cat >/dev/null; sleep 1; {record}"}]}]
+    (home / "settings.json").write_text(json.dumps({"hooks": {"SessionEnd": end}}))
+    return home, signalled, hook_ended, [sys.executable, str(script)]
+
+
+async def test_a_chat_p_exit_ends_its_mcp_servers_beside_the_session_end(tmp_path: Path) -> None:
+    """`chat -p`'s exit signals its MCP servers while the session still closes (its
+    SessionEnd hook takes a second here), not after: an exit waits for the slower of
+    the two, not for both in turn. The server ends; the hook runs to its end."""
+    home, signalled, hook_ended, argv = _slow_session_end(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    entry = {"command": argv[0], "args": argv[1:]}
+    (home / "mcp" / "mcp_servers.json").write_text(json.dumps({"mcpServers": {"timed": entry}}))
+    api = FakeAnthropic([{"commands": ["mcp:timed:echo --text hi"]}, {"text": "Done."}])
+    await api.start()
+    env = dict(os.environ, SYNAPSE_HOME=str(home), ANTHROPIC_API_KEY=FAKE_KEY)
+    env["ANTHROPIC_BASE_URL"] = api.base_url
+    env.pop("SYNAPSE_SANDBOX", None)
+    try:
+        code, out, err = await chat_p("call it", env, work)
+    finally:
+        await api.close()
+    assert code == 0, err
+    assert out == "Done.\n"
+    [_, second] = api.message_requests
+    [result] = [b for b in second["messages"][-1]["content"] if b["type"] == "tool_result"]
+    assert not result.get("is_error") and "hi" in json.dumps(result["content"]), result
+    assert float(signalled.read_text()) < float(hook_ended.read_text())
+
+
+async def test_an_acp_exit_ends_its_mcp_servers_beside_the_session_end(tmp_path: Path) -> None:
+    """The same over ACP: at end of input, a session's servers (the client's) get their
+    SIGTERM while its SessionEnd hook still runs."""
+    home, signalled, hook_ended, argv = _slow_session_end(tmp_path)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    timed = McpServerStdio(name="timed", command=argv[0], args=argv[1:], env=[])
+    api = FakeAnthropic([{"commands": ["mcp:timed:echo --text hi"]}, {"text": "Done."}])
+    await api.start()
+    client = AcpTestClient()
+    try:
+        async with acp_agent(client, agent_env(home, api.base_url)) as (conn, proc, _init):
+            sid = (await conn.new_session(cwd=str(proj), mcp_servers=[timed])).session_id
+            text = TextContentBlock(type="text", text="call it")
+            result = await conn.prompt(session_id=sid, prompt=[text])
+    finally:
+        await api.close()
+    assert result.stop_reason == "end_turn"
+    assert proc.returncode == 0
+    assert [u["content"][0]["content"]["text"].strip() for u in finished(client.of(sid))] == ["hi"]
+    assert float(signalled.read_text()) < float(hook_ended.read_text())
 
 
 def _self_signed(folder: Path) -> tuple[Path, Path]:

@@ -481,7 +481,7 @@ async def test_slow_server_does_not_block_other_commands(tmp_path: Path) -> None
         ]
     finally:
         await reg.close()
-    assert all(not pid_alive(pid) for pid in pids)
+    assert await wait_until(lambda: all(not pid_alive(pid) for pid in pids))
 
 
 async def test_shutdown_leaves_no_child_process(

@@ -422,7 +422,19 @@ async def test_close_leaves_no_process_behind(workdir: Path, settings: Settings)
             break
         await asyncio.sleep(0.01)
     assert len(_session_members(pid)) >= members
+    ticks = [0]
+
+    async def tick() -> None:
+        while True:
+            ticks[0] += 1
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0)
+    before = ticks[0]
     await session.close()
+    ticker.cancel()
+    assert ticks[0] > before + 1  # its kill rounds ran off the event loop, which went on
     result = await task
     assert result.exit_code != 0
     await session.close()  # idempotent

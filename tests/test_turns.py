@@ -197,6 +197,9 @@ async def test_a_cancelled_face_task_cancels_the_chat_and_close_releases_the_fac
     released: list[str] = []
 
     class Resources:
+        def closing(self) -> None:
+            released.append("closing")
+
         async def close(self) -> None:
             released.append("face")
 
@@ -209,7 +212,7 @@ async def test_a_cancelled_face_task_cancels_the_chat_and_close_releases_the_fac
     assert not live.running
     await _until(lambda: not chat.busy, 10)
     await live.close()
-    assert released == ["face"]
+    assert released == ["closing", "face"]
 
 
 # ------------------------------------------------------------------ the throttle

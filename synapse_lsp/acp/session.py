@@ -176,6 +176,10 @@ class AcpFace:
         self.output.clear()
         self.announcements.clear()
 
+    def closing(self) -> None:
+        """The session's MCP servers end beside its conversation's close."""
+        self.workspace.close_extensions()
+
     async def close(self) -> None:
         """Its shells and MCP children (after the conversation closed)."""
         with contextlib.suppress(BaseException):

@@ -181,7 +181,11 @@ class OutputThrottle:
 
 class FaceData(Protocol):
     """What a face attaches to a live chat may hold resources of its own (a shell,
-    an update stream, a workspace): `close()` releases them after the chat closed."""
+    an update stream, a workspace): `close()` releases them after the chat closed;
+    `closing()`, as the chat's close begins (its turn cancelled), may begin releasing
+    what that close does not need (an ACP session's MCP servers), beside it."""
+
+    def closing(self) -> None: ...
 
     async def close(self) -> None: ...
 
@@ -368,6 +372,8 @@ class LiveChat(Generic[F]):
         self._closing = True
         with contextlib.suppress(Exception):
             self.cancel()
+            if self.face is not None:
+                self.face.closing()
         turn = self.turn
         if turn is not None and not turn.done() and turn is not asyncio.current_task():
             with contextlib.suppress(BaseException):

@@ -332,14 +332,13 @@ class Runtime:
         return self.new_session_now(resume=session_id)
 
     async def close(self) -> None:
+        if self.workspace is not None:
+            self.workspace.close_extensions()  # MCP servers end beside the session's close
         if self.session is not None:
             await self.session.close()
-        if self.workspace is not None:
-            await self.workspace.close()
-        if self.model is not None:
-            await self.model.close()
-        if self.demo is not None:
-            await self.demo.close()
+        for part in (self.workspace, self.model, self.demo):
+            if part is not None:
+                await part.close()
         self.store.close()
 
 

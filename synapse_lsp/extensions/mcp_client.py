@@ -61,7 +61,7 @@ __all__ = [  # what other modules import from here (configs and specs live next 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-CLOSE_GRACE = 0.005  # closing for good (exit): a stdio server's end of input -> SIGTERM
+CLOSE_GRACE = 0.005  # closing for good (exit): the close's start -> a stdio server's SIGTERM
 # Launchers that may download the server before it starts (its first run is slow).
 INSTALLERS = frozenset({"npx", "uvx", "bunx", "pnpx", "pipx"})
 
@@ -94,7 +94,7 @@ class McpServer:
         self.tools: list[ToolSpec] = []
         self.skipped_tools: list[str] = []
         self.connect_seconds: float | None = None
-        self.stop_grace: float | None = None  # end of input -> SIGTERM (None: 2 s)
+        self.signal_by: float | None = None  # SIGTERM by this loop time (None: 2 s after EOF)
         self.resources: list[ResourceSpec] = []  # resources, then templates
         self.prompts: list[PromptSpec] = []
         # The workspace folders, answered to `roots/list` (the manager's owner sets it).
@@ -325,8 +325,8 @@ class McpServer:
                     )
                     from synapse_lsp.extensions.mcp_stdio import stdio_transport
 
-                    transport = stdio_transport(params, errlog, lambda: self.stop_grace)
-                    target: Any = watch_end(transport, self._ended)
+                    stdio = stdio_transport(params, errlog, lambda: self.signal_by, self._stop.wait)
+                    target: Any = watch_end(stdio, self._ended)
                 else:
                     import httpx2
                     from mcp.client.streamable_http import streamable_http_client
@@ -550,7 +550,7 @@ class McpManager:
         return [t for s in self.servers.values() if s.state == "ready" for t in s.tools]
 
     async def close(self) -> None:
-        """Every server at once, each with a short grace before its signal."""
+        """Every server at once, each signalled a short grace after this close began."""
         for server in self.servers.values():
-            server.stop_grace = CLOSE_GRACE
+            server.signal_by = asyncio.get_running_loop().time() + CLOSE_GRACE
         await asyncio.gather(*(s.stop() for s in self.servers.values()), return_exceptions=True)

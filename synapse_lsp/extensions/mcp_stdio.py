@@ -9,9 +9,12 @@ and surfaced to the session as an error, never buffered without bound.
 
 Everything else follows the SDK's transport: the server starts in its own session
 (process group) with the SDK's minimal inherited environment plus the config's
-`env`; its stderr goes to `errlog`; shutdown closes stdin, waits (`grace()`: 2 s, or
-the short grace of a manager closing for good), then ends the process group
-(SIGTERM, then SIGKILL), all shielded from the caller's cancellation.
+`env`; its stderr goes to `errlog`; shutdown (from the session's close, or at once
+when the owner stops the server) closes stdin, waits (2 s, or until `signal_by()`: a
+manager closing for good gives its start plus a short grace), then ends the process group
+(SIGTERM, then SIGKILL), all shielded from the caller's cancellation. A group that
+SIGTERM surely ends (no process of it catches, ignores or blocks it) is not waited
+for.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import json
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import IO, Any
 
 import anyio
@@ -43,10 +46,13 @@ _FLUSH = 0.5
 async def stdio_transport(
     server: StdioServerParameters,
     errlog: IO[str],
-    grace: Callable[[], float | None] = lambda: None,
+    signal_by: Callable[[], float | None] = lambda: None,
+    stopping: Callable[[], Awaitable[object]] | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """(read stream, write stream) for `mcp.Client`, like `mcp.client.stdio.stdio_client`;
-    `grace()` is read at shutdown: seconds from end of input to SIGTERM (None: 2 s)."""
+    """(read stream, write stream) for `mcp.Client`, like `mcp.client.stdio.stdio_client`.
+    Shutdown begins when `stopping()` returns (the owner stops the server), not only
+    when the session's close comes to the transport; `signal_by()`, read then, is the
+    loop time of the SIGTERM at the latest (None: 2 s after the end of input)."""
     process = await anyio.open_process(
         [server.command, *server.args],
         env=get_default_environment() | (server.env or {}),
@@ -81,18 +87,39 @@ async def stdio_transport(
         finally:
             writer_done.set()
 
+    stopped, begun = anyio.Event(), [False]
+
+    async def stop() -> None:  # once: the first caller ends the process, others wait
+        with anyio.CancelScope(shield=True):
+            if begun[0]:
+                await stopped.wait()
+                return
+            begun[0] = True
+            by = signal_by()
+            try:
+                await _stop(process, None if by is None else max(0.0, by - anyio.current_time()))
+            finally:
+                stopped.set()
+
+    async def stop_when_stopping(stopping: Callable[[], Awaitable[object]]) -> None:
+        await stopping()
+        await stop()
+
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(reader)
         tasks.start_soon(writer)
+        if stopping is not None:
+            tasks.start_soon(stop_when_stopping, stopping)
         try:
             yield read_stream, write_stream
         finally:
             with anyio.CancelScope(shield=True):
                 read_stream.close()
                 write_stream.close()
-                with anyio.move_on_after(_FLUSH):
-                    await writer_done.wait()
-                await _stop(process, grace())
+                if not begun[0]:
+                    with anyio.move_on_after(_FLUSH):
+                        await writer_done.wait()
+                await stop()
                 for stream in (read_stream, write_stream, read_writer, write_reader):
                     await stream.aclose()
                 await anyio.lowlevel.checkpoint()
@@ -159,10 +186,14 @@ async def _stop(process: Process, grace: float | None = None) -> None:
         await process.stdin.aclose()
     if not await _exited(process, _TERM_GRACE if grace is None else grace):
         # The group as the SDK's `terminate_posix_process_tree` ends it (SIGTERM, then
-        # SIGKILL), polled every 2 ms instead of its 10: an exit waits on this.
+        # SIGKILL), polled every 2 ms instead of its 10: an exit waits on this. Not
+        # when SIGTERM surely ends it: the kernel's teardown of a server (10-20 ms)
+        # is not worth an exit's wait, and init reaps what is left.
         for sig in (signal.SIGTERM, signal.SIGKILL):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, sig)  # the leader's pid is the group's id
+            if sig == signal.SIGTERM and dies_of_sigterm(process.pid):
+                break
             if await _group_gone(process, _TERM_GRACE):
                 break
         else:
@@ -174,6 +205,38 @@ async def _stop(process: Process, grace: float | None = None) -> None:
     if callable(close):
         with contextlib.suppress(PermissionError):
             close()
+
+
+def dies_of_sigterm(leader: int) -> bool:
+    """Whether every process of a server's group below its leader (the leader too)
+    dies of a SIGTERM sent now: none catches, ignores or blocks it, none is stopped.
+    A process of the group that left the leader's tree (reparented, its group kept:
+    rare, daemons call `setsid`) is not seen. False when the leader has ended already:
+    its reaping, which is waited for then, is at hand (and must be the child watcher's,
+    not a poll of the transport's close)."""
+    from synapse_lsp.shell import procs
+
+    table = procs.subtree(leader)
+    if leader not in table or table[leader].zombie:
+        return False
+    for pid in ({leader} | procs.descendants(leader, table)) & table.keys():
+        if table[pid].pgrp != leader or table[pid].zombie:
+            continue
+        try:
+            with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as f:  # noqa: PTH123
+                lines = f.read().splitlines()
+        except OSError:
+            continue  # gone already
+        status = {name: value for name, _, value in (line.partition(":") for line in lines)}
+        if status.get("State", "").strip()[:1] in ("T", "t"):
+            return False  # stopped: SIGTERM waits for a SIGCONT
+        term = 1 << (signal.SIGTERM - 1)
+        try:
+            if any(int(status[mask], 16) & term for mask in ("SigBlk", "SigIgn", "SigCgt")):
+                return False
+        except (KeyError, ValueError):
+            return False  # cannot tell: wait for it
+    return True
 
 
 async def _group_gone(process: Process, timeout: float) -> bool:

@@ -147,10 +147,10 @@ class ExtensionRegistry:
             await self._start_socket()
 
     async def close(self) -> None:
-        """Stop the watcher and the socket, end every MCP session and child process."""
-        if self._watcher is not None:
-            await self._watcher.stop()
-            self._watcher = None
+        """Stop the watcher (first: no file change reloads a server then) and the socket,
+        end every MCP session and child process: all at once, each waits milliseconds."""
+        watcher, self._watcher = self._watcher, None
+        ends = asyncio.gather(*([watcher.stop()] if watcher else []), self.mcp.close())
         if self._socket_server is not None:
             self._socket_server.close()
             with contextlib.suppress(Exception):
@@ -160,7 +160,7 @@ class ExtensionRegistry:
                 with contextlib.suppress(OSError):
                     self._socket_file.unlink()
                 self._socket_file = None
-        await self.mcp.close()
+        await ends
         if self._own_run_dir and self.run_dir is not None:
             self.run_dir.remove()
             self.run_dir, self._own_run_dir = None, False

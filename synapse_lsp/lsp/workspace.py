@@ -44,6 +44,9 @@ class LspFace:
     router: BashRouter
     created: str = ""  # when it became live (a session not stored yet has no other date)
 
+    def closing(self) -> None:
+        """Nothing to begin: the folder's extensions outlive its chats."""
+
     async def close(self) -> None:
         await self.stream.close()
         with contextlib.suppress(Exception):

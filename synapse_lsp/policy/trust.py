@@ -427,3 +427,25 @@ NOT_TRUSTED_FOR_MODEL = (
 CHANGED_FOR_MODEL = (
     "it changed since Synapse last loaded it (the user confirms it with `synapse trust`)"
 )
+
+
+def mcp_withheld_reason(
+    root: Path, trusted: bool, unconfirmed_files: list[Path], how: str
+) -> str | None:
+    """Why a folder's own MCP configs (`FOLDER_CONFIGS`) are not loaded (None: they are,
+    or there are none): what listings of the folder's servers say (`how`: a face's own
+    words for how to trust the folder)."""
+    own = [root / name for name in FOLDER_CONFIGS]
+    if not any(path.is_file() for path in own):
+        return None
+    if not trusted:
+        return f"this folder is not trusted: {how}" if how else NOT_TRUSTED_FOR_MODEL
+    return CHANGED_FOR_MODEL if set(own) & set(unconfirmed_files) else None
+
+
+def changed_mcp_configs(home: Path, root: Path, trusted: bool) -> list[Path]:
+    """The MCP config files changed since the user confirmed them, as they are now
+    (asked again at every reload: a file an agent writes mid-session stays unused):
+    home's, and a trusted folder's own."""
+    changed = [home / n for n in home_unconfirmed(home) if n == HOME_MCP]
+    return changed + (unconfirmed(home, root) if trusted else [])

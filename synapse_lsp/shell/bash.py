@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ptyprocess import PtyProcess  # type: ignore[import-untyped]
+
 from synapse_lsp.commands import OutputSink
 from synapse_lsp.config import Settings
 from synapse_lsp.errors import ShellError
@@ -32,6 +34,7 @@ from synapse_lsp.shell.groups import (
     KILL_GRACE_S,
     Groups,
     end_session,
+    end_session_soon,
     exit_status,
 )
 from synapse_lsp.shell.spawn import START_TIMEOUT_S, ShellFiles
@@ -210,12 +213,26 @@ class Bash:
 
     def terminate(self) -> None:
         """Kill bash and everything in its session; finish a command in flight."""
+        self._let_go(end_session)
+
+    async def close(self) -> None:
+        """`terminate()` for good, its kill rounds and reap (ms: they wait between
+        looks) awaited: meanwhile the event loop goes on (an exit's MCP servers get their
+        signals). The command in flight is finished before its processes died."""
+        proc = self._let_go(None)
+        if proc is not None:
+            await end_session_soon(proc)
+
+    def _let_go(self, end: Callable[[PtyProcess], None] | None) -> PtyProcess | None:
+        """Everything of `terminate()` but the session's killing, which `end` does in its
+        place (before the command in flight is finished) or, when None, the caller after.
+        The process is returned when `end` did not end it."""
         proc, self.term.proc = self.term.proc, None
         self.term.release()
         run = self.run
         self._readers.detach()
-        if proc is not None:
-            end_session(proc)
+        if proc is not None and end is not None:
+            end(proc)
         if run is not None and not run.done.done():
             if run.shell_exit is None and proc is not None:
                 run.shell_exit = -signal.SIGKILL
@@ -228,6 +245,7 @@ class Bash:
                     os.close(fd)
         self._pidfd = self._parent_w = -1
         self.files.close()
+        return None if end is not None else proc
 
     # ------------------------------------------------------------- I/O
 

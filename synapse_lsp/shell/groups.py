@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Iterator
 
 from ptyprocess import PtyProcess  # type: ignore[import-untyped]
 
@@ -135,9 +136,23 @@ def end_session(proc: PtyProcess) -> None:
     the supervisor itself; close the PTY and reap. Not once the supervisor is reaped:
     its pid (and session id) may be another process's by now, and it killed its own
     tree on exit."""
+    for pause in _ending(proc):
+        time.sleep(pause)
+
+
+async def end_session_soon(proc: PtyProcess) -> None:
+    """`end_session`, its waits awaited: the event loop goes on meanwhile."""
+    for pause in _ending(proc):
+        await asyncio.sleep(pause)
+
+
+def _ending(proc: PtyProcess) -> Iterator[float]:
+    """`end_session`'s steps, yielding the seconds to wait between them."""
     root = int(proc.pid)
     if not proc.terminated:
-        procs.kill_all(lambda table: procs.descendants(root, table), lambda: procs.subtree(root))
+        yield from procs.kill_rounds(
+            lambda table: procs.descendants(root, table), lambda: procs.subtree(root), set()
+        )
         for group in _session_groups(root):
             with contextlib.suppress(OSError):
                 os.killpg(group, signal.SIGKILL)
@@ -147,7 +162,11 @@ def end_session(proc: PtyProcess) -> None:
     with contextlib.suppress(Exception):
         proc.fileobj.close()
     proc.closed = True
-    _reap(proc)
+    for _ in range(50):  # bash was just SIGKILLed: its status, without waiting for long
+        with contextlib.suppress(Exception):
+            if not proc.isalive():
+                return
+        yield 0.001
 
 
 def exit_status(proc: PtyProcess) -> int:
@@ -167,15 +186,6 @@ def program(pid: int) -> str | None:
         return os.readlink(f"/proc/{pid}/exe")  # noqa: PTH115 - per poll; str is enough
     except OSError:
         return None
-
-
-def _reap(proc: PtyProcess) -> None:
-    """Collect bash's exit status (it was just SIGKILLed) without blocking for long."""
-    for _ in range(50):
-        with contextlib.suppress(Exception):
-            if not proc.isalive():
-                return
-        time.sleep(0.001)
 
 
 def _session_groups(sid: int) -> set[int]:

@@ -38,7 +38,7 @@ import signal
 import struct
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -195,19 +195,30 @@ def kill_all(
     alive (a process forking while we kill is caught in the next round). Returns the
     count."""
     killed: set[int] = set()
+    for pause in kill_rounds(find, table_of, killed):
+        time.sleep(pause)
+    return len(killed)
+
+
+def kill_rounds(
+    find: Callable[[dict[int, ProcInfo]], set[int]],
+    table_of: Callable[[], dict[int, ProcInfo]],
+    killed: set[int],
+) -> Iterator[float]:
+    """`kill_all`'s rounds, each yielding the seconds to wait before the next (an event
+    loop awaits them instead of sleeping); `killed` gathers what was killed."""
     for rounds in range(KILL_ROUNDS):
         table = table_of()
         alive = {pid for pid in find(table) if pid in table and not table[pid].zombie}
         if not alive:
-            break
+            return
         for pid in alive:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         killed |= alive
         # What was just killed is mostly gone within half a millisecond: look again
         # then, and back off to 2 ms while some still go (a fork bomb's rounds).
-        time.sleep(min(0.002, 0.0005 * 2**rounds))
-    return len(killed)
+        yield min(0.002, 0.0005 * 2**rounds)
 
 
 # ------------------------------------------------------------- the supervisor

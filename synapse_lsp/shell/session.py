@@ -189,9 +189,10 @@ class ShellSession:
     async def close(self) -> None:
         """Kill bash and every process of its session; idempotent."""
         self._closed = True
-        self._terminate()
         for task in list(self._escalations):
             task.cancel()
+        if self._bash is not None:
+            await self._bash.close()
         if self._private_tmp is not None and self._owns_tmp:
             shutil.rmtree(self._private_tmp, ignore_errors=True)
             self._private_tmp = None
