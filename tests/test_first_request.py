@@ -388,44 +388,46 @@ def test_a_server_group_dies_of_sigterm_unless_one_of_it_catches_ignores_or_bloc
     }
 
 
-STOP_LOGGER = textwrap.dedent(
+EOF_LOGGER = textwrap.dedent(
     """
-    import signal, sys, time
-    def on_term(signum, frame):
-        open({marker!r}, "w").write("sigterm")
-        raise SystemExit(0)
-    signal.signal(signal.SIGTERM, on_term)
+    import sys, time
+    open({ready!r}, "w").close()
     sys.stdin.read()  # to the end of its input
+    open({marker!r}, "w").write("end of input")
     time.sleep(30)  # then slow to end: only a signal ends it soon
     """
 )
 
 
 async def test_a_stopping_server_is_ended_before_its_session_closes(tmp_path: Path) -> None:
-    """The owner's stop begins the server's end at once (input closed, SIGTERM after the
-    grace), while the session still closes: not only when the session's close comes to
-    the transport."""
+    """The owner's stop begins the server's end at once (its input closed, SIGTERM
+    after the grace) while the session still closes, not only when the session's close
+    comes to the transport: the server sees the end of its input inside."""
     from mcp import StdioServerParameters
 
     from synapse_lsp.extensions.mcp_stdio import stdio_transport
 
-    marker = tmp_path / "how-it-ended"
+    marker, ready = tmp_path / "how-it-ended", tmp_path / "ready"
     script = tmp_path / "server.py"
-    script.write_text(STOP_LOGGER.format(marker=str(marker)))
+    script.write_text(EOF_LOGGER.format(marker=str(marker), ready=str(ready)))
     params = StdioServerParameters(command=sys.executable, args=[str(script)])
     stopping = asyncio.Event()
     with (tmp_path / "stderr").open("w") as errlog:
-        async with stdio_transport(params, errlog, lambda: 0.0, stopping.wait):
-            await asyncio.sleep(0.5)  # it runs
-            assert not marker.exists()
+        by = lambda: asyncio.get_running_loop().time() + 1.0  # noqa: E731 - SIGTERM 1 s on
+        async with stdio_transport(params, errlog, by, stopping.wait):
+            for _ in range(3000):  # it runs (a loaded machine: seconds)
+                if ready.exists():
+                    break
+                await asyncio.sleep(0.01)
+            assert ready.exists() and not marker.exists()
             stopping.set()
-            for _ in range(1000):
+            for _ in range(3000):
                 if marker.exists():
                     break
                 await asyncio.sleep(0.01)
             ended_inside = marker.exists()
     assert ended_inside
-    assert marker.read_text() == "sigterm"
+    assert marker.read_text() == "end of input"
 
 
 TIMES_ITS_SIGTERM = textwrap.dedent(
