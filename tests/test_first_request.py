@@ -8,8 +8,9 @@ path of a user's first words. Real processes, the fake Messages API in this proc
   for it, then works;
 - `chat -p` sends its first request before its bash starts;
 - closing an MCP manager signals a stdio server after a short grace instead of
-  waiting (2 s) for it to exit on its own, and `chat -p`'s exit signals its servers
-  while the session still closes (its SessionEnd hook), not after;
+  waiting (2 s) for it to exit on its own; `chat -p`'s exit and an ACP session's
+  signal their servers while the session still closes (its SessionEnd hook), not
+  after; a stopped server's input ends at once; which groups SIGTERM surely ends;
 - `chat -p`'s client uses the TLS context built beside the SDK's import, which
   trusts what the SDK's own would (`SSL_CERT_FILE`) and refuses a certificate it
   does not trust at once (not retried).

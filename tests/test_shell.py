@@ -434,7 +434,7 @@ async def test_close_leaves_no_process_behind(workdir: Path, settings: Settings)
     before = ticks[0]
     await session.close()
     ticker.cancel()
-    assert ticks[0] > before + 1  # its kill rounds ran off the event loop, which went on
+    assert ticks[0] > before + 1  # its kill rounds were awaited: the event loop went on
     result = await task
     assert result.exit_code != 0
     await session.close()  # idempotent
