@@ -100,8 +100,9 @@ class Workspace:
         self.private_tmp: Path | None = None
         self.tasks = TaskOwner(f"workspace-{root.name}")
         self._registry_task: asyncio.Task[None] | None = None
-        # close_extensions(): the registry it is closing, and that close
+        # begin_close(): the registry it is closing, and that close; the shells' close
         self._extensions_closing: tuple[ExtensionRegistry | None, asyncio.Task[None]] | None = None
+        self._shells_closing: asyncio.Task[None] | None = None
         # prepare()'s router and registry, until start()
         self._prepared: tuple[BashRouter, ExtensionRegistry | None] | None = None
         self._lock = asyncio.Lock()
@@ -417,37 +418,32 @@ class Workspace:
         shells = [self.shell, *self._session_shells]
         return [s.pid for s in shells if s is not None and s.pid is not None]
 
-    def close_extensions(self) -> asyncio.Task[None]:
-        """Begin ending the folder's extensions (MCP servers, watcher, socket) now. A face
-        whose conversation closes for good calls it first, so the servers' ends overlap
-        the conversation's last work (its after-snapshot, SessionEnd hooks: neither uses
-        them) instead of following it; `close()` awaits it. Once per registry."""
+    def begin_close(self, *, shells: bool = True) -> None:
+        """Begin ending the folder's extensions (MCP servers, watcher, socket) and, with
+        `shells`, its background tasks and shells (none starts after). A face whose
+        conversation closes for good calls it first, so they end beside its last work
+        (the after-snapshot, SessionEnd hooks: neither uses them); `close()` awaits them."""
         registry, closing = self.registry, self._extensions_closing
-        if closing is None or closing[0] is not registry:
-            task = asyncio.get_running_loop().create_task(self._close_registry(registry))
-            self._extensions_closing = closing = (registry, task)
-        return closing[1]
+        if closing is None or closing[0] is not registry:  # once per registry
+            ending = _end_registry(self.root, self._registry_task, registry)
+            self._extensions_closing = (registry, asyncio.get_running_loop().create_task(ending))
+        if shells and self._shells_closing is None:
+            self._closed = True
+            self._shells_closing = asyncio.get_running_loop().create_task(self._close_shells())
 
-    async def _close_registry(self, registry: ExtensionRegistry | None) -> None:
-        starting = self._registry_task
-        if starting is not None and not starting.done():  # still connecting its servers
-            starting.cancel()
-            await asyncio.wait({starting}, timeout=5.0)
-        if registry is not None:
-            try:
-                await asyncio.wait_for(registry.close(), 10.0)
-            except BaseException as exc:  # keep closing the rest
-                log.warning("workspace %s: closing extensions: %s", self.root, exc)
-
-    async def close(self) -> None:
-        """Dispose everything: background tasks, then the registry and its children
-        beside the shells, then the folders."""
-        self._closed = True
+    async def _close_shells(self) -> None:
         await self.tasks.aclose()
         shells = [s for s in (self.shell, *self._session_shells) if s is not None]
         self._session_shells.clear()
-        extensions = asyncio.shield(self.close_extensions())
-        await asyncio.gather(extensions, *(s.close() for s in shells), return_exceptions=True)
+        await asyncio.gather(*(s.close() for s in shells), return_exceptions=True)
+
+    async def close(self) -> None:
+        """Dispose everything: the registry and its children beside the background tasks
+        and shells (`begin_close`), then the folders."""
+        self.begin_close()
+        assert self._extensions_closing is not None and self._shells_closing is not None
+        closing = (self._extensions_closing[1], self._shells_closing)
+        await asyncio.gather(*map(asyncio.shield, closing), return_exceptions=True)
         self.router = None
         if self.run_dir is not None:
             self.run_dir.remove()
@@ -455,3 +451,17 @@ class Workspace:
         if self.private_tmp is not None:
             shutil.rmtree(self.private_tmp, ignore_errors=True)
             self.private_tmp = None
+
+
+async def _end_registry(
+    root: Path, starting: asyncio.Task[None] | None, registry: ExtensionRegistry | None
+) -> None:
+    """A workspace's registry's close; the task still connecting its servers ends first."""
+    if starting is not None and not starting.done():
+        starting.cancel()
+        await asyncio.wait({starting}, timeout=5.0)
+    if registry is not None:
+        try:
+            await asyncio.wait_for(registry.close(), 10.0)
+        except BaseException as exc:  # keep closing the rest
+            log.warning("workspace %s: closing extensions: %s", root, exc)

@@ -178,7 +178,7 @@ class AcpFace:
 
     def closing(self) -> None:
         """The session's MCP servers end beside its conversation's close."""
-        self.workspace.close_extensions()
+        self.workspace.begin_close(shells=False)
 
     async def close(self) -> None:
         """Its shells and MCP children (after the conversation closed)."""

@@ -4,7 +4,8 @@ The snapshot before a turn starts with the turn and runs beside the first model
 request; the session's router waits for it (`ready`) before any command runs, so
 nothing the turn does can slip in first. The snapshot after a turn is taken at its
 end, before `TurnFinished` (incremental: tens of milliseconds on a 10,000-file
-folder; `benchmarks/bench_checkpoints.py`). Between the two, the hand-edit guard
+folder; `benchmarks/bench_checkpoints.py`); `chat -p`'s one turn leaves it to the
+session's close (`closes_after_turn`). Between the two, the hand-edit guard
 (`hand_edits.py`) notes what someone other than the agent changed.
 
 A turn's checkpoint has the session's turn number (`turn_numbers.py`). A rewind
@@ -64,6 +65,10 @@ class TurnCheckpoints:
         self._keeper: Checkpoints | None = None
         self._told: set[str] = set()  # what the user was already told (skipped files...)
         self.guard = HandEdits(lambda: self._keeper)
+        # The session closes right after its turn (`chat -p`): the turn's end does not
+        # wait for its "after" snapshot; the close does (as long as the turn would have),
+        # while the shells end beside it.
+        self.closes_after_turn = False
 
     @property
     def disabled(self) -> str | None:
@@ -150,12 +155,15 @@ class TurnCheckpoints:
 
     async def finish(self) -> None:
         """The turn ended: photograph what it left. Part of the turn (its end waits for
-        it, bounded), so no snapshot outlives the turn that started it."""
+        it, bounded), so no snapshot outlives the turn that started it; with
+        `closes_after_turn`, part of the session's close instead."""
         await stages.at("finish")
         if self._keeper is None:
             return
         self.guard.turn_ends()  # its watch goes while the snapshot is taken
         self._keeper.end_turn()
+        if self.closes_after_turn:
+            return
         try:
             async with asyncio.timeout(FINISH_WAIT):
                 await self._keeper.settle()
@@ -197,7 +205,7 @@ class TurnCheckpoints:
     async def settle(self) -> None:
         if self._keeper is not None:
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(CLOSE_WAIT):
+                async with asyncio.timeout(FINISH_WAIT if self.closes_after_turn else CLOSE_WAIT):
                     await self._keeper.settle()
 
     async def forget(self) -> None:

@@ -333,7 +333,7 @@ class Runtime:
 
     async def close(self) -> None:
         if self.workspace is not None:
-            self.workspace.close_extensions()  # MCP servers end beside the session's close
+            self.workspace.begin_close()  # MCP servers and shells end beside the session's close
         if self.session is not None:
             await self.session.close()
         for part in (self.workspace, self.model, self.demo):

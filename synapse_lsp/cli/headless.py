@@ -142,6 +142,8 @@ def run(
     session = runtime.session
     assert session is not None
     session.skill_enhance = False  # the process ends with its turns
+    # One turn, then the close: it takes the turn's after-snapshot, beside the shells' end.
+    session.checkpoints.closes_after_turn = args.input_format != "stream-json"
     if args.output_format == "text":
         return _text(session, args.prompt, loop, output_lines, runtime.quiet)
     out = JsonOut(_take_stdout(), stream=args.output_format == "stream-json")
