@@ -1,0 +1,64 @@
+"""`lsp/dispatch.py`: a received message goes where pygls' own `handle_message` sends
+it (the same handling method, the same arguments), for every kind of message, without
+pygls' runtime-Protocol checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pygls.protocol import JsonRPCProtocol
+
+from synapse_lsp.lsp.dispatch import dispatch
+from synapse_lsp.lsp.server import SynapseServer
+
+MESSAGES: dict[str, dict[str, Any]] = {
+    "request": {
+        "jsonrpc": "2.0", "id": 7, "method": "workspace/executeCommand",
+        "params": {"command": "synapse.shell.run", "arguments": [{"command": "true"}]},
+    },
+    "notification": {
+        "jsonrpc": "2.0", "method": "textDocument/didOpen",
+        "params": {"textDocument": {"uri": "file:///x.py", "languageId": "python",
+                                    "version": 1, "text": "x = 1\n"}},
+    },
+    "cancel": {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 7}},
+    "response": {"jsonrpc": "2.0", "id": "s-1", "result": {"applied": True}},
+    "null result": {"jsonrpc": "2.0", "id": "s-2", "result": None},
+    "error": {"jsonrpc": "2.0", "id": "s-3", "error": {"code": -32603, "message": "no"}},
+}  # fmt: skip
+
+
+def _recorded(route: Any, data: dict[str, Any], *, shutdown: bool = False) -> list[Any]:
+    """What `route(protocol, message)` handed to the protocol's handling methods."""
+    protocol = SynapseServer().protocol
+    protocol._shutdown = shutdown
+    calls: list[Any] = []
+    for name in ("_handle_request", "_handle_notification", "_handle_response"):
+
+        def record(*args: Any, name: str = name) -> None:
+            calls.append((name, args))
+
+        setattr(protocol, name, record)
+    route(protocol, protocol.structure_message(data))
+    return calls
+
+
+def _ours(protocol: Any, message: Any) -> None:
+    method = getattr(message, "method", "")
+    dispatch(protocol, message, method, bool(method) and getattr(message, "id", None) is not None)
+
+
+@pytest.mark.parametrize("kind", MESSAGES)
+@pytest.mark.parametrize("shutdown", [False, True])
+def test_each_message_goes_where_pygls_sends_it(kind: str, shutdown: bool) -> None:
+    data = MESSAGES[kind]
+    expected = _recorded(JsonRPCProtocol.handle_message, data, shutdown=shutdown)
+    assert _recorded(_ours, data, shutdown=shutdown) == expected
+    assert bool(expected) is not shutdown  # handled, unless the server is shutting down
+
+
+def test_a_message_of_another_jsonrpc_version_is_dropped_as_pygls_drops_it() -> None:
+    data = {**MESSAGES["request"], "jsonrpc": "1.0"}
+    assert _recorded(JsonRPCProtocol.handle_message, data) == []
+    assert _recorded(_ours, data) == []
