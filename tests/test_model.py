@@ -406,6 +406,12 @@ def test_the_request_body_follows_messages_edited_in_place_and_other_conversatio
             assert encode_body(params) == plain(params)
     main["messages"][2]["content"][0]["content"] = "edited in place"
     assert encode_body(main) == plain(main)
+    main["messages"][-2]["content"][0]["cache_control"] = {"type": "ephemeral"}  # near the end
+    assert encode_body(main) == plain(main)
+    del main["messages"][-2]["content"][0]["cache_control"]
+    main["messages"][-1]["content"][0]["content"] = "the end edited"
+    main["messages"][3]["content"][0]["content"] = "and earlier"  # both: the first counts
+    assert encode_body(main) == plain(main)
     main["messages"][1]["content"].append({"type": "text", "text": "one more block"})
     assert encode_body(main) == plain(main)
     del main["messages"][4:]

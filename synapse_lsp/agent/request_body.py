@@ -10,6 +10,10 @@ from typing import Any
 # Conversations whose messages' JSON is kept: a turn and the subagents (`task:*`) or
 # sessions beside it, each found by its first message.
 KEPT_CONVERSATIONS = 4
+# Messages at the end of a conversation looked at one by one for what changed since the
+# last request; before them, one comparison in C (a Python loop over a 1,000-call
+# turn's history made 12% of its CPU).
+TAIL = 4
 
 
 def encode_body(params: dict[str, Any]) -> bytes:
@@ -67,7 +71,11 @@ def _messages(messages: list[Any]) -> list[str]:
     copies, texts = kept.copies, kept.texts
     same = min(len(copies), len(messages))
     if copies[:same] != messages[:same]:  # edited in place, or cut and grown again
-        same = next(i for i in range(same) if copies[i] != messages[i])
+        # Mostly at the end: the last request's cache breakpoint (history.py) is gone
+        # from its message. The rest is compared in C, then the tail one by one.
+        tail = max(0, same - TAIL)
+        start = tail if copies[:tail] == messages[:tail] else 0
+        same = next(i for i in range(start, same) if copies[i] != messages[i])
     del copies[same:], texts[same:]
     for message in messages[same:]:
         text = _json(message)  # first: a message that cannot be encoded keeps nothing
