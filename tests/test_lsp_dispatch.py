@@ -14,8 +14,9 @@ from synapse_lsp.lsp.server import SynapseServer
 
 MESSAGES: dict[str, dict[str, Any]] = {
     "request": {
-        "jsonrpc": "2.0", "id": 7, "method": "workspace/executeCommand",
-        "params": {"command": "synapse.shell.run", "arguments": [{"command": "true"}]},
+        "jsonrpc": "2.0", "id": 7, "method": "textDocument/hover",
+        "params": {"textDocument": {"uri": "file:///x.py"},
+                   "position": {"line": 0, "character": 0}},
     },
     "notification": {
         "jsonrpc": "2.0", "method": "textDocument/didOpen",
@@ -62,3 +63,32 @@ def test_a_message_of_another_jsonrpc_version_is_dropped_as_pygls_drops_it() -> 
     data = {**MESSAGES["request"], "jsonrpc": "1.0"}
     assert _recorded(JsonRPCProtocol.handle_message, data) == []
     assert _recorded(_ours, data) == []
+
+
+COMMANDS_REFUSED: dict[str, dict[str, Any]] = {
+    "unknown command": {"command": "synapse.nothing", "arguments": []},
+    "two arguments": {"command": "synapse.shell.run", "arguments": [{}, {}]},
+    "malformed argument": {"command": "synapse.shell.run", "arguments": [{"command": 42}]},
+}
+
+
+def _answers(route: Any, params: dict[str, Any]) -> list[Any]:
+    """What the protocol sends when `route` handles an executeCommand with `params`."""
+    server = SynapseServer()
+    server.bind_handlers()
+    protocol: Any = server.protocol
+    sent: list[Any] = []
+    protocol._send_data = sent.append
+    data = {"jsonrpc": "2.0", "id": 3, "method": "workspace/executeCommand", "params": params}
+    route(protocol, protocol.structure_message(data))
+    assert protocol._request_futures.get(3) is None  # answered: no request left open
+    return [protocol._converter.unstructure(message) for message in sent]
+
+
+@pytest.mark.parametrize("case", COMMANDS_REFUSED)
+def test_a_command_refused_before_it_runs_is_answered_as_pygls_answers_it(case: str) -> None:
+    """`workspace/executeCommand` runs by our own path (the answer leaves in the
+    command's last step); a refusal in its first step gets pygls' very answer."""
+    expected = _answers(JsonRPCProtocol.handle_message, COMMANDS_REFUSED[case])
+    assert [m.get("error", {}).get("code") for m in expected] != [None]  # an error answer
+    assert _answers(_ours, COMMANDS_REFUSED[case]) == expected

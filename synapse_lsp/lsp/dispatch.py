@@ -1,4 +1,5 @@
-"""pygls' dispatch of a received message, its kind told by its fields.
+"""pygls' dispatch of a received message, its kind told by its fields, and its way of
+running `workspace/executeCommand` without the steps in between.
 
 pygls' `JsonRPCProtocol.handle_message` asks `isinstance` of its runtime-checkable
 Protocols (`RPCRequest`, then `RPCNotification`, then `RPCResponse`): on Python 3.11
@@ -10,8 +11,11 @@ does what it does, in its order, with the message's fields instead.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
+from concurrent.futures import Future
+from functools import partial
 from typing import Any
 
 from lsprotocol import types
@@ -31,7 +35,9 @@ def dispatch(protocol: JsonRPCProtocol, message: Any, method: str, is_request: b
         log.warning("Server shutting down. No more requests!")
         return
     context = contextvars.copy_context()
-    if is_request:
+    if is_request and method == types.WORKSPACE_EXECUTE_COMMAND:
+        context.run(_execute_command, protocol, message)
+    elif is_request:
         context.run(protocol._handle_request, message.id, method, message.params)
     elif method:
         context.run(protocol._handle_notification, method, message.params)
@@ -39,3 +45,47 @@ def dispatch(protocol: JsonRPCProtocol, message: Any, method: str, is_request: b
         context.run(protocol._handle_response, message.id, message.result)
     else:  # an error response
         context.run(protocol._handle_response, message.id, None, message.error)
+
+
+def _execute_command(protocol: Any, message: Any) -> None:
+    """`workspace/executeCommand` as pygls runs it (its request future, what
+    `$/cancelRequest` cancels: the request is answered `cancelled` at once while the
+    command goes on to its own end), without its generator and futures in between: the
+    protocol's handler (a generator: its first step finds and structures the command)
+    is stepped here, and the answer goes out in the command's last step, not a loop
+    turn after it."""
+    msg_id = message.id
+    protocol._ctx_msg_id.set(msg_id)
+    answered: Future[Any] = Future()
+    answered.add_done_callback(partial(protocol._send_handler_result, msg_id=msg_id))
+    protocol._request_futures[msg_id] = answered
+    steps = protocol.lsp_workspace__execute_command(message.params)
+    try:
+        handler, args, _ = next(steps)
+    except Exception as exc:  # an unknown command, malformed arguments
+        answered.set_exception(exc)
+        return
+
+    async def run() -> None:
+        try:
+            result = await handler(*args)
+        except asyncio.CancelledError:
+            answered.cancel()
+            raise
+        except Exception as exc:
+            if not answered.done():
+                answered.set_exception(exc)
+            return
+        try:
+            steps.send(result)
+        except StopIteration as stop:
+            result = stop.value
+        if not answered.done():  # not cancelled meanwhile (its answer went out then)
+            answered.set_result(result)
+
+    task = asyncio.ensure_future(run())
+    _RUNNING.add(task)  # held while it runs (the loop keeps only a weak reference)
+    task.add_done_callback(_RUNNING.discard)
+
+
+_RUNNING: set[asyncio.Future[None]] = set()
