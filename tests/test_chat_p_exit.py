@@ -27,19 +27,33 @@ exec {git} "$@"
 """
 
 
+def _slow_status(tmp_path: Path) -> tuple[Path, Path]:
+    """A folder on PATH whose `git` takes a second more for each `status` (the
+    checkpoints' snapshots), logging when each began and ended: (the folder, the log)."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "status.log"
+    bin_dir.mkdir()
+    git = shutil.which("git")
+    assert git is not None
+    wrapper = bin_dir / "git"
+    wrapper.write_text(SLOW_STATUS.format(log=log, git=git))
+    wrapper.chmod(0o755)
+    return bin_dir, log
+
+
+def _status_ends(log: Path) -> list[float]:
+    stamps = log.read_text().split()
+    starts, ends = [float(t) for t in stamps[1::4]], [float(t) for t in stamps[3::4]]
+    assert len(starts) == len(ends) >= 2, stamps
+    return ends
+
+
 async def test_chat_p_answers_and_ends_its_shell_beside_the_after_snapshot(
     tmp_path: Path,
 ) -> None:
-    home, work, bin_dir = tmp_path / "home", tmp_path / "work", tmp_path / "bin"
+    home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
-    bin_dir.mkdir()
     (work / "notes.txt").write_text("x\n")
-    log = tmp_path / "status.log"
-    git = shutil.which("git")
-    assert git is not None
-    wrapper = bin_dir / "git"  # every `git status` of the checkpoints takes a second more
-    wrapper.write_text(SLOW_STATUS.format(log=log, git=git))
-    wrapper.chmod(0o755)
+    bin_dir, log = _slow_status(tmp_path)
     api = FakeAnthropic([{"commands": ["echo ran-it"]}, {"text": "Done."}])
     await api.start()
     env = dict(os.environ, SYNAPSE_HOME=str(home), ANTHROPIC_API_KEY=FAKE_KEY)
@@ -73,13 +87,41 @@ async def test_chat_p_answers_and_ends_its_shell_beside_the_after_snapshot(
     finally:
         await api.close()
     assert answer == b"Done.\n"
-    stamps = log.read_text().split()
-    starts, ends = [float(t) for t in stamps[1::4]], [float(t) for t in stamps[3::4]]
-    assert len(starts) == len(ends) >= 2, stamps
-    after_end = ends[-1]  # the turn's "after" snapshot, the last `git status`
+    after_end = _status_ends(log)[-1]  # the turn's "after" snapshot, the last `git status`
     assert answered < after_end, "the answer waited for the after-snapshot"
     assert bash_seen and bash_gone, "the agent's bash was never seen to start and end"
     assert bash_gone[0] < after_end, "the shell's end waited for the after-snapshot"
     # The session's close waited for the snapshot: the turn's record has its "after".
     [record] = [p for p in home.rglob("1.json") if p.parent.name == "checkpoints"]
     assert json.loads(record.read_text()).get("after"), record.read_text()
+
+
+async def test_chat_p_session_end_hooks_run_once_the_after_snapshot_is_taken(
+    tmp_path: Path,
+) -> None:
+    """What a SessionEnd hook changes is not the turn's: the snapshot of what the turn
+    left is taken before the hooks run, though the turn's end no longer waits for it."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    home.mkdir()
+    bin_dir, log = _slow_status(tmp_path)
+    began = tmp_path / "hook-began-at"
+    hook = {"type": "command", "command": f"cat >/dev/null; date +%s.%N > {began}"}
+    (home / "settings.json").write_text(json.dumps({"hooks": {"SessionEnd": [{"hooks": [hook]}]}}))
+    api = FakeAnthropic([{"text": "Done."}])
+    await api.start()
+    env = dict(os.environ, SYNAPSE_HOME=str(home), ANTHROPIC_API_KEY=FAKE_KEY)
+    env.update(ANTHROPIC_BASE_URL=api.base_url, PATH=f"{bin_dir}:{env['PATH']}")
+    env.pop("SYNAPSE_SANDBOX", None)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "synapse_lsp.cli.entry", "chat", "-p", "hi",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.DEVNULL, env=env, cwd=work,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        await api.close()
+    assert proc.returncode == 0, err.decode()
+    assert out == b"Done.\n"
+    assert float(began.read_text()) > _status_ends(log)[-1]

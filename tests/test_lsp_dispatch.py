@@ -24,6 +24,7 @@ MESSAGES: dict[str, dict[str, Any]] = {
                                     "version": 1, "text": "x = 1\n"}},
     },
     "cancel": {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 7}},
+    "request, null id": {"jsonrpc": "2.0", "id": None, "method": "shutdown"},
     "response": {"jsonrpc": "2.0", "id": "s-1", "result": {"applied": True}},
     "null result": {"jsonrpc": "2.0", "id": "s-2", "result": None},
     "error": {"jsonrpc": "2.0", "id": "s-3", "error": {"code": -32603, "message": "no"}},
@@ -47,7 +48,7 @@ def _recorded(route: Any, data: dict[str, Any], *, shutdown: bool = False) -> li
 
 def _ours(protocol: Any, message: Any) -> None:
     method = getattr(message, "method", "")
-    dispatch(protocol, message, method, bool(method) and getattr(message, "id", None) is not None)
+    dispatch(protocol, message, method, bool(method) and hasattr(message, "id"))
 
 
 @pytest.mark.parametrize("kind", MESSAGES)

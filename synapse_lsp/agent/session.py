@@ -328,8 +328,8 @@ class ChatSession:
         self.cancel()
         await self._skills.aclose()  # a background enhancement still running ends here
         await self._runner.join()
-        await self._session_hooks.end()  # SessionEnd
-        await self.checkpoints.close()  # the last turn's "after" snapshot
+        await self.checkpoints.close()  # the last turn's "after" snapshot, if still taken
+        await self._session_hooks.end()  # SessionEnd: what its hooks change is not the turn's
         if self.store is not None:
             self.store.close(self.id)
         await self._model.aclose()

@@ -4,9 +4,10 @@ running `workspace/executeCommand` without the steps in between.
 pygls' `JsonRPCProtocol.handle_message` asks `isinstance` of its runtime-checkable
 Protocols (`RPCRequest`, then `RPCNotification`, then `RPCResponse`): on Python 3.11
 each such check gathers the Protocol's attributes anew, ~27 µs a check, so every
-request paid ~27 µs and every response ~80 µs before it was even looked at
-(`benchmarks/bench_server.py`: 5-10% of a `synapse.shell.run true` round trip). This
-does what it does, in its order, with the message's fields instead.
+request paid ~27 µs and every response ~80 µs before it was even looked at. This does
+what it does, in its order, with the message's fields instead. With the command path
+below, a `synapse.shell.run true` round trip went from 1.35-1.38x a bare pygls server's
+to 1.27-1.29x (`benchmarks/bench_server.py --only shell`, docs/internals.md).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 def dispatch(protocol: JsonRPCProtocol, message: Any, method: str, is_request: bool) -> None:
     """Hand `message` (structured by pygls) to `protocol`'s request, notification or
     response handling, each in a context of its own, as pygls does. `method`: the
-    message's ("" for a response); `is_request`: it has a method and an id."""
+    message's ("" for a response); `is_request`: it has a method and an id (null too)."""
     if message.jsonrpc != JsonRPCProtocol.VERSION:
         log.warning('Unknown message "%s"', message)
         return
@@ -76,11 +77,19 @@ def _execute_command(protocol: Any, message: Any) -> None:
             if not answered.done():
                 answered.set_exception(exc)
             return
+        error: Exception | None = None
         try:
-            steps.send(result)
+            steps.send(result)  # its end: it returns what it was sent
+            error = RuntimeError("workspace/executeCommand: its handler yielded twice")
         except StopIteration as stop:
             result = stop.value
-        if not answered.done():  # not cancelled meanwhile (its answer went out then)
+        except Exception as exc:
+            error = exc
+        if answered.done():  # cancelled meanwhile: its answer went out then
+            return
+        if error is not None:
+            answered.set_exception(error)
+        else:
             answered.set_result(result)
 
     task = asyncio.ensure_future(run())

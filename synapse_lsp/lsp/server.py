@@ -137,7 +137,7 @@ class SynapseProtocol(LanguageServerProtocol):
         if message is _ANSWERED:
             return
         method = getattr(message, "method", "")
-        is_request = bool(method) and getattr(message, "id", None) is not None
+        is_request = bool(method) and hasattr(message, "id")  # as pygls tells one
         if self._shutdown and is_request and method != types.EXIT:
             # LSP: a request after `shutdown` is answered InvalidRequest (pygls drops it)
             error = JsonRpcInvalidRequest(f"{method}: the server is shutting down")
