@@ -40,6 +40,21 @@ def _slow_status(tmp_path: Path) -> tuple[Path, Path]:
     return bin_dir, log
 
 
+async def _chat_p(
+    prompt: str, home: Path, work: Path, bin_dir: Path, api_url: str
+) -> asyncio.subprocess.Process:
+    """`synapse chat -p PROMPT` started in `work`, as a user gets it (the default
+    sandbox), with the slow `git` of `bin_dir` first on PATH."""
+    env = dict(os.environ, SYNAPSE_HOME=str(home), ANTHROPIC_API_KEY=FAKE_KEY)
+    env.update(ANTHROPIC_BASE_URL=api_url, PATH=f"{bin_dir}:{env['PATH']}")
+    env.pop("SYNAPSE_SANDBOX", None)
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "synapse_lsp.cli.entry", "chat", "-p", prompt,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL, env=env, cwd=work,
+    )  # fmt: skip
+
+
 def _status_ends(log: Path) -> list[float]:
     stamps = log.read_text().split()
     starts, ends = [float(t) for t in stamps[1::4]], [float(t) for t in stamps[3::4]]
@@ -56,15 +71,8 @@ async def test_chat_p_answers_and_ends_its_shell_beside_the_after_snapshot(
     bin_dir, log = _slow_status(tmp_path)
     api = FakeAnthropic([{"commands": ["echo ran-it"]}, {"text": "Done."}])
     await api.start()
-    env = dict(os.environ, SYNAPSE_HOME=str(home), ANTHROPIC_API_KEY=FAKE_KEY)
-    env.update(ANTHROPIC_BASE_URL=api.base_url, PATH=f"{bin_dir}:{env['PATH']}")
-    env.pop("SYNAPSE_SANDBOX", None)  # what a user gets
     try:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "synapse_lsp.cli.entry", "chat", "-p", "run it",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            stdin=asyncio.subprocess.DEVNULL, env=env, cwd=work,
-        )  # fmt: skip
+        proc = await _chat_p("run it", home, work, bin_dir, api.base_url)
         bash_seen: list[float] = []
         bash_gone: list[float] = []
 
@@ -110,15 +118,8 @@ async def test_chat_p_session_end_hooks_run_once_the_after_snapshot_is_taken(
     (home / "settings.json").write_text(json.dumps({"hooks": {"SessionEnd": [{"hooks": [hook]}]}}))
     api = FakeAnthropic([{"text": "Done."}])
     await api.start()
-    env = dict(os.environ, SYNAPSE_HOME=str(home), ANTHROPIC_API_KEY=FAKE_KEY)
-    env.update(ANTHROPIC_BASE_URL=api.base_url, PATH=f"{bin_dir}:{env['PATH']}")
-    env.pop("SYNAPSE_SANDBOX", None)
     try:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "synapse_lsp.cli.entry", "chat", "-p", "hi",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            stdin=asyncio.subprocess.DEVNULL, env=env, cwd=work,
-        )  # fmt: skip
+        proc = await _chat_p("hi", home, work, bin_dir, api.base_url)
         out, err = await asyncio.wait_for(proc.communicate(), 60)
     finally:
         await api.close()
