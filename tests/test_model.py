@@ -37,9 +37,31 @@ def client(api: FakeAnthropic, **kw: Any) -> ModelClient:
     return ModelClient(api_key=KEY, base_url=api.base_url, retry_base_delay=0.001, **kw)
 
 
-async def collect(model: ModelClient, text: str = "hi") -> list[StreamItem]:
+WARM_UP = "warm-up answer"
+
+
+@pytest.fixture(params=["first request", "later request"])
+def later(request: pytest.FixtureRequest) -> bool:
+    """Whether the request under test follows one that went well: the first goes through
+    the SDK's `post`, later ones reuse the request it built (`agent/sdk_post.py`). With
+    it, a script starts with WARM_UP and `collect` takes that answer first."""
+    return bool(request.param == "later request")
+
+
+def warm(script: list[Any], later: bool) -> list[Any]:
+    return [WARM_UP, *script] if later else script
+
+
+async def collect(model: ModelClient, text: str = "hi", *, later: bool = False) -> list[StreamItem]:
     items: list[StreamItem] = []
     try:
+        if later:
+            first = [
+                i
+                async for i in model.stream(system="s", messages=[{"role": "user", "content": "w"}])
+            ]
+            assert isinstance(first[-1], StreamDone)
+            assert first[-1].content == [{"type": "text", "text": WARM_UP}]
         async for item in model.stream(
             system="You are a test.", messages=[{"role": "user", "content": text}]
         ):
@@ -93,7 +115,7 @@ async def test_tool_use_blocks_and_thinking_are_assembled_in_order() -> None:
     ]
 
 
-async def test_retries_each_transient_failure_then_succeeds() -> None:
+async def test_retries_each_transient_failure_then_succeeds(later: bool) -> None:
     script = [
         {
             "error": {
@@ -108,9 +130,9 @@ async def test_retries_each_transient_failure_then_succeeds() -> None:
         {"text": "x", "stream_error": {"type": "overloaded_error", "after": 3}},
         {"text": "finally"},
     ]
-    async with FakeAnthropic(script) as api:
-        items = await collect(client(api, max_attempts=5))
-        assert api.calls == 5
+    async with FakeAnthropic(warm(script, later)) as api:
+        items = await collect(client(api, max_attempts=5), later=later)
+        assert api.calls == 5 + later
     retries = [i for i in items if isinstance(i, StreamRetry)]
     assert [r.attempt for r in retries] == [1, 2, 3, 4]
     assert retries[0].delay == pytest.approx(0.05)  # retry-after honoured
@@ -145,57 +167,110 @@ async def test_retry_after_ms_header_wins_and_is_capped() -> None:
     assert delays == [pytest.approx(0.02), pytest.approx(0.03)]
 
 
-async def test_retries_exhausted_give_a_clear_error_naming_the_cause() -> None:
+async def test_retries_exhausted_give_a_clear_error_naming_the_cause(later: bool) -> None:
     overloaded = {"error": {"status": 529, "type": "overloaded_error", "message": "Overloaded"}}
-    async with FakeAnthropic([overloaded] * 3) as api:
+    async with FakeAnthropic(warm([overloaded] * 3, later)) as api:
         with pytest.raises(ModelError) as info:
-            await collect(client(api, max_attempts=3))
-        assert api.calls == 3
+            await collect(client(api, max_attempts=3), later=later)
+        assert api.calls == 3 + later
     assert "after 3 attempts" in info.value.message
     assert "overloaded_error" in info.value.message
     assert info.value.cause is not None and "529" in info.value.cause
 
 
-async def test_a_request_error_is_not_retried() -> None:
+async def test_a_request_error_is_not_retried(later: bool) -> None:
     bad = {"error": {"status": 400, "type": "invalid_request_error", "message": "bad field x"}}
-    async with FakeAnthropic([bad, "never"]) as api:
+    async with FakeAnthropic(warm([bad, "never"], later)) as api:
         with pytest.raises(ModelError) as info:
-            await collect(client(api))
-        assert api.calls == 1
+            await collect(client(api), later=later)
+        assert api.calls == 1 + later
     assert "bad field x" in info.value.message
     assert info.value.cause == "invalid_request_error"
 
 
-async def test_a_rejected_key_says_so_without_the_key(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_rejected_key_says_so_without_the_key(
+    caplog: pytest.LogCaptureFixture, later: bool
+) -> None:
     caplog.set_level(logging.DEBUG)
     denied = {
         "error": {"status": 401, "type": "authentication_error", "message": "invalid x-api-key"}
     }
-    async with FakeAnthropic([denied]) as api:
+    async with FakeAnthropic(warm([denied], later)) as api:
         with pytest.raises(ModelError) as info:
-            await collect(client(api))
-        assert api.requests[0]["authenticated"] is True
+            await collect(client(api), later=later)
+        assert api.requests[-1]["authenticated"] is True
         assert KEY not in json.dumps(api.requests)
     assert "rejected" in info.value.message
     assert KEY not in str(info.value) and KEY not in repr(info.value)
     assert KEY not in caplog.text
 
 
-async def test_the_key_never_reaches_logs_or_errors(caplog: pytest.LogCaptureFixture) -> None:
+async def test_the_key_never_reaches_logs_or_errors(
+    caplog: pytest.LogCaptureFixture, later: bool
+) -> None:
     caplog.set_level(logging.DEBUG)
     script = [
         {"error": {"status": 500, "type": "api_error", "message": "boom"}},
         {"text": "t", "drop_after": 3},
         {"error": {"status": 500, "type": "api_error", "message": "boom"}},
     ]
-    async with FakeAnthropic(script) as api:
+    async with FakeAnthropic(warm(script, later)) as api:
         model = client(api, max_attempts=3)
         assert KEY not in repr(model)
         with pytest.raises(ModelError) as info:
-            await collect(model)
+            await collect(model, later=later)
     assert caplog.records  # the SDK and we did log at debug level…
     assert KEY not in caplog.text  # …but never the key
     assert KEY not in str(info.value)
+
+
+async def test_a_request_that_times_out_is_retried(later: bool) -> None:
+    """The client's timeout holds for every request: a later one is sent with the
+    first one's timeout, not without one."""
+    script = [{"text": "too late", "delay": 10}, "in time"]
+    async with FakeAnthropic(warm(script, later)) as api:
+        items = await asyncio.wait_for(
+            collect(client(api, timeout=0.5, max_attempts=2), later=later), 8
+        )
+    retries = [i for i in items if isinstance(i, StreamRetry)]
+    assert len(retries) == 1 and "connection failed" in retries[0].cause
+    done = items[-1]
+    assert isinstance(done, StreamDone) and done.content == [{"type": "text", "text": "in time"}]
+
+
+async def test_an_api_that_went_away_is_a_connection_failure(later: bool) -> None:
+    async with FakeAnthropic([WARM_UP]) as api:
+        model = client(api, max_attempts=2)
+        if later:
+            await collect(model, later=False)
+    with pytest.raises(ModelError) as info:
+        await asyncio.wait_for(collect(model), 30)
+    assert "failed after 2 attempts" in info.value.message
+    assert "connection failed" in info.value.message
+    assert KEY not in str(info.value)
+
+
+async def test_each_request_is_sent_as_the_sdk_sends_the_first() -> None:
+    """Later requests reuse the request the SDK built for the first: same path, same
+    headers (the key and the SDK's own), each with its own body and length."""
+    async with FakeAnthropic(["one", "two", "three"]) as api:
+        model = client(api)
+        for text in ("a", "bb", "ccc"):
+            async for _ in model.stream(system="s", messages=[{"role": "user", "content": text}]):
+                pass
+        await model.close()
+        requests = api.requests
+    assert [r["path"] for r in requests] == ["/v1/messages"] * 3
+    assert all(r["authenticated"] for r in requests)
+    assert [r["body"]["messages"][0]["content"] for r in requests] == ["a", "bb", "ccc"]
+    first = {k: v for k, v in requests[0]["headers"].items() if k != "content-length"}
+    assert "anthropic-version" in first and "x-stainless-retry-count" in first
+    for later_one in requests[1:]:
+        headers = dict(later_one["headers"])
+        assert int(headers.pop("content-length")) == len(
+            json.dumps(later_one["body"], separators=(",", ":"), ensure_ascii=False).encode()
+        )
+        assert headers == first
 
 
 def test_no_key_is_a_how_to_message_not_a_traceback(tmp_path: Path) -> None:

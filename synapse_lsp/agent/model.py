@@ -8,9 +8,9 @@ event missing a field its type needs) are retried with exponential backoff, hono
 `retry-after-ms`/`retry-after`. After the last attempt a `ModelError` names the
 cause. The API key is never put into a message, a log record or an exception.
 
-The body is JSON-encoded once per call and sent through the SDK's `post(content=…,
-stream=True)`: `messages.create` would deep-copy every block of the history on
-every call first, a cost that grows with the conversation.
+The body is JSON-encoded once per call and sent through the SDK's HTTP client with the
+request the SDK built for the first (`sdk_post.py`): `messages.create` would deep-copy
+every block of the history on every call first, a cost that grows with the conversation.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from synapse_lsp.agent.api_failures import (
     short,
     without_secrets,
 )
+from synapse_lsp.agent.sdk_post import Poster
 from synapse_lsp.errors import ModelError
 from synapse_lsp.events import Usage
 
@@ -273,6 +274,7 @@ class ModelClient:
         self.timeout = timeout
         self.thinking_budget = thinking_budget
         self._client: AsyncAnthropic | None = None
+        self._post: Poster | None = None  # built with the client
         self._client_lock = threading.Lock()
         self.sent = asyncio.Event()  # a request went out (its answer's headers came back)
         self._draining: set[asyncio.Task[None]] = set()  # bodies read to their end (_drain)
@@ -335,6 +337,11 @@ class ModelClient:
                     _warn_like_the_sdk(self.model, bool(self.thinking_budget))
         return self._client
 
+    def _poster(self) -> Poster:
+        if self._post is None:
+            self._post = Poster(self._sdk())
+        return self._post
+
     def prepare(self) -> None:
         """Build the SDK's client now (any thread; the SDK's HTTP stack and TLS context
         take ~40-50 ms), so the first request does not wait for it."""
@@ -366,7 +373,7 @@ class ModelClient:
         await asyncio.gather(*self._draining, return_exceptions=True)
         if self._client is not None:
             await self._client.close()
-            self._client = None
+            self._client = self._post = None
 
     def scrub(self, text: str) -> str:
         """`text` with the API key (should it ever appear) replaced."""
@@ -460,22 +467,15 @@ class ModelClient:
     async def _one_attempt(self, body: bytes) -> AsyncIterator[StreamItem]:
         import anthropic
         import httpx2
-        from anthropic.types import Message
 
-        client = self._sdk()
+        poster = self._poster()
         acc = _Attempt()
         try:
             # `messages.create` would deep-copy the whole history on every call (the SDK's
             # request preparation walks every block): the body is encoded once, here.
             # Events stay the JSON objects the API sent (`AsyncStream[object]`): building a
             # pydantic model per event cost ~0.8 ms per call, and they are read by key.
-            stream: Any = await client.post(
-                "/v1/messages",
-                cast_to=Message,
-                content=body,
-                stream=True,
-                stream_cls=anthropic.AsyncStream[object],
-            )
+            stream: Any = await poster.post(body)
         except anthropic.APIStatusError as exc:
             raise self._status_failure(exc) from None
         except anthropic.APIConnectionError as exc:
