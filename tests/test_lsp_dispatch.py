@@ -4,13 +4,21 @@ pygls' runtime-Protocol checks."""
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import Future
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pygls.protocol import JsonRPCProtocol
 
+from synapse_lsp.agent.scripted_api import FakeAnthropic
 from synapse_lsp.lsp.dispatch import dispatch
 from synapse_lsp.lsp.server import SynapseServer
+from tests.lsp_client import editor
 
 MESSAGES: dict[str, dict[str, Any]] = {
     "request": {
@@ -93,3 +101,63 @@ def test_a_command_refused_before_it_runs_is_answered_as_pygls_answers_it(case: 
     expected = _answers(JsonRPCProtocol.handle_message, COMMANDS_REFUSED[case])
     assert [m.get("error", {}).get("code") for m in expected] != [None]  # an error answer
     assert _answers(_ours, COMMANDS_REFUSED[case]) == expected
+
+
+async def test_shutdown_while_a_command_runs_is_answered_and_the_server_exits(
+    tmp_path: Path,
+) -> None:
+    """An editor closing mid-prompt (the model's answer still to come): `shutdown`
+    cancels the open request, answers null, and `exit` ends the server with 0. pygls
+    looped over the open requests while each cancel removed one from them: shutdown
+    was answered with an internal error and the server never counted as shut down."""
+    proj, home = tmp_path / "proj", tmp_path / "home"
+    proj.mkdir()
+    home.mkdir()
+    async with FakeAnthropic([{"text": "too late", "delay": 60}]) as api:
+        env = {"ANTHROPIC_API_KEY": "sk-ant-fake", "ANTHROPIC_BASE_URL": api.base_url}
+        async with editor(home, [proj], env=env) as ed:
+            server = ed.client._server
+            assert server is not None
+            created = await ed.command("synapse.session.new", {})
+            prompt = asyncio.ensure_future(
+                ed.command(
+                    "synapse.session.prompt", {"sessionId": created["sessionId"], "text": "hi"}
+                )
+            )
+            for _ in range(1500):
+                if api.calls or prompt.done():
+                    break
+                await asyncio.sleep(0.02)
+            assert api.calls == 1 and not prompt.done()
+            # answered null: an error answer raises here
+            await asyncio.wait_for(ed.client.shutdown_async(None), 30)
+            [answer] = await asyncio.wait_for(asyncio.gather(prompt, return_exceptions=True), 30)
+            assert isinstance(answer, JsonRpcException | dict), answer  # answered either way
+            ed.client.exit(None)
+            assert await asyncio.wait_for(server.wait(), 30) == 0
+
+
+def test_shutdown_answers_every_request_still_open_and_shuts_down() -> None:
+    """Requests still open at `shutdown` (a command its user handler did not end) are
+    each answered `cancelled` as they are cancelled, which removes them from the open
+    requests: the loop over them must not fail half way (pygls' own raises "dictionary
+    changed size during iteration" and never sets `_shutdown`)."""
+    protocol: Any = SynapseServer().protocol
+    answers: list[tuple[Any, Any]] = []
+    protocol._send_response = lambda msg_id, result=None, error=None: answers.append(
+        (msg_id, error)
+    )
+    for msg_id in ("a", "b", "c"):
+        future: Future[Any] = Future()
+        future.add_done_callback(partial(protocol._send_handler_result, msg_id=msg_id))
+        protocol._request_futures[msg_id] = future
+    protocol._ctx_msg_id.set("shutdown-id")
+    steps = protocol.lsp_shutdown()
+    handler, _, _ = next(steps)  # the server's own shutdown (dispose), not run here
+    assert handler is protocol.fm.features[types.SHUTDOWN]
+    with pytest.raises(StopIteration):
+        steps.send(None)
+    assert protocol._shutdown is True
+    assert sorted(msg_id for msg_id, _ in answers) == ["a", "b", "c"]
+    assert all(error is not None and "canceled" in error.message for _, error in answers)
+    assert protocol._request_futures == {}

@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+from collections.abc import Generator
 from concurrent.futures import Future
 from functools import partial
 from typing import Any
 
 from lsprotocol import types
-from pygls.protocol import JsonRPCProtocol
+from pygls.protocol import JsonRPCProtocol, LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 
 log = logging.getLogger(__name__)
 
@@ -98,3 +100,24 @@ def _execute_command(protocol: Any, message: Any) -> None:
 
 
 _RUNNING: set[asyncio.Future[None]] = set()
+
+
+class ShutdownProtocol(LanguageServerProtocol):
+    """pygls' protocol with its `shutdown` made safe while commands still run.
+
+    pygls cancels each open request's future in a loop over `_request_futures`; the
+    cancel answers that request at once (its done callback, `_send_handler_result`),
+    which removes it from the dict mid-loop. With a command still running (a prompt
+    when the editor closes) the loop then raised "dictionary changed size during
+    iteration", `shutdown` was answered with an internal error and the server never
+    counted as shut down. This loops over a copy, as pygls otherwise does."""
+
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
+        if (user_handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield user_handler, args, None
+        current_id = self.msg_id  # not this request's own future
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current_id and not future.done():
+                future.cancel()
+        self._shutdown = True

@@ -34,14 +34,13 @@ from pygls.exceptions import (
     JsonRpcMethodNotFound,
 )
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from synapse_lsp import __version__
 from synapse_lsp.background import TaskOwner
 from synapse_lsp.config import LiveSettings, Problem, Settings
 from synapse_lsp.files import path_to_uri, uri_to_path
-from synapse_lsp.lsp.dispatch import dispatch
+from synapse_lsp.lsp.dispatch import ShutdownProtocol, dispatch
 from synapse_lsp.lsp.logs import LOG_LEVELS, LspLogHandler, attach_lsp_logging, setup_logging
 from synapse_lsp.lsp.names import (
     COMMAND_NAMES,
@@ -89,7 +88,7 @@ class _PlainNotification:
     params: Any = None
 
 
-class SynapseProtocol(LanguageServerProtocol):
+class SynapseProtocol(ShutdownProtocol):
     """pygls' protocol plus: the protocol version in the `initialize` result,
     `$/cancelRequest` reaching running prompts, malformed params answered with
     InvalidParams naming the command and the field (not silence), unknown
