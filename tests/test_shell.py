@@ -754,3 +754,17 @@ async def test_a_settings_change_between_commands_reaches_the_next_one(
         assert second.truncated and len(second.stdout) < 2000, second
     finally:
         await session.close()
+
+
+async def test_a_closed_session_starts_no_bash_again(workdir: Path, settings: Settings) -> None:
+    """Closed is for good: neither start() nor restart() brings a bash back (a turn
+    still winding down while its face exits must not leave one behind)."""
+    session = ShellSession(workdir, settings)
+    await session.start()
+    await session.close()
+    for again in (session.start, session.restart):
+        with pytest.raises(ShellError, match="closed"):
+            await again()
+        assert session.pid is None or not session.alive
+    with pytest.raises(ShellError, match="closed"):
+        await session.run("true")

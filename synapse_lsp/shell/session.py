@@ -171,7 +171,7 @@ class ShellSession:
     # -------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        """Start bash (idempotent while alive)."""
+        """Start bash (idempotent while alive). A closed session starts none: ShellError."""
         async with self._lock:
             if not self.alive:
                 await self._spawn()
@@ -323,7 +323,8 @@ class ShellSession:
         return spawn.environment(base, self.settings, self.wrappers, nonce)
 
     async def _spawn(self) -> None:
-        self._closed = False
+        if self._closed:  # its owner closed it for good (a face's exit): no bash after
+            raise ShellError("the shell session is closed")
         nonce = secrets.token_hex(8)
         files = ShellFiles()
         readers = Readers()
