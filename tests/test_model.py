@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -225,8 +226,7 @@ async def test_the_key_never_reaches_logs_or_errors(
 
 
 async def test_a_request_that_times_out_is_retried(later: bool) -> None:
-    """The client's timeout holds for every request: a later one is sent with the
-    first one's timeout, not without one."""
+    """The client's timeout holds for later requests as for the first."""
     script = [{"text": "too late", "delay": 10}, "in time"]
     async with FakeAnthropic(warm(script, later)) as api:
         items = await asyncio.wait_for(
@@ -241,10 +241,11 @@ async def test_a_request_that_times_out_is_retried(later: bool) -> None:
 async def test_an_api_that_went_away_is_a_connection_failure(later: bool) -> None:
     async with FakeAnthropic([WARM_UP]) as api:
         model = client(api, max_attempts=2)
-        if later:
-            await collect(model, later=False)
+        if later:  # a request that went well, the client kept open
+            async for _ in model.stream(system="s", messages=[{"role": "user", "content": "w"}]):
+                pass
     with pytest.raises(ModelError) as info:
-        await asyncio.wait_for(collect(model), 30)
+        await asyncio.wait_for(collect(model), 30)  # `collect` closes the client
     assert "failed after 2 attempts" in info.value.message
     assert "connection failed" in info.value.message
     assert KEY not in str(info.value)
@@ -252,7 +253,8 @@ async def test_an_api_that_went_away_is_a_connection_failure(later: bool) -> Non
 
 async def test_each_request_is_sent_as_the_sdk_sends_the_first() -> None:
     """Later requests reuse the request the SDK built for the first: same path, same
-    headers (the key and the SDK's own), each with its own body and length."""
+    headers (the key and the SDK's own), each with its own body and length, and the
+    cookie the API set last (the fake API sets one per answer, as a gateway would)."""
     async with FakeAnthropic(["one", "two", "three"]) as api:
         model = client(api)
         for text in ("a", "bb", "ccc"):
@@ -263,14 +265,52 @@ async def test_each_request_is_sent_as_the_sdk_sends_the_first() -> None:
     assert [r["path"] for r in requests] == ["/v1/messages"] * 3
     assert all(r["authenticated"] for r in requests)
     assert [r["body"]["messages"][0]["content"] for r in requests] == ["a", "bb", "ccc"]
+    assert [r["headers"].get("cookie") for r in requests] == [
+        None, "fake-affinity=1", "fake-affinity=2"
+    ]  # fmt: skip
     first = {k: v for k, v in requests[0]["headers"].items() if k != "content-length"}
     assert "anthropic-version" in first and "x-stainless-retry-count" in first
     for later_one in requests[1:]:
         headers = dict(later_one["headers"])
+        del headers["cookie"]
         assert int(headers.pop("content-length")) == len(
             json.dumps(later_one["body"], separators=(",", ":"), ensure_ascii=False).encode()
         )
         assert headers == first
+
+
+async def test_a_redirected_api_is_asked_at_its_own_url_each_time() -> None:
+    """A base URL that redirects (307, as a gateway moving the API) is asked each time,
+    as the SDK does: a later request is not sent straight to where the first went."""
+    hits: list[str] = []
+
+    async def redirect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        hits.append(head.split(b" ", 2)[1].decode())
+        length = re.search(rb"(?i)content-length: *(\d+)", head)
+        await reader.readexactly(int(length.group(1)) if length else 0)
+        writer.write(
+            f"HTTP/1.1 307 Temporary Redirect\r\nlocation: {target}/v1/messages\r\n"
+            "content-length: 0\r\nconnection: close\r\n\r\n".encode()
+        )
+        await writer.drain()
+        writer.close()
+
+    async with FakeAnthropic(["one", "two", "three"]) as api:
+        target = api.base_url
+        gateway = await asyncio.start_server(redirect, "127.0.0.1", 0)
+        port = gateway.sockets[0].getsockname()[1]
+        model = ModelClient(api_key=KEY, base_url=f"http://127.0.0.1:{port}", model="m")
+        answers = []
+        for _ in range(3):
+            async for item in model.stream(system="s", messages=[{"role": "user", "content": "x"}]):
+                if isinstance(item, StreamDone):
+                    answers.append(item.content[0]["text"])
+        await model.close()
+        gateway.close()
+        await gateway.wait_closed()
+    assert answers == ["one", "two", "three"]
+    assert hits == ["/v1/messages"] * 3
 
 
 def test_no_key_is_a_how_to_message_not_a_traceback(tmp_path: Path) -> None:

@@ -610,8 +610,8 @@ class FakeAnthropic:
         events = self._events(response, body, raw)
         writer.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-            b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n"
-            b"request-id: req_fake\r\n\r\n"
+            b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\nrequest-id: req_fake\r\n"
+            b"set-cookie: fake-affinity=%d; Path=/\r\n\r\n" % self.calls  # as a gateway's
         )
         drop_after = response.get("drop_after")
         hang_after = response.get("hang_after")

@@ -9,22 +9,29 @@ that one with the new body, sent through the SDK's own HTTP client. The SDK's SS
 stream reads its answer, and a failure is raised as the SDK's error type, as its
 `_attempt_request` and `_request` do with `max_retries=0`.
 
-This holds only for a plain client. A client with middleware or a custom auth (a token
-that refreshes) always goes through `post`: they need the per-request work. (The SDK's
+This holds only for a plain `AsyncAnthropic` (not a subclass that may sign each request)
+without middleware or a custom auth (a token that refreshes): others always go through
+`post`, which does their per-request work. So does every request after a first that was
+redirected: the SDK goes back to its base URL each time. The client's cookies (a
+gateway's affinity cookie) are added to each request as `post` adds them. (The SDK's
 OpenTelemetry spans are only for its named methods: a `post` of ours has none.)
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import httpx2
     from anthropic import AsyncAnthropic, AsyncStream
 
+log = logging.getLogger(__name__)
+
 PATH = "/v1/messages"
-# Headers of the sent request that belong to its body, not to every request.
-_BODY_HEADERS = frozenset({b"content-length", b"transfer-encoding"})
+# Headers of the sent request that are not the same for every request: its body's, and
+# the cookies (the client's jar, as it is at each request).
+_OWN_HEADERS = frozenset({b"content-length", b"transfer-encoding", b"cookie"})
 
 
 class Poster:
@@ -51,11 +58,11 @@ class Poster:
                 stream=True,
                 stream_cls=anthropic.AsyncStream[object],
             )
-            if self._plain:
+            if self._plain and not stream.response.history:  # not redirected
                 sent = stream.response.request
-                headers = [kv for kv in sent.headers.raw if kv[0].lower() not in _BODY_HEADERS]
-                timeout = sent.extensions.get("timeout")
-                self._sent = (sent.url, headers, {} if timeout is None else {"timeout": timeout})
+                headers = [kv for kv in sent.headers.raw if kv[0].lower() not in _OWN_HEADERS]
+                # its timeout, and the TLS server name the SDK sets for some hosts
+                self._sent = (sent.url, headers, dict(sent.extensions))
             return stream
         return await self._send(body, *self._sent)
 
@@ -69,17 +76,21 @@ class Poster:
         import anthropic
         import httpx2
 
+        http = self._client._client
         request = httpx2.Request(
-            "POST", url, headers=headers, content=body, extensions=dict(extensions)
-        )
+            "POST", url, headers=headers, content=body, extensions=dict(extensions),
+            cookies=http.cookies or None,
+        )  # fmt: skip
         try:
-            response = await self._client._client.send(request, stream=True)
+            response = await http.send(request, stream=True)
         except httpx2.TimeoutException as err:
             raise anthropic.APITimeoutError(request=request) from err
         except anthropic.AnthropicError:
             raise
         except Exception as err:
             raise anthropic.APIConnectionError(request=request) from err
+        log.debug("POST %s: %d, request_id %s", url, response.status_code,
+                  response.headers.get("request-id"))  # fmt: skip
         if not response.is_success:
             await response.aread()
             raise self._client._make_status_error_from_response(response) from None
@@ -88,9 +99,12 @@ class Poster:
 
 def _plain(client: AsyncAnthropic) -> bool:
     """Whether every request of this client is the same but for its body."""
+    import anthropic
+
     try:
         return (
-            client.custom_auth is None
+            type(client) is anthropic.AsyncAnthropic
+            and client.custom_auth is None
             and not getattr(client, "_middleware", ())
             and client._idempotency_header is None
             and client.max_retries == 0
