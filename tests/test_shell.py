@@ -768,3 +768,20 @@ async def test_a_closed_session_starts_no_bash_again(workdir: Path, settings: Se
         assert session.pid is None or not session.alive
     with pytest.raises(ShellError, match="closed"):
         await session.run("true")
+
+
+async def test_a_restart_cancelled_half_way_leaves_a_shell_that_works(
+    shell: ShellSession, workdir: Path
+) -> None:
+    """A cancel that lands while a fresh bash starts (its pid read, its framing's first
+    marker awaited) must not leave that half-started bash to take the next command: it
+    lost the command's output (exit 141). The next command gets a fresh bash instead."""
+    for turns in (1, 2, 4, 8, 16, 32):
+        task = asyncio.create_task(shell.restart())
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        result = await shell.run("echo alive; pwd")
+        assert (result.exit_code, result.stdout) == (0, f"alive\n{workdir}\n"), turns

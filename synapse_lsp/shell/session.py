@@ -365,16 +365,24 @@ class ShellSession:
             moved=self._moved,
             settings=self._settings,
         )
-        if launched.info_r >= 0:
-            # The reported pid is bwrap's; bash is the sandboxed child it names. (Awaited
-            # once `_bash` is set: a cancel here leaves nothing `close()` cannot end.)
-            term.bash_pid = None
-            try:
-                term.bash_pid = await spawn.read_child_pid(launched.info_r, START_TIMEOUT_S)
-            finally:
-                os.close(launched.info_r)
-        await bash.handshake(fifo, self.settings)
-        await term.learn()
+        try:
+            if launched.info_r >= 0:
+                # The reported pid is bwrap's; bash is the sandboxed child it names.
+                # (Awaited once `_bash` is set: a cancel here leaves nothing `close()`
+                # cannot end.)
+                term.bash_pid = None
+                try:
+                    term.bash_pid = await spawn.read_child_pid(launched.info_r, START_TIMEOUT_S)
+                finally:
+                    os.close(launched.info_r)
+            await bash.handshake(fifo, self.settings)
+            await term.learn()
+        except BaseException:
+            # Cancelled (or failed) half way: a bash whose framing never started would
+            # take the next command and lose its output (exit 141); the next one starts
+            # a fresh bash instead.
+            self._terminate()
+            raise
         log.debug("shell %s started in %s", launched.proc.pid, cwd)
 
     def _moved(self, cwd: Path) -> None:
