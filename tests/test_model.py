@@ -254,8 +254,9 @@ async def test_an_api_that_went_away_is_a_connection_failure(later: bool) -> Non
 async def test_each_request_is_sent_as_the_sdk_sends_the_first() -> None:
     """Later requests reuse the request the SDK built for the first: same path, same
     headers (the key and the SDK's own), each with its own body and length, and the
-    cookie the API set last (the fake API sets one per answer, as a gateway would)."""
-    async with FakeAnthropic(["one", "two", "three"]) as api:
+    cookie the API set last (as a gateway's affinity cookie)."""
+    script = [{"text": t, "set_cookie": f"fake-affinity={i}; Path=/"} for i, t in enumerate("ab")]
+    async with FakeAnthropic([*script, "three"]) as api:
         model = client(api)
         for text in ("a", "bb", "ccc"):
             async for _ in model.stream(system="s", messages=[{"role": "user", "content": text}]):
@@ -266,7 +267,7 @@ async def test_each_request_is_sent_as_the_sdk_sends_the_first() -> None:
     assert all(r["authenticated"] for r in requests)
     assert [r["body"]["messages"][0]["content"] for r in requests] == ["a", "bb", "ccc"]
     assert [r["headers"].get("cookie") for r in requests] == [
-        None, "fake-affinity=1", "fake-affinity=2"
+        None, "fake-affinity=0", "fake-affinity=1"
     ]  # fmt: skip
     first = {k: v for k, v in requests[0]["headers"].items() if k != "content-length"}
     assert "anthropic-version" in first and "x-stainless-retry-count" in first

@@ -37,24 +37,10 @@ from synapse_lsp import __version__
 JSON = dict[str, Any]
 
 _RESPONSE_KEYS = {
-    "text",
-    "thinking",
-    "commands",
-    "content",
-    "stop_reason",
-    "usage",
-    "delay",
-    "chunk_delay",
-    "chunk_size",
-    "drop_after",
-    "hang_after",
-    "end_delay",
-    "stream_error",
-    "malformed",
-    "error",
-    "template",
-    "stream",
-}
+    "text", "thinking", "commands", "content", "stop_reason", "usage", "delay", "chunk_delay",
+    "chunk_size", "drop_after", "hang_after", "end_delay", "stream_error", "malformed", "error",
+    "template", "stream", "set_cookie",
+}  # fmt: skip
 
 
 class ScriptError(ValueError):
@@ -608,10 +594,12 @@ class FakeAnthropic:
         writer: asyncio.StreamWriter,
     ) -> bool:
         events = self._events(response, body, raw)
+        cookie = f"set-cookie: {response['set_cookie']}\r\n" if "set_cookie" in response else ""
         writer.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
             b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\nrequest-id: req_fake\r\n"
-            b"set-cookie: fake-affinity=%d; Path=/\r\n\r\n" % self.calls  # as a gateway's
+            + cookie.encode()
+            + b"\r\n"
         )
         drop_after = response.get("drop_after")
         hang_after = response.get("hang_after")
