@@ -8,9 +8,8 @@ event missing a field its type needs) are retried with exponential backoff, hono
 `retry-after-ms`/`retry-after`. After the last attempt a `ModelError` names the
 cause. The API key is never put into a message, a log record or an exception.
 
-The body is JSON-encoded once per call and sent through the SDK's HTTP client with the
-request the SDK built for the first (`sdk_post.py`): `messages.create` would deep-copy
-every block of the history on every call first, a cost that grows with the conversation.
+The body is encoded once per call and sent as the SDK sent the first (`sdk_post.py`):
+`messages.create` would deep-copy every block of the history on every call first.
 """
 
 from __future__ import annotations
@@ -343,8 +342,7 @@ class ModelClient:
         return self._post
 
     def prepare(self) -> None:
-        """Build the SDK's client now (any thread; the SDK's HTTP stack and TLS context
-        take ~40-50 ms), so the first request does not wait for it."""
+        """Build the SDK's client now (any thread; ~40-50 ms): the first request won't wait."""
         self._sdk()
 
     def _drain(self, stream: Any, events: AsyncIterator[object]) -> None:
@@ -486,6 +484,8 @@ class ModelClient:
                     "Check the URL (not retried).",
                     cause="unreachable_url",
                 ) from None
+            if isinstance(exc, anthropic.APITimeoutError):  # not anyio's cancel scope text
+                raise _TransientError(f"timed out (no answer in {self.timeout:g} s)") from None
             raise _TransientError(f"connection failed ({root_cause(exc)})") from None
         self.sent.set()
         events = stream.__aiter__()
